@@ -1,0 +1,171 @@
+// Package api holds the contracts every tier shares: the error catalog and
+// the v1 and v2 response envelopes, API versions and the internal headers the
+// edge sends to core. It imports nothing of any tier.
+package api
+
+import "strings"
+
+// Code identifies a client-visible error condition: one row of the catalog.
+// Its string form is the v2 code where the condition has one of its own.
+type Code uint8
+
+// The catalog's conditions. Several conditions share a public code in one
+// version and differ in the other: a malformed QR payload is SLIP_NOT_FOUND
+// to a v2 client and invalid_payload to a v1 client.
+const (
+	MissingAPIKey Code = iota + 1
+	InvalidAPIKey
+	InvalidSignature
+	InvalidTimestamp
+	DuplicateNonce
+	PermissionDenied
+	BranchInactive
+	ServiceBanned
+	ServiceExpired
+	UserBanned
+	IPNotAllowed
+	QuotaExceeded
+	Validation
+	InvalidCheckDuplicate
+	URLProtocolNotAllowed
+	URLInvalidIPRange
+	ImageURLUnreachable
+	ImageSizeTooLarge
+	InvalidImageFormat
+	InvalidBankCode
+	InvalidExtraVerify
+	InvalidMatchMode
+	InvalidCallbackURL
+	SlipNotFound
+	InvalidPayload
+	QRCodeNotFound
+	SlipPending
+	DuplicateSlip
+	BankAccountNotFound
+	JobNotFound
+	NotFound
+	BankAccountDuplicate
+	RateLimitExceeded
+	APIServerError
+	InternalServerError
+	numCodes
+)
+
+// Row is one line of the error catalog: how a condition reaches a v2 and a
+// v1 client. V2Code is empty for conditions only v1 can produce.
+type Row struct {
+	Code     Code
+	V2Status int
+	V2Code   string
+	V1Status int
+	V1Code   string
+	Message  string // default v2 message
+}
+
+// table is the one table of client-visible errors.
+var table = []Row{
+	{MissingAPIKey, 401, "MISSING_API_KEY", 401, "unauthorized", "API key is missing"},
+	{InvalidAPIKey, 401, "INVALID_API_KEY", 401, "unauthorized", "API key is invalid"},
+	{InvalidSignature, 401, "INVALID_SIGNATURE", 401, "unauthorized", "Request signature is invalid"},
+	{InvalidTimestamp, 401, "INVALID_TIMESTAMP", 401, "unauthorized", "Request timestamp is outside the allowed window"},
+	{DuplicateNonce, 401, "DUPLICATE_NONCE", 401, "unauthorized", "Request nonce was already used"},
+	{PermissionDenied, 403, "PERMISSION_DENIED", 403, "access_denied", "API key lacks the permission for this request"},
+	{BranchInactive, 403, "BRANCH_INACTIVE", 403, "application_deactivated", "Branch is inactive"},
+	{ServiceBanned, 403, "SERVICE_BANNED", 403, "application_deactivated", "Service is banned"},
+	{ServiceExpired, 403, "SERVICE_EXPIRED", 403, "application_expired", "Service subscription has expired"},
+	{UserBanned, 403, "USER_BANNED", 403, "application_deactivated", "User account is banned"},
+	{IPNotAllowed, 403, "IP_NOT_ALLOWED", 403, "access_denied", "Client IP address is not allowed"},
+	{QuotaExceeded, 403, "QUOTA_EXCEEDED", 403, "quota_exceeded", "Monthly quota is used up"},
+	{Validation, 400, "VALIDATION_ERROR", 400, "invalid_request", "Request is invalid"},
+	{InvalidCheckDuplicate, 400, "VALIDATION_ERROR", 400, "invalid_check_duplicate", "checkDuplicate: must be a boolean"},
+	{URLProtocolNotAllowed, 400, "URL_PROTOCOL_NOT_ALLOWED", 400, "invalid_url", "Image URL must use http or https"},
+	{URLInvalidIPRange, 400, "URL_INVALID_IP_RANGE", 400, "invalid_url", "Image URL points to a private or internal address"},
+	{ImageURLUnreachable, 400, "IMAGE_URL_UNREACHABLE", 400, "invalid_url", "Image URL cannot be fetched"},
+	{ImageSizeTooLarge, 400, "IMAGE_SIZE_TOO_LARGE", 400, "image_size_too_large", "Image is larger than 4 MB"},
+	{InvalidImageFormat, 400, "INVALID_IMAGE_FORMAT", 400, "invalid_image", "File is not a JPEG, PNG, GIF or WebP image"},
+	{InvalidBankCode, 400, "INVALID_BANK_CODE", 400, "invalid_request", "bankCode is not in the bank list"},
+	{InvalidExtraVerify, 400, "INVALID_EXTRA_VERIFY", 400, "invalid_request", "extraVerify is not an option of this bank"},
+	{InvalidMatchMode, 400, "INVALID_MATCH_MODE", 400, "invalid_request", "matchMode is allowed only for PROMPTPAY"},
+	{InvalidCallbackURL, 400, "INVALID_CALLBACK_URL", 400, "invalid_request", "callbackUrl must be https and point to a public address"},
+	{SlipNotFound, 404, "SLIP_NOT_FOUND", 404, "slip_not_found", "Slip not found"},
+	{InvalidPayload, 404, "SLIP_NOT_FOUND", 400, "invalid_payload", "Slip payload is not a valid slip QR code"},
+	{QRCodeNotFound, 404, "SLIP_NOT_FOUND", 404, "qrcode_not_found", "No slip QR code found in the image"},
+	{SlipPending, 404, "SLIP_PENDING", 404, "slip_pending", "Slip is too recent to verify; try again in a few minutes"},
+	{DuplicateSlip, 0, "", 400, "duplicate_slip", "Slip was already verified"},
+	{BankAccountNotFound, 404, "BANK_ACCOUNT_NOT_FOUND", 404, "not_found", "Bank account not found or not linked to the branch"},
+	{JobNotFound, 404, "JOB_NOT_FOUND", 404, "not_found", "Job not found"},
+	{NotFound, 404, "NOT_FOUND", 404, "not_found", "Endpoint not found"},
+	{BankAccountDuplicate, 409, "BANK_ACCOUNT_DUPLICATE", 400, "invalid_request", "An active bank account with this bankCode and bankNumber exists"},
+	{RateLimitExceeded, 429, "RATE_LIMIT_EXCEEDED", 429, "rate_limit_exceeded", "Rate limit exceeded"},
+	{APIServerError, 500, "API_SERVER_ERROR", 500, "api_server_error", "Temporary processing error; try again"},
+	{InternalServerError, 500, "INTERNAL_SERVER_ERROR", 500, "server_error", "Unexpected error"},
+}
+
+// byCode indexes table by Code; a Code without a row has a zero Row, which a
+// test catches.
+var byCode = func() (idx [numCodes]Row) {
+	for _, r := range table {
+		idx[r.Code] = r
+	}
+	return idx
+}()
+
+// Lookup returns the catalog row of c; an unknown c gets the row of
+// InternalServerError.
+func Lookup(c Code) Row {
+	if c == 0 || c >= numCodes || byCode[c].Code != c {
+		return byCode[InternalServerError]
+	}
+	return byCode[c]
+}
+
+// Rows returns every row of the catalog, in table order.
+func Rows() []Row { return append([]Row(nil), table...) }
+
+// String returns the v2 code of c, or its v1 code when it has no v2 code.
+func (c Code) String() string {
+	r := Lookup(c)
+	if r.V2Code != "" {
+		return r.V2Code
+	}
+	return r.V1Code
+}
+
+// Error is a client-visible error: a catalog condition with an optional
+// message replacing the row's default v2 message. Data is sent along in the
+// v1 body of duplicate_slip.
+type Error struct {
+	Code    Code
+	Message string
+	Data    any
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Message != "" {
+		return e.Code.String() + ": " + e.Message
+	}
+	return e.Code.String()
+}
+
+// E returns an error of the catalog condition c with its default message.
+func E(c Code) *Error { return &Error{Code: c} }
+
+// Errorf returns an error of c with a message of its own.
+func Errorf(c Code, msg string) *Error { return &Error{Code: c, Message: msg} }
+
+// FieldErrors collects every failing field of a request so a
+// VALIDATION_ERROR names them all.
+type FieldErrors []string
+
+// Add records that field failed for reason.
+func (f *FieldErrors) Add(field, reason string) { *f = append(*f, field+": "+reason) }
+
+// Err returns nil when no field failed, or the VALIDATION_ERROR whose message
+// names every failing field, joined with "; ".
+func (f FieldErrors) Err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	return Errorf(Validation, strings.Join(f, "; "))
+}

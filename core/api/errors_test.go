@@ -1,0 +1,99 @@
+package api
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The codes of spec section 7 and the decisions of ARCHITECTURE.md: every
+// one must be reachable through some catalog row.
+var (
+	specV2 = []string{"MISSING_API_KEY", "INVALID_API_KEY", "BRANCH_INACTIVE", "SERVICE_BANNED",
+		"SERVICE_EXPIRED", "IP_NOT_ALLOWED", "QUOTA_EXCEEDED", "USER_BANNED", "VALIDATION_ERROR",
+		"URL_PROTOCOL_NOT_ALLOWED", "URL_INVALID_IP_RANGE", "IMAGE_URL_UNREACHABLE",
+		"IMAGE_SIZE_TOO_LARGE", "INVALID_IMAGE_FORMAT", "INVALID_BANK_CODE", "INVALID_EXTRA_VERIFY",
+		"INVALID_MATCH_MODE", "INVALID_CALLBACK_URL", "SLIP_NOT_FOUND", "SLIP_PENDING",
+		"BANK_ACCOUNT_NOT_FOUND", "JOB_NOT_FOUND", "NOT_FOUND", "BANK_ACCOUNT_DUPLICATE",
+		"RATE_LIMIT_EXCEEDED", "API_SERVER_ERROR", "INTERNAL_SERVER_ERROR",
+		"INVALID_SIGNATURE", "INVALID_TIMESTAMP", "DUPLICATE_NONCE", "PERMISSION_DENIED"}
+	specV1 = []string{"unauthorized", "access_denied", "application_expired", "application_deactivated",
+		"quota_exceeded", "invalid_payload", "invalid_check_duplicate", "invalid_url", "invalid_image",
+		"image_size_too_large", "invalid_request", "duplicate_slip", "slip_not_found", "slip_pending",
+		"qrcode_not_found", "not_found", "rate_limit_exceeded", "server_error", "api_server_error"}
+)
+
+func TestCatalogComplete(t *testing.T) {
+	seen := map[Code]bool{}
+	v2, v1 := map[string]bool{}, map[string]bool{}
+	for _, r := range Rows() {
+		if seen[r.Code] {
+			t.Errorf("code %d has two rows", r.Code)
+		}
+		seen[r.Code] = true
+		if r.V1Status < 400 || r.V1Code == "" || r.Message == "" {
+			t.Errorf("row %v: incomplete v1 side or message: %+v", r.Code, r)
+		}
+		if (r.V2Code == "") != (r.V2Status == 0) {
+			t.Errorf("row %v: v2 code and status must be set together: %+v", r.Code, r)
+		}
+		v2[r.V2Code], v1[r.V1Code] = true, true
+	}
+	for c := Code(1); c < numCodes; c++ {
+		if !seen[c] {
+			t.Errorf("code %d has no row", c)
+		}
+	}
+	for _, c := range specV2 {
+		if !v2[c] {
+			t.Errorf("v2 code %s missing from the catalog", c)
+		}
+	}
+	for _, c := range specV1 {
+		if !v1[c] {
+			t.Errorf("v1 code %s missing from the catalog", c)
+		}
+	}
+}
+
+func TestRenderError(t *testing.T) {
+	f := func(v Version, e *Error, wantStatus int, want string) {
+		t.Helper()
+		status, body := RenderError(v, e)
+		if status != wantStatus || string(body) != want {
+			t.Errorf("RenderError(%v, %v) = %d %s, want %d %s", v, e, status, body, wantStatus, want)
+		}
+	}
+	f(V2, E(QuotaExceeded), 403, `{"success":false,"error":{"code":"QUOTA_EXCEEDED","message":"Monthly quota is used up"}}`)
+	f(V1, E(QuotaExceeded), 403, `{"status":403,"message":"quota_exceeded"}`)
+	f(V2, E(InvalidPayload), 404, `{"success":false,"error":{"code":"SLIP_NOT_FOUND","message":"Slip payload is not a valid slip QR code"}}`)
+	f(V1, E(InvalidPayload), 400, `{"status":400,"message":"invalid_payload"}`)
+	f(V1, &Error{Code: DuplicateSlip, Data: map[string]int{"amount": 5}}, 400, `{"status":400,"message":"duplicate_slip","data":{"amount":5}}`)
+	f(V2, E(DuplicateSlip), 500, `{"success":false,"error":{"code":"INTERNAL_SERVER_ERROR","message":"Unexpected error"}}`)
+	f(V2, Errorf(NotFound, "no <route>"), 404, `{"success":false,"error":{"code":"NOT_FOUND","message":"no \u003croute\u003e"}}`)
+	f(V2, &Error{Code: 200}, 500, `{"success":false,"error":{"code":"INTERNAL_SERVER_ERROR","message":"Unexpected error"}}`)
+}
+
+func TestFieldErrors(t *testing.T) {
+	var f FieldErrors
+	if f.Err() != nil {
+		t.Fatal("no failing field must give no error")
+	}
+	f.Add("payload", "is required")
+	f.Add("checkDuplicate", "must be a boolean")
+	_, body := RenderError(V2, f.Err().(*Error))
+	var got struct{ Error struct{ Code, Message string } }
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Error.Code != "VALIDATION_ERROR" || got.Error.Message != "payload: is required; checkDuplicate: must be a boolean" {
+		t.Errorf("got %+v", got.Error)
+	}
+}
+
+func TestRenderOK(t *testing.T) {
+	b1, _ := RenderOK(V1, map[string]int{"a": 1})
+	b2, _ := RenderOK(V2, map[string]int{"a": 1})
+	if string(b1) != `{"status":200,"data":{"a":1}}` || string(b2) != `{"success":true,"data":{"a":1}}` {
+		t.Errorf("got %s and %s", b1, b2)
+	}
+}

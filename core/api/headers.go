@@ -1,0 +1,14 @@
+package api
+
+// Internal headers the edge sends to core with every forwarded request. Core
+// trusts them only together with a valid HeaderEdgeToken; the edge strips any
+// a client sends.
+const (
+	HeaderEdgeToken = "X-Slip-Edge-Token"
+	HeaderService   = "X-Slip-Service"
+	HeaderBranch    = "X-Slip-Branch"
+	HeaderVersion   = "X-Slip-Version"
+	HeaderClientIP  = "X-Slip-Client-Ip"
+	HeaderRequestID = "X-Request-Id"
+	HeaderB2BClient = "X-Slip-B2b-Client"
+)

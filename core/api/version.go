@@ -1,0 +1,89 @@
+package api
+
+import "encoding/json"
+
+// Version is the API version a client speaks; it decides the shape of every
+// response body.
+type Version uint8
+
+// The two API versions.
+const (
+	V1 Version = 1
+	V2 Version = 2
+)
+
+// String returns "v1" or "v2".
+func (v Version) String() string {
+	if v == V1 {
+		return "v1"
+	}
+	return "v2"
+}
+
+// ParseVersion reads the value of the HeaderVersion header.
+func ParseVersion(s string) (Version, bool) {
+	switch s {
+	case "v1":
+		return V1, true
+	case "v2":
+		return V2, true
+	}
+	return 0, false
+}
+
+type v2Error struct {
+	Success bool      `json:"success"`
+	Error   v2ErrBody `json:"error"`
+}
+
+type v2ErrBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type v1Body struct {
+	Status  int    `json:"status"`
+	Message string `json:"message,omitempty"`
+	Data    any    `json:"data,omitempty"`
+}
+
+type v2OK struct {
+	Success bool `json:"success"`
+	Data    any  `json:"data"`
+}
+
+// RenderError returns the HTTP status and body of e for a client of version
+// v: {status, message[, data]} with the v1 code as message, or
+// {success:false, error:{code, message}}. A v1-only condition reaching a v2
+// client is rendered as INTERNAL_SERVER_ERROR: it is a bug, not a contract.
+func RenderError(v Version, e *Error) (int, []byte) {
+	r := Lookup(e.Code)
+	if v == V1 {
+		return r.V1Status, mustMarshal(v1Body{Status: r.V1Status, Message: r.V1Code, Data: e.Data})
+	}
+	if r.V2Code == "" {
+		r = Lookup(InternalServerError)
+	} else if e.Message != "" {
+		r.Message = e.Message
+	}
+	return r.V2Status, mustMarshal(v2Error{Error: v2ErrBody{Code: r.V2Code, Message: r.Message}})
+}
+
+// RenderOK returns the body of a successful response carrying data:
+// {status: 200, data} for v1, {success: true, data} for v2.
+func RenderOK(v Version, data any) ([]byte, error) {
+	if v == V1 {
+		return json.Marshal(v1Body{Status: 200, Data: data})
+	}
+	return json.Marshal(v2OK{Success: true, Data: data})
+}
+
+// mustMarshal encodes values made only of strings and numbers, which cannot
+// fail to encode.
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
