@@ -133,20 +133,29 @@ func (c Code) String() string {
 
 // Error is a client-visible error: a catalog condition with an optional
 // message replacing the row's default v2 message. Data is sent along in the
-// v1 body of duplicate_slip.
+// v1 body of duplicate_slip. Cause is for the server's log only and never
+// reaches a client.
 type Error struct {
 	Code    Code
 	Message string
 	Data    any
+	Cause   error
 }
 
 // Error implements error.
 func (e *Error) Error() string {
+	s := e.Code.String()
 	if e.Message != "" {
-		return e.Code.String() + ": " + e.Message
+		s += ": " + e.Message
 	}
-	return e.Code.String()
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
 }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // E returns an error of the catalog condition c with its default message.
 func E(c Code) *Error { return &Error{Code: c} }

@@ -81,7 +81,9 @@ func TestFieldErrors(t *testing.T) {
 	f.Add("payload", "is required")
 	f.Add("checkDuplicate", "must be a boolean")
 	_, body := RenderError(V2, f.Err().(*Error))
-	var got struct{ Error struct{ Code, Message string } }
+	var got struct {
+		Error struct{ Code, Message string }
+	}
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatal(err)
 	}

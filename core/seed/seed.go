@@ -1,0 +1,220 @@
+// Package seed reads the seed file that the dev stack, tests and bench load
+// at start: services with their branches, keys, B2B clients and bank
+// accounts, and the sandbox bank's scripted slips. Loading is idempotent:
+// records already stored are left as they are.
+package seed
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/secret"
+	"github.com/slipverify/slipverify/core/store"
+)
+
+// File is a seed file.
+type File struct {
+	Services []Service `json:"services"`
+	// Sandbox is the sandbox bank's configuration, read by that bank.
+	Sandbox json.RawMessage `json:"sandbox"`
+}
+
+// Service is a service as the seed file writes it.
+type Service struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	UserBanned bool   `json:"userBanned"`
+	Quota      struct {
+		Limit          int64 `json:"limit"`
+		CycleAnchorDay int   `json:"cycleAnchorDay"`
+	} `json:"quota"`
+	Rate         store.Rate    `json:"rate"`
+	Branches     []Branch      `json:"branches"`
+	B2BClients   []B2BClient   `json:"b2bClients"`
+	BankAccounts []BankAccount `json:"bankAccounts"`
+}
+
+// Branch is a branch as the seed file writes it, with its key in clear.
+type Branch struct {
+	ID            string   `json:"id"`
+	Name          string   `json:"name"`
+	Main          bool     `json:"main"`
+	Key           string   `json:"key"`
+	Active        bool     `json:"active"`
+	IPAllow       []string `json:"ipAllow"`
+	LimitQuota    *int64   `json:"limitQuota"`
+	WebhookURL    *string  `json:"webhookUrl"`
+	WebhookSecret *string  `json:"webhookSecret"`
+}
+
+// B2BClient is a management client with its key and secret in clear.
+type B2BClient struct {
+	Key         string   `json:"key"`
+	Secret      string   `json:"secret"`
+	Permissions []string `json:"permissions"`
+}
+
+// BankAccount is a receiving account linked to branches.
+type BankAccount struct {
+	ID         string            `json:"id"`
+	BankCode   string            `json:"bankCode"`
+	BankNumber string            `json:"bankNumber"`
+	Name       store.AccountName `json:"name"`
+	Branches   []string          `json:"branches"`
+}
+
+// Permissions a B2B client may hold.
+var Permissions = []string{"branch:read", "branch:write", "quota:read", "quota:write",
+	"bank-account:read", "bank-account:write"}
+
+var (
+	uuidV4   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	hex64    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	digits   = regexp.MustCompile(`^[0-9]{6,20}$`)
+	validIDs = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+)
+
+// Read reads and checks the seed file at path. Unknown fields are refused;
+// every problem is reported at once.
+func Read(path string) (File, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, err
+	}
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("seed %s: %w", path, err)
+	}
+	if err := f.check(); err != nil {
+		return File{}, fmt.Errorf("seed %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (f File) check() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	ids, keys := map[string]bool{}, map[string]bool{}
+	unique := func(kind, id string) {
+		if !validIDs.MatchString(id) {
+			bad("%s id %q: 1 to 64 letters, digits, '.', '_' or '-'", kind, id)
+		}
+		if ids[kind+" "+id] {
+			bad("%s id %q used twice", kind, id)
+		}
+		ids[kind+" "+id] = true
+	}
+	for _, s := range f.Services {
+		unique("service", s.ID)
+		switch s.State {
+		case store.StateActive, store.StateExpired, store.StateBanned:
+		default:
+			bad("service %s: state %q is not active, expired or banned", s.ID, s.State)
+		}
+		if s.Quota.Limit < 0 {
+			bad("service %s: quota.limit must not be negative", s.ID)
+		}
+		if s.Quota.CycleAnchorDay < 1 || s.Quota.CycleAnchorDay > 31 {
+			bad("service %s: quota.cycleAnchorDay must be 1 to 31", s.ID)
+		}
+		if s.Rate.Bank < 1 || s.Rate.Wallet < 1 {
+			bad("service %s: rate.bank and rate.wallet must be at least 1", s.ID)
+		}
+		mains, branches := 0, map[string]bool{}
+		for _, b := range s.Branches {
+			unique("branch", b.ID)
+			branches[b.ID] = true
+			if b.Main {
+				mains++
+			}
+			if !uuidV4.MatchString(b.Key) {
+				bad("branch %s: key must be a lower-case UUID v4", b.ID)
+			} else if keys[b.Key] {
+				bad("branch %s: key used twice", b.ID)
+			}
+			keys[b.Key] = true
+			if b.LimitQuota != nil && *b.LimitQuota < 0 {
+				bad("branch %s: limitQuota must not be negative", b.ID)
+			}
+		}
+		if mains != 1 {
+			bad("service %s: needs exactly one main branch, has %d", s.ID, mains)
+		}
+		for _, c := range s.B2BClients {
+			if !hex64.MatchString(c.Key) {
+				bad("service %s: b2b client key must be 64 lower-case hex digits", s.ID)
+			} else if keys[c.Key] {
+				bad("service %s: b2b client key used twice", s.ID)
+			}
+			keys[c.Key] = true
+			if len(c.Secret) < 16 {
+				bad("service %s: b2b client secret must be at least 16 characters", s.ID)
+			}
+			for _, p := range c.Permissions {
+				if !slices.Contains(Permissions, p) {
+					bad("service %s: unknown b2b permission %q", s.ID, p)
+				}
+			}
+		}
+		for _, a := range s.BankAccounts {
+			unique("bank account", a.ID)
+			if _, ok := bank.Lookup(a.BankCode); !ok {
+				bad("bank account %s: unknown bankCode %q", a.ID, a.BankCode)
+			}
+			if !digits.MatchString(a.BankNumber) {
+				bad("bank account %s: bankNumber must be 6 to 20 digits", a.ID)
+			}
+			for _, b := range a.Branches {
+				if !branches[b] {
+					bad("bank account %s: branch %q is not a branch of service %s", a.ID, b, s.ID)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Records returns the file's records as the store keeps them: keys as
+// digests, secrets sealed with box.
+func (f File) Records(box *secret.Box) store.Records {
+	var r store.Records
+	for _, s := range f.Services {
+		r.Services = append(r.Services, store.Service{
+			ID: s.ID, Name: s.Name, State: s.State, UserBanned: s.UserBanned,
+			QuotaLimit: s.Quota.Limit, CycleAnchorDay: s.Quota.CycleAnchorDay, Rate: s.Rate,
+		})
+		for _, b := range s.Branches {
+			br := store.Branch{
+				ID: b.ID, ServiceID: s.ID, Name: b.Name, Main: b.Main, Active: b.Active,
+				IPAllow: b.IPAllow, LimitQuota: b.LimitQuota, WebhookURL: b.WebhookURL,
+				KeyDigest: store.Digest(b.Key),
+			}
+			if b.WebhookSecret != nil {
+				br.WebhookSecret = box.Seal(*b.WebhookSecret, "webhook/"+b.ID)
+			}
+			r.Branches = append(r.Branches, br)
+		}
+		for _, c := range s.B2BClients {
+			d := store.Digest(c.Key)
+			r.B2BClients = append(r.B2BClients, store.B2BClient{
+				KeyDigest: d, ServiceID: s.ID, Secret: box.Seal(c.Secret, "b2b/"+d), Permissions: c.Permissions,
+			})
+		}
+		for _, a := range s.BankAccounts {
+			r.Accounts = append(r.Accounts, store.BankAccount{
+				ID: a.ID, ServiceID: s.ID, BankCode: a.BankCode, BankNumber: a.BankNumber,
+				Name: a.Name, Branches: a.Branches, Active: true,
+			})
+		}
+	}
+	return r
+}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"math"
+	"mime/multipart"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/verify"
+)
+
+// MaxImageBytes is the largest image a client may send: 4 MiB.
+const MaxImageBytes = 4 << 20
+
+// maxRemark bounds the remark a client may have echoed back.
+const maxRemark = 255
+
+// The fields each version's verify request takes.
+var (
+	v2Fields = []string{"payload", "url", "base64", "remark", "checkDuplicate", "matchAmount"}
+	v1Fields = []string{"payload", "url", "base64", "checkDuplicate"}
+)
+
+// fields reads request fields from a JSON object, or from form or query
+// values where every value is a string.
+type fields struct {
+	json map[string]json.RawMessage
+	form map[string]string
+}
+
+func (f fields) names() []string {
+	var n []string
+	for k := range f.json {
+		n = append(n, k)
+	}
+	for k := range f.form {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
+
+func (f fields) has(name string) bool {
+	_, j := f.json[name]
+	_, v := f.form[name]
+	return j || v
+}
+
+func (f fields) str(name string) (string, bool) {
+	if v, ok := f.form[name]; ok {
+		return v, true
+	}
+	var s string
+	return s, json.Unmarshal(f.json[name], &s) == nil
+}
+
+func (f fields) boolean(name string) (bool, bool) {
+	if v, ok := f.form[name]; ok {
+		b, err := strconv.ParseBool(v)
+		return b, err == nil && (v == "true" || v == "false")
+	}
+	var b bool
+	return b, json.Unmarshal(f.json[name], &b) == nil
+}
+
+func (f fields) number(name string) (float64, bool) {
+	if v, ok := f.form[name]; ok {
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return n, err == nil
+	}
+	var n float64
+	return n, json.Unmarshal(f.json[name], &n) == nil
+}
+
+// parseVerify reads a verify request: a JSON body, a multipart form with the
+// image in part "image" (v2) or "file" (v1), or, for GET, query parameters.
+// It names every failing field. A v1 client sending a checkDuplicate that is
+// not a boolean gets invalid_check_duplicate.
+func parseVerify(ctx *fasthttp.RequestCtx, c caller) (verify.Request, error) {
+	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID}
+	var fe api.FieldErrors
+	f, image, err := readFields(ctx, c.version)
+	if err != nil {
+		return r, err
+	}
+	allowed := v2Fields
+	if c.version == api.V1 {
+		allowed = v1Fields
+	}
+	for _, n := range f.names() {
+		if !slices.Contains(allowed, n) {
+			fe.Add(n, "unknown field")
+		}
+	}
+	sources := 0
+	if image != nil {
+		sources++
+		r.Source.Image = image
+	}
+	if f.has("payload") {
+		sources++
+		s, ok := f.str("payload")
+		switch {
+		case !ok:
+			fe.Add("payload", "must be a string")
+		case strings.TrimSpace(s) == "":
+			fe.Add("payload", "must not be empty")
+		case len(s) > 512:
+			fe.Add("payload", "must be at most 512 characters")
+		}
+		r.Source.Payload = s
+	}
+	if f.has("url") {
+		sources++
+		s, ok := f.str("url")
+		if !ok || s == "" {
+			fe.Add("url", "must be a non-empty string")
+		}
+		r.Source.URL = s
+	}
+	if f.has("base64") {
+		sources++
+		if s, ok := f.str("base64"); !ok || s == "" {
+			fe.Add("base64", "must be a non-empty string")
+		} else if img, err := decodeBase64(s); err != nil {
+			return r, err
+		} else if img == nil {
+			fe.Add("base64", "is not valid base64")
+		} else {
+			r.Source.Image = img
+		}
+	}
+	switch {
+	case sources == 0:
+		fe.Add("payload", "one of payload, url, base64 or an image is required")
+	case sources > 1:
+		fe.Add("payload", "give only one of payload, url, base64 or an image")
+	}
+	if f.has("remark") {
+		s, ok := f.str("remark")
+		switch {
+		case !ok:
+			fe.Add("remark", "must be a string")
+		case utf8.RuneCountInString(s) > maxRemark:
+			fe.Add("remark", "must be at most 255 characters")
+		}
+		r.Remark = s
+	}
+	cdBad := false
+	if f.has("checkDuplicate") {
+		b, ok := f.boolean("checkDuplicate")
+		if cdBad = !ok; cdBad {
+			fe.Add("checkDuplicate", "must be a boolean")
+		}
+		r.CheckDuplicate = b
+	}
+	if f.has("matchAmount") {
+		n, ok := f.number("matchAmount")
+		if !ok || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+			fe.Add("matchAmount", "must be a positive number")
+		} else {
+			r.MatchAmount = &n
+		}
+	}
+	if cdBad && c.version == api.V1 {
+		return r, api.E(api.InvalidCheckDuplicate)
+	}
+	return r, fe.Err()
+}
+
+// readFields reads the request's fields and its uploaded image, if any.
+func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error) {
+	if ctx.IsGet() {
+		f := fields{form: map[string]string{}}
+		for k, val := range ctx.QueryArgs().All() {
+			f.form[string(k)] = string(val)
+		}
+		return f, nil, nil
+	}
+	if bytes.HasPrefix(ctx.Request.Header.ContentType(), []byte("multipart/form-data")) {
+		return readMultipart(ctx, v)
+	}
+	var f fields
+	body := ctx.PostBody()
+	if err := json.Unmarshal(body, &f.json); err != nil || f.json == nil {
+		return f, nil, api.Errorf(api.Validation, "body: must be a JSON object")
+	}
+	return f, nil, nil
+}
+
+func readMultipart(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error) {
+	form, err := ctx.MultipartForm()
+	if err != nil {
+		return fields{}, nil, api.Errorf(api.Validation, "body: not a valid multipart form")
+	}
+	part := "image"
+	if v == api.V1 {
+		part = "file"
+	}
+	f := fields{form: map[string]string{}}
+	for k, vals := range form.Value {
+		if len(vals) > 0 {
+			f.form[k] = vals[0]
+		}
+	}
+	var fe api.FieldErrors
+	var image []byte
+	for name, files := range form.File {
+		if name != part || len(files) != 1 {
+			fe.Add(name, "unexpected file; send one image in part "+part)
+			continue
+		}
+		image, err = readPart(files[0])
+		if err != nil {
+			return f, nil, err
+		}
+	}
+	return f, image, fe.Err()
+}
+
+func readPart(h *multipart.FileHeader) ([]byte, error) {
+	if h.Size > MaxImageBytes {
+		return nil, api.E(api.ImageSizeTooLarge)
+	}
+	file, err := h.Open()
+	if err != nil {
+		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+	}
+	defer file.Close()
+	img := make([]byte, h.Size)
+	if _, err := io.ReadFull(file, img); err != nil {
+		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+	}
+	return img, nil
+}
+
+// decodeBase64 decodes an image sent as base64, with or without a data URL
+// prefix. It returns nil for text that is not base64, and refuses an image
+// over MaxImageBytes before decoding it.
+func decodeBase64(s string) ([]byte, error) {
+	if strings.HasPrefix(s, "data:") {
+		if i := strings.Index(s, ";base64,"); i > 0 {
+			s = s[i+len(";base64,"):]
+		}
+	}
+	enc := base64.StdEncoding
+	if !strings.HasSuffix(s, "=") && len(s)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	if enc.DecodedLen(len(s)) > MaxImageBytes+2 {
+		return nil, api.E(api.ImageSizeTooLarge)
+	}
+	img, err := enc.DecodeString(s)
+	if err != nil {
+		return nil, nil
+	}
+	if len(img) > MaxImageBytes {
+		return nil, api.E(api.ImageSizeTooLarge)
+	}
+	return img, nil
+}

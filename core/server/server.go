@@ -1,0 +1,172 @@
+// Package server is core's HTTP interface: the verification and info
+// endpoints the edge forwards to, answering in each route's API version.
+// Core trusts the identity headers of a request only when it carries the
+// edge's shared token.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/verify"
+)
+
+// Server serves core's routes.
+type Server struct {
+	verifier  *verify.Verifier
+	store     *store.Store
+	edgeToken []byte
+	log       *slog.Logger
+	banks     json.RawMessage // the bank list, encoded once
+}
+
+// New returns a Server. edgeToken is the secret the edge sends in
+// api.HeaderEdgeToken.
+func New(v *verify.Verifier, st *store.Store, edgeToken string, log *slog.Logger) *Server {
+	banks, err := json.Marshal(bank.Banks())
+	if err != nil {
+		panic(err) // a static list of strings always encodes
+	}
+	return &Server{verifier: v, store: st, edgeToken: []byte(edgeToken), log: log, banks: banks}
+}
+
+// caller is who a request acts for, from the edge's identity headers.
+type caller struct {
+	version   api.Version
+	serviceID string
+	branchID  string
+}
+
+// handler answers a request with the data of a success or an error.
+type handler func(ctx *fasthttp.RequestCtx, c caller) (any, error)
+
+// Handler returns the request handler of all routes.
+func (s *Server) Handler() fasthttp.RequestHandler {
+	r := router.New()
+	r.HandleMethodNotAllowed = false // an unknown method is an unknown endpoint
+	r.GET("/health", s.health)
+	r.GET("/v2/health", s.health)
+	r.GET("/banks", s.guard(api.V2, false, s.bankList))
+	r.GET("/v2/banks", s.guard(api.V2, false, s.bankList))
+	r.POST("/v2/verify/bank", s.guard(api.V2, true, s.verifyBank))
+	r.POST("/v2/verify/wallet", s.guard(api.V2, true, s.verifyWallet))
+	r.GET("/v2/info", s.guard(api.V2, true, s.info))
+	r.GET("/verify", s.guard(api.V1, true, s.verifyBank))
+	r.POST("/verify", s.guard(api.V1, true, s.verifyBank))
+	r.POST("/verify/wallet", s.guard(api.V1, true, s.verifyWallet))
+	r.GET("/me", s.guard(api.V1, true, s.info))
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.NotFound))
+	}
+	r.PanicHandler = func(ctx *fasthttp.RequestCtx, p any) {
+		s.log.Error("panic in handler", "path", string(ctx.Path()), "panic", p)
+		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.InternalServerError))
+	}
+	return r.Handler
+}
+
+// versionOfPath tells the version of a path no route claims: /v2 and /b2b
+// paths are v2, the rest v1.
+func versionOfPath(p []byte) api.Version {
+	if hasPrefix(p, "/v2/") || hasPrefix(p, "/b2b/") || string(p) == "/v2" || string(p) == "/b2b" {
+		return api.V2
+	}
+	return api.V1
+}
+
+func hasPrefix(p []byte, prefix string) bool {
+	return len(p) >= len(prefix) && string(p[:len(prefix)]) == prefix
+}
+
+// guard admits a request only with the edge token and, when identity is
+// needed, the identity headers, then runs h and writes its answer.
+func (s *Server) guard(v api.Version, identity bool, h handler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		c := caller{version: v}
+		token := ctx.Request.Header.Peek(api.HeaderEdgeToken)
+		if len(token) == 0 {
+			s.respond(ctx, v, nil, api.E(api.MissingAPIKey))
+			return
+		}
+		if subtle.ConstantTimeCompare(token, s.edgeToken) != 1 {
+			s.respond(ctx, v, nil, api.E(api.InvalidAPIKey))
+			return
+		}
+		if identity {
+			c.serviceID = string(ctx.Request.Header.Peek(api.HeaderService))
+			c.branchID = string(ctx.Request.Header.Peek(api.HeaderBranch))
+			if c.serviceID == "" || c.branchID == "" {
+				s.respond(ctx, v, nil, api.E(api.MissingAPIKey))
+				return
+			}
+		}
+		data, err := h(ctx, c)
+		s.respond(ctx, v, data, err)
+	}
+}
+
+// respond writes data, or err as the catalog renders it for version v.
+func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err error) {
+	ctx.SetContentType("application/json")
+	if id := ctx.Request.Header.Peek(api.HeaderRequestID); len(id) > 0 {
+		ctx.Response.Header.SetBytesV(api.HeaderRequestID, id)
+	}
+	if err == nil {
+		body, err2 := api.RenderOK(v, data)
+		if err2 == nil {
+			ctx.SetStatusCode(fasthttp.StatusOK)
+			ctx.SetBody(body)
+			return
+		}
+		err = &api.Error{Code: api.InternalServerError, Cause: err2}
+	}
+	var e *api.Error
+	if !errors.As(err, &e) {
+		e = &api.Error{Code: api.InternalServerError, Cause: err}
+	}
+	status, body := api.RenderError(v, e)
+	if status >= 500 {
+		s.log.Error("request failed", "path", string(ctx.Path()), "request_id",
+			string(ctx.Request.Header.Peek(api.HeaderRequestID)), "code", e.Code.String(), "err", e.Error())
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetBody(body)
+}
+
+func (s *Server) health(ctx *fasthttp.RequestCtx) {
+	data, err := map[string]string{"status": "ok", "tier": "core"}, s.store.Ping()
+	s.respond(ctx, api.V2, data, err)
+}
+
+func (s *Server) bankList(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
+	return s.banks, nil
+}
+
+func (s *Server) verifyBank(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	req, err := parseVerify(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s.verifier.Bank(requestContext(ctx), req)
+}
+
+func (s *Server) verifyWallet(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	req, err := parseVerify(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s.verifier.Wallet(requestContext(ctx), req)
+}
+
+// requestContext is the context of one request; fasthttp's RequestCtx is a
+// context.Context that is done when the server shuts down.
+func requestContext(ctx *fasthttp.RequestCtx) context.Context { return ctx }

@@ -1,0 +1,556 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/bank/sandbox"
+	"github.com/slipverify/slipverify/core/secret"
+	"github.com/slipverify/slipverify/core/server"
+	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/verify"
+)
+
+const edgeToken = "test-edge-token-0123456789abcdef0123"
+
+// clock is a settable test clock.
+type clock struct{ t atomic.Int64 }
+
+func (c *clock) now() time.Time           { return time.Unix(0, c.t.Load()) }
+func (c *clock) set(t time.Time)          { c.t.Store(t.UnixNano()) }
+func (c *clock) add(d time.Duration)      { c.t.Add(int64(d)) }
+func ptr[T any](v T) *T                   { return &v }
+func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, TransRef: ref}.Encode() }
+
+// core is core's server on a real loopback listener with a fresh store.
+type core struct {
+	url   string
+	clock *clock
+	store *store.Store
+}
+
+var listed = sandbox.Slip{
+	BankCode: "004", TransRef: "LISTEDREF0001", Amount: 100.5, Date: "2026-11-20T11:35:51+07:00",
+	Fee: 0, Ref1: "INV-1",
+	Sender: bank.Party{Bank: bank.BankRef{ID: "004", Name: "Kasikorn Bank", Short: "KBANK"},
+		Account: bank.Account{Name: bank.AccountName{TH: "นาย ทดสอบ ระบบ", EN: "MR. TEST SYSTEM"},
+			Bank: bank.AccountBank{Type: "BANKAC", Account: "xxx-x-x1234-x"}}},
+	Receiver: bank.Receiver{Bank: bank.BankRef{ID: "014", Name: "Siam Commercial Bank", Short: "SCB"},
+		Account: bank.Account{Name: bank.AccountName{TH: "บริษัท ทดสอบสลิป จำกัด", EN: "SLIP TEST CO LTD"},
+			Bank: bank.AccountBank{Type: "BANKAC", Account: "xxx-x-x5678-x"}}},
+}
+
+func startCore(t testing.TB, mutate func(*store.Records)) *core {
+	t.Helper()
+	c := &clock{}
+	c.set(time.Date(2026, 11, 22, 10, 0, 0, 0, time.FixedZone("ICT", 7*3600)))
+	st, err := store.Open(filepath.Join(t.TempDir(), "core.db"), c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	box, _ := secret.New(strings.Repeat("ab", 32))
+	r := store.Records{
+		Services: []store.Service{
+			{ID: "svc", Name: "Shop", State: store.StateActive, QuotaLimit: 1000, CycleAnchorDay: 1, Rate: store.Rate{Bank: 10, Wallet: 10}},
+			{ID: "svc-expired", Name: "Old", State: store.StateExpired, QuotaLimit: 10, CycleAnchorDay: 1},
+			{ID: "svc-banned", Name: "Bad", State: store.StateBanned, QuotaLimit: 10, CycleAnchorDay: 1},
+			{ID: "svc-user", Name: "User banned", State: store.StateActive, UserBanned: true, QuotaLimit: 10, CycleAnchorDay: 1},
+		},
+		Branches: []store.Branch{
+			{ID: "br-main", ServiceID: "svc", Name: "Main", Main: true, Active: true, KeyDigest: store.Digest("k1")},
+			{ID: "br-sub", ServiceID: "svc", Name: "Sub", Active: true, KeyDigest: store.Digest("k2")},
+			{ID: "br-off", ServiceID: "svc", Name: "Off", Active: false, KeyDigest: store.Digest("k3")},
+			{ID: "br-exp", ServiceID: "svc-expired", Main: true, Active: true, KeyDigest: store.Digest("k4")},
+			{ID: "br-ban", ServiceID: "svc-banned", Main: true, Active: true, KeyDigest: store.Digest("k5")},
+			{ID: "br-user", ServiceID: "svc-user", Main: true, Active: true, KeyDigest: store.Digest("k6")},
+		},
+	}
+	if mutate != nil {
+		mutate(&r)
+	}
+	_ = box
+	if _, err := st.InsertMissing(r); err != nil {
+		t.Fatal(err)
+	}
+	pending := listed
+	pending.BankCode, pending.TransRef = "006", "PENDINGREF01"
+	pending.Date = c.now().Add(-time.Minute).Format(time.RFC3339)
+	sb, err := sandbox.New(sandbox.Config{
+		PendingBank:   "006",
+		Slips:         []sandbox.Slip{listed, pending},
+		NotFound:      []string{"NOTFOUNDREF1"},
+		UpstreamError: []string{"UPSTREAMREF1"},
+	}, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &verify.Verifier{Store: st, Upstream: sb}
+	srv := &fasthttp.Server{Handler: server.New(v, st, edgeToken, slog.New(slog.DiscardHandler)).Handler(), MaxRequestBodySize: 8 << 20}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return &core{url: "http://" + ln.Addr().String(), clock: c, store: st}
+}
+
+// call is one request to core as the edge would forward it.
+type call struct {
+	method, path    string
+	branch, service string // identity headers; empty branch sends none
+	token           string // edge token; "" sends the right one, "-" none
+	body            any    // JSON-encoded unless []byte
+	contentType     string
+}
+
+type answer struct {
+	status int
+	body   map[string]any
+	raw    string
+}
+
+func (c *core) do(t testing.TB, k call) answer {
+	t.Helper()
+	var body io.Reader
+	switch b := k.body.(type) {
+	case nil:
+	case []byte:
+		body = bytes.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		body = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(k.method, c.url+k.path, body)
+	switch k.token {
+	case "":
+		req.Header.Set(api.HeaderEdgeToken, edgeToken)
+	case "-":
+	default:
+		req.Header.Set(api.HeaderEdgeToken, k.token)
+	}
+	if k.branch != "" {
+		svc := k.service
+		if svc == "" {
+			svc = "svc"
+		}
+		req.Header.Set(api.HeaderService, svc)
+		req.Header.Set(api.HeaderBranch, k.branch)
+	}
+	if k.contentType != "" {
+		req.Header.Set("Content-Type", k.contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	a := answer{status: res.StatusCode, raw: string(raw)}
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %s", k.method, k.path, raw)
+	}
+	return a
+}
+
+// v2err asserts a v2 error body.
+func (a answer) v2err(t testing.TB, status int, code string) {
+	t.Helper()
+	e, _ := a.body["error"].(map[string]any)
+	if a.status != status || a.body["success"] != false || e["code"] != code || e["message"] == "" {
+		t.Errorf("want %d %s, got %d %s", status, code, a.status, a.raw)
+	}
+}
+
+// v1err asserts a v1 error body.
+func (a answer) v1err(t testing.TB, status int, code string) {
+	t.Helper()
+	if a.status != status || a.body["status"] != float64(status) || a.body["message"] != code {
+		t.Errorf("want %d %s, got %d %s", status, code, a.status, a.raw)
+	}
+}
+
+func (a answer) data(t testing.TB) map[string]any {
+	t.Helper()
+	if a.status != 200 {
+		t.Fatalf("want 200, got %d %s", a.status, a.raw)
+	}
+	d, _ := a.body["data"].(map[string]any)
+	if d == nil {
+		t.Fatalf("no data in %s", a.raw)
+	}
+	return d
+}
+
+// get walks a decoded JSON value by keys.
+func get(v any, keys ...string) any {
+	for _, k := range keys {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
+
+func (c *core) usage(t testing.TB, branch string) (branchUsed, branchTotal, serviceUsed float64) {
+	t.Helper()
+	d := c.do(t, call{method: "GET", path: "/v2/info", branch: branch}).data(t)
+	return get(d, "branch", "usedQuota").(float64), get(d, "branch", "totalUsedQuota").(float64), get(d, "service", "usedQuota").(float64)
+}
+
+func TestVerifyBankV2ListedSlip(t *testing.T) {
+	c := startCore(t, nil)
+	p := bankPayload("004", "LISTEDREF0001")
+	d := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"payload": p, "remark": "order #42", "matchAmount": 100.50}}).data(t)
+	want := map[string]any{
+		"remark": "order #42", "isDuplicate": false, "amountInSlip": 100.5, "isAmountMatched": true,
+	}
+	for k, v := range want {
+		if d[k] != v {
+			t.Errorf("%s = %v, want %v", k, d[k], v)
+		}
+	}
+	raw := d["rawSlip"]
+	checks := []struct {
+		path []string
+		want any
+	}{
+		{[]string{"payload"}, p},
+		{[]string{"transRef"}, "LISTEDREF0001"},
+		{[]string{"date"}, "2026-11-20T11:35:51+07:00"},
+		{[]string{"countryCode"}, "TH"},
+		{[]string{"amount", "amount"}, 100.5},
+		{[]string{"amount", "local", "amount"}, 100.5},
+		{[]string{"amount", "local", "currency"}, "THB"},
+		{[]string{"fee"}, 0.0},
+		{[]string{"ref1"}, "INV-1"},
+		{[]string{"ref2"}, ""},
+		{[]string{"ref3"}, ""},
+		{[]string{"sender", "bank", "id"}, "004"},
+		{[]string{"sender", "bank", "short"}, "KBANK"},
+		{[]string{"sender", "account", "name", "th"}, "นาย ทดสอบ ระบบ"},
+		{[]string{"sender", "account", "bank", "account"}, "xxx-x-x1234-x"},
+		{[]string{"receiver", "bank", "name"}, "Siam Commercial Bank"},
+		{[]string{"receiver", "account", "name", "en"}, "SLIP TEST CO LTD"},
+		{[]string{"receiver", "account", "bank", "type"}, "BANKAC"},
+	}
+	for _, ck := range checks {
+		if got := get(raw, ck.path...); got != ck.want {
+			t.Errorf("rawSlip.%s = %v, want %v", strings.Join(ck.path, "."), got, ck.want)
+		}
+	}
+	if m, ok := raw.(map[string]any)["receiver"].(map[string]any); !ok || m["merchantId"] != nil {
+		t.Errorf("receiver.merchantId must be present and null: %v", m)
+	} else if _, present := m["merchantId"]; !present {
+		t.Error("receiver.merchantId is missing")
+	}
+	// A different expected amount is not matched; no matchAmount is not matched.
+	d = c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"payload": p, "matchAmount": 100.49}}).data(t)
+	if d["isAmountMatched"] != false || d["isDuplicate"] != true {
+		t.Errorf("second verification: %v", d)
+	}
+}
+
+func TestDuplicatesAndQuotaV2(t *testing.T) {
+	c := startCore(t, nil)
+	p := bankPayload("014", "SYNTHETICREF77")
+	verify := func(branch string) map[string]any {
+		return c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: branch, body: map[string]any{"payload": p}}).data(t)
+	}
+	first := verify("br-main")
+	if first["isDuplicate"] != false {
+		t.Fatalf("first verification marked duplicate: %v", first)
+	}
+	if u, tot, s := c.usage(t, "br-main"); u != 1 || tot != 1 || s != 1 {
+		t.Fatalf("after first: branch used %v total %v, service used %v", u, tot, s)
+	}
+	// Self-duplicate: marked, free, same slip as the first answer.
+	again := verify("br-main")
+	if again["isDuplicate"] != true || get(again, "rawSlip", "amount", "amount") != get(first, "rawSlip", "amount", "amount") {
+		t.Fatalf("self-duplicate: %v", again)
+	}
+	if u, _, s := c.usage(t, "br-main"); u != 1 || s != 1 {
+		t.Fatalf("self-duplicate consumed quota: branch %v service %v", u, s)
+	}
+	// Duplicate from another branch: marked and charged to that branch.
+	other := verify("br-sub")
+	if other["isDuplicate"] != true {
+		t.Fatalf("other-branch duplicate not marked: %v", other)
+	}
+	if u, _, s := c.usage(t, "br-sub"); u != 1 || s != 2 {
+		t.Fatalf("other-branch duplicate: branch used %v, service used %v; want 1 and 2", u, s)
+	}
+	// Now br-sub has verified it too: its next one is a free self-duplicate.
+	verify("br-sub")
+	if u, _, s := c.usage(t, "br-sub"); u != 1 || s != 2 {
+		t.Fatalf("second self-duplicate of br-sub consumed: branch %v service %v", u, s)
+	}
+}
+
+func TestDuplicatesV1(t *testing.T) {
+	c := startCore(t, nil)
+	p := bankPayload("002", "V1DUPREF0001")
+	a := c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: map[string]any{"payload": p, "checkDuplicate": true}})
+	if a.body["status"] != 200.0 || get(a.body, "data", "rawSlip", "transRef") != "V1DUPREF0001" {
+		t.Fatalf("v1 success body: %s", a.raw)
+	}
+	a = c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: map[string]any{"payload": p, "checkDuplicate": true}})
+	a.v1err(t, 400, "duplicate_slip")
+	d, _ := a.body["data"].(map[string]any)
+	if d["payload"] != p || d["transRef"] != "V1DUPREF0001" || d["amount"] == nil {
+		t.Errorf("duplicate_slip data lacks payload, transRef or amount: %s", a.raw)
+	}
+	if u, _, _ := c.usage(t, "br-main"); u != 1 {
+		t.Errorf("duplicate_slip consumed quota: used %v", u)
+	}
+	// Without checkDuplicate the verification is answered and charged.
+	a = c.do(t, call{method: "GET", path: "/verify?payload=" + p + "&checkDuplicate=false", branch: "br-main"})
+	if a.status != 200 || get(a.body, "data", "isDuplicate") != true {
+		t.Fatalf("v1 GET without checkDuplicate: %s", a.raw)
+	}
+	if u, _, _ := c.usage(t, "br-main"); u != 2 {
+		t.Errorf("v1 verification without checkDuplicate: used %v, want 2", u)
+	}
+	a = c.do(t, call{method: "GET", path: "/verify?payload=" + p + "&checkDuplicate=true", branch: "br-main"})
+	a.v1err(t, 400, "duplicate_slip")
+}
+
+func TestWallet(t *testing.T) {
+	c := startCore(t, nil)
+	p := slip.Wallet{EventType: "P2P", TransactionID: "50001234567890", Date: "20112026"}.Encode()
+	d := c.do(t, call{method: "POST", path: "/v2/verify/wallet", branch: "br-main",
+		body: map[string]any{"payload": p, "remark": "w", "matchAmount": 1}}).data(t)
+	for _, k := range []string{"transactionId", "amount", "date", "sender", "receiver", "isDuplicate", "isAmountMatched", "remark"} {
+		if _, ok := d[k]; !ok {
+			t.Errorf("wallet answer lacks %s: %v", k, d)
+		}
+	}
+	if d["transactionId"] != "50001234567890" || d["isDuplicate"] != false || d["remark"] != "w" {
+		t.Errorf("wallet answer: %v", d)
+	}
+	d = c.do(t, call{method: "POST", path: "/v2/verify/wallet", branch: "br-main", body: map[string]any{"payload": p}}).data(t)
+	if d["isDuplicate"] != true {
+		t.Errorf("wallet duplicate not marked: %v", d)
+	}
+	if u, _, _ := c.usage(t, "br-main"); u != 1 {
+		t.Errorf("wallet: used %v, want 1 (self-duplicate free)", u)
+	}
+	a := c.do(t, call{method: "POST", path: "/verify/wallet", branch: "br-main", body: map[string]any{"payload": p, "checkDuplicate": true}})
+	a.v1err(t, 400, "duplicate_slip")
+	a = c.do(t, call{method: "POST", path: "/verify/wallet", branch: "br-main", body: map[string]any{"payload": bankPayload("004", "X1")}})
+	a.v1err(t, 400, "invalid_payload")
+}
+
+func TestErrorsV2(t *testing.T) {
+	c := startCore(t, func(r *store.Records) {
+		r.Branches = append(r.Branches, store.Branch{ID: "br-zero", ServiceID: "svc", Active: true, LimitQuota: ptr(int64(0)), KeyDigest: store.Digest("k7")})
+	})
+	ok := map[string]any{"payload": bankPayload("004", "ANYREF1")}
+	f := func(k call, status int, code string) {
+		t.Helper()
+		if k.method == "" {
+			k.method = "POST"
+		}
+		if k.path == "" {
+			k.path = "/v2/verify/bank"
+		}
+		c.do(t, k).v2err(t, status, code)
+	}
+	f(call{branch: "br-main", token: "-", body: ok}, 401, "MISSING_API_KEY")
+	f(call{branch: "br-main", token: "wrong", body: ok}, 401, "INVALID_API_KEY")
+	f(call{body: ok}, 401, "MISSING_API_KEY")
+	f(call{branch: "br-gone", body: ok}, 401, "INVALID_API_KEY")
+	f(call{branch: "br-exp", service: "svc", body: ok}, 401, "INVALID_API_KEY") // branch of another service
+	f(call{branch: "br-off", body: ok}, 403, "BRANCH_INACTIVE")
+	f(call{branch: "br-exp", service: "svc-expired", body: ok}, 403, "SERVICE_EXPIRED")
+	f(call{branch: "br-ban", service: "svc-banned", body: ok}, 403, "SERVICE_BANNED")
+	f(call{branch: "br-user", service: "svc-user", body: ok}, 403, "USER_BANNED")
+	f(call{branch: "br-zero", body: ok}, 403, "QUOTA_EXCEEDED")
+	f(call{branch: "br-main", body: map[string]any{"payload": "00020101021129370016A000000677010111"}}, 404, "SLIP_NOT_FOUND")
+	f(call{branch: "br-main", body: map[string]any{"payload": bankPayload("004", "NOTFOUNDREF1")}}, 404, "SLIP_NOT_FOUND")
+	f(call{branch: "br-main", body: map[string]any{"payload": bankPayload("006", "PENDINGREF01")}}, 404, "SLIP_PENDING")
+	f(call{branch: "br-main", body: map[string]any{"payload": bankPayload("004", "UPSTREAMREF1")}}, 500, "API_SERVER_ERROR")
+	f(call{branch: "br-main", body: map[string]any{"base64": strings.Repeat("A", 6<<20)}}, 400, "IMAGE_SIZE_TOO_LARGE")
+	f(call{branch: "br-main", method: "GET", path: "/v2/nope"}, 404, "NOT_FOUND")
+	f(call{branch: "br-main", method: "DELETE", path: "/v2/verify/bank"}, 404, "NOT_FOUND")
+	f(call{branch: "br-main", body: []byte("[1,2]")}, 400, "VALIDATION_ERROR")
+	f(call{branch: "br-main", body: []byte("{bad json")}, 400, "VALIDATION_ERROR")
+
+	// Every failing field is named, joined with "; ".
+	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"checkDuplicate": "yes", "matchAmount": -1, "remark": 5, "matchAcount": true}})
+	a.v2err(t, 400, "VALIDATION_ERROR")
+	msg := get(a.body, "error", "message").(string)
+	for _, part := range []string{"matchAcount: unknown field", "payload: one of payload, url, base64 or an image is required",
+		"remark: must be a string", "checkDuplicate: must be a boolean", "matchAmount: must be a positive number"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("message %q does not name %q", msg, part)
+		}
+	}
+	if strings.Count(msg, "; ") != 4 {
+		t.Errorf("message %q: want 5 parts joined by '; '", msg)
+	}
+	// Errors consumed nothing.
+	if u, _, _ := c.usage(t, "br-main"); u != 0 {
+		t.Errorf("errors consumed quota: used %v", u)
+	}
+}
+
+func TestErrorsV1(t *testing.T) {
+	c := startCore(t, func(r *store.Records) {
+		r.Services[0].QuotaLimit = 0
+		r.Services = append(r.Services, store.Service{ID: "svc2", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1})
+		r.Branches = append(r.Branches, store.Branch{ID: "br-2", ServiceID: "svc2", Main: true, Active: true, KeyDigest: store.Digest("k8")})
+	})
+	ok := map[string]any{"payload": bankPayload("004", "ANYREF1")}
+	f := func(k call, status int, code string) {
+		t.Helper()
+		if k.method == "" {
+			k.method = "POST"
+		}
+		if k.path == "" {
+			k.path = "/verify"
+		}
+		if k.service == "" {
+			k.service = "svc2"
+		}
+		c.do(t, k).v1err(t, status, code)
+	}
+	f(call{branch: "br-2", token: "-", body: ok}, 401, "unauthorized")
+	f(call{branch: "br-2", token: "nope", body: ok}, 401, "unauthorized")
+	f(call{branch: "br-main", service: "svc", body: ok}, 403, "quota_exceeded")
+	f(call{branch: "br-off", service: "svc", body: ok}, 403, "application_deactivated")
+	f(call{branch: "br-exp", service: "svc-expired", body: ok}, 403, "application_expired")
+	f(call{branch: "br-ban", service: "svc-banned", body: ok}, 403, "application_deactivated")
+	f(call{branch: "br-user", service: "svc-user", body: ok}, 403, "application_deactivated")
+	f(call{branch: "br-2", body: map[string]any{"payload": "garbage"}}, 400, "invalid_payload")
+	f(call{branch: "br-2", method: "GET", path: "/verify?payload=garbage"}, 400, "invalid_payload")
+	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("004", "X"), "checkDuplicate": "true"}}, 400, "invalid_check_duplicate")
+	f(call{branch: "br-2", method: "GET", path: "/verify?payload=x&checkDuplicate=1"}, 400, "invalid_check_duplicate")
+	f(call{branch: "br-2", body: map[string]any{"payload": 12}}, 400, "invalid_request")
+	f(call{branch: "br-2", body: map[string]any{}}, 400, "invalid_request")
+	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("004", "NOTFOUNDREF1")}}, 404, "slip_not_found")
+	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("006", "PENDINGREF01")}}, 404, "slip_pending")
+	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("004", "UPSTREAMREF1")}}, 500, "api_server_error")
+	f(call{branch: "br-2", body: map[string]any{"base64": strings.Repeat("A", 6<<20)}}, 400, "image_size_too_large")
+	f(call{branch: "br-2", method: "GET", path: "/nope"}, 404, "not_found")
+}
+
+func TestMultipartAndImageSources(t *testing.T) {
+	c := startCore(t, nil)
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "--XX\r\nContent-Disposition: form-data; name=\"checkDuplicate\"\r\n\r\nmaybe\r\n")
+	fmt.Fprintf(&buf, "--XX\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n\r\n\x89PNG\r\n--XX--\r\n")
+	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: buf.Bytes(), contentType: "multipart/form-data; boundary=XX"})
+	a.v2err(t, 400, "VALIDATION_ERROR")
+	if msg := get(a.body, "error", "message").(string); !strings.Contains(msg, "checkDuplicate: must be a boolean") {
+		t.Errorf("multipart field not validated: %s", msg)
+	}
+	// An image with a payload is two sources.
+	a = c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"payload": bankPayload("004", "X1"), "base64": base64.StdEncoding.EncodeToString([]byte("img"))}})
+	a.v2err(t, 400, "VALIDATION_ERROR")
+}
+
+func TestBanksAndHealth(t *testing.T) {
+	c := startCore(t, nil)
+	a := c.do(t, call{method: "GET", path: "/v2/banks"})
+	list, _ := a.body["data"].([]any)
+	if a.status != 200 || len(list) < 20 {
+		t.Fatalf("banks: %d %.200s", a.status, a.raw)
+	}
+	found := false
+	for _, b := range list {
+		if get(b, "code") == "004" && get(b, "short") == "KBANK" && get(b, "nameTh") != "" && get(b, "nameEn") != "" {
+			_, found = b.(map[string]any)["extraVerify"].([]any)
+		}
+	}
+	if !found {
+		t.Errorf("banks lacks KBANK with names and an extraVerify list: %.300s", a.raw)
+	}
+	if a := c.do(t, call{method: "GET", path: "/banks", token: "-"}); a.status != 401 {
+		t.Errorf("banks without the edge token: %d", a.status)
+	}
+	if a := c.do(t, call{method: "GET", path: "/health", token: "-"}); a.status != 200 {
+		t.Errorf("health: %d %s", a.status, a.raw)
+	}
+}
+
+// TestQuotaUnderConcurrency sends 50 concurrent verifications of distinct
+// slips to a branch with 10 left: exactly 10 succeed and exactly 10 are
+// consumed, at branch and service level alike.
+func TestQuotaUnderConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*store.Records)
+	}{
+		{"branch limit", func(r *store.Records) { r.Branches[0].LimitQuota = ptr(int64(10)) }},
+		{"service limit", func(r *store.Records) { r.Services[0].QuotaLimit = 10 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCore(t, tc.mutate)
+			var ok, refused atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 50 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+						body: map[string]any{"payload": bankPayload("014", fmt.Sprintf("CONCURRENT%04d", i))}})
+					switch {
+					case a.status == 200:
+						ok.Add(1)
+					case a.status == 403 && get(a.body, "error", "code") == "QUOTA_EXCEEDED":
+						refused.Add(1)
+					default:
+						t.Errorf("unexpected answer %d %s", a.status, a.raw)
+					}
+				}()
+			}
+			wg.Wait()
+			if ok.Load() != 10 || refused.Load() != 40 {
+				t.Errorf("succeeded %d, refused %d; want 10 and 40", ok.Load(), refused.Load())
+			}
+			if u, tot, s := c.usage(t, "br-main"); u != 10 || tot != 10 || s != 10 {
+				t.Errorf("consumed: branch used %v total %v, service used %v; want 10", u, tot, s)
+			}
+		})
+	}
+}
+
+func TestQuotaPeriodRollover(t *testing.T) {
+	c := startCore(t, func(r *store.Records) { r.Branches[0].LimitQuota = ptr(int64(1)) })
+	v := func(ref string) answer {
+		return c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: map[string]any{"payload": bankPayload("004", ref)}})
+	}
+	v("ROLLREF1").data(t)
+	v("ROLLREF2").v2err(t, 403, "QUOTA_EXCEEDED")
+	c.clock.add(10 * 24 * time.Hour) // Nov 22 → Dec 2: a new period (anchor day 1)
+	v("ROLLREF3").data(t)
+	if u, tot, _ := c.usage(t, "br-main"); u != 1 || tot != 2 {
+		t.Errorf("after rollover: used %v total %v; want 1 and 2", u, tot)
+	}
+	d := c.do(t, call{method: "GET", path: "/me", branch: "br-main"})
+	if d.body["status"] != 200.0 || get(d.body, "data", "period", "start") != "2026-12-01T00:00:00+07:00" {
+		t.Errorf("/me: %s", d.raw)
+	}
+}

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Service is a client account (application).
+type Service struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	State          string `json:"state"` // active, expired or banned
+	UserBanned     bool   `json:"userBanned"`
+	QuotaLimit     int64  `json:"quotaLimit"`
+	CycleAnchorDay int    `json:"cycleAnchorDay"`
+	Rate           Rate   `json:"rate"`
+}
+
+// Service states.
+const (
+	StateActive  = "active"
+	StateExpired = "expired"
+	StateBanned  = "banned"
+)
+
+// Rate is a service plan's verification rate per budget, in requests per
+// second per branch.
+type Rate struct {
+	Bank   int `json:"bank"`
+	Wallet int `json:"wallet"`
+}
+
+// Branch is one of a service's branches. KeyDigest is the SHA-256 of its API
+// key; WebhookSecret is sealed with the master key.
+type Branch struct {
+	ID            string   `json:"id"`
+	ServiceID     string   `json:"serviceId"`
+	Name          string   `json:"name"`
+	Main          bool     `json:"main"`
+	Active        bool     `json:"active"`
+	IPAllow       []string `json:"ipAllow"`
+	LimitQuota    *int64   `json:"limitQuota"`
+	WebhookURL    *string  `json:"webhookUrl"`
+	WebhookSecret []byte   `json:"webhookSecret,omitempty"`
+	KeyDigest     string   `json:"keyDigest"`
+}
+
+// B2BClient is a management client of a service. Its Secret is sealed with
+// the master key; the record is stored under the digest of its key.
+type B2BClient struct {
+	KeyDigest   string   `json:"keyDigest"`
+	ServiceID   string   `json:"serviceId"`
+	Secret      []byte   `json:"secret"`
+	Permissions []string `json:"permissions"`
+}
+
+// BankAccount is a receiving account of a service, linked to branches.
+type BankAccount struct {
+	ID         string      `json:"id"`
+	ServiceID  string      `json:"serviceId"`
+	BankCode   string      `json:"bankCode"`
+	BankNumber string      `json:"bankNumber"`
+	Name       AccountName `json:"name"`
+	Branches   []string    `json:"branches"`
+	Active     bool        `json:"active"`
+}
+
+// AccountName is an account holder's Thai and English name.
+type AccountName struct {
+	TH string `json:"th"`
+	EN string `json:"en"`
+}
+
+// Records is a set of records to insert, as a seed file describes them.
+type Records struct {
+	Services   []Service
+	Branches   []Branch
+	B2BClients []B2BClient
+	Accounts   []BankAccount
+}
+
+// InsertMissing inserts, in one transaction, every record whose id (or key
+// digest) is not stored yet, and leaves stored ones as they are: records
+// changed at run time keep their changes. It returns how many it inserted.
+func (s *Store) InsertMissing(r Records) (int, error) {
+	n := 0
+	err := s.write(func(tx *bolt.Tx) error {
+		n = 0
+		put := func(bucket []byte, key string, v any) (bool, error) {
+			b := tx.Bucket(bucket)
+			if b.Get([]byte(key)) != nil {
+				return false, nil
+			}
+			n++
+			return true, putJSON(b, key, v)
+		}
+		// Check references first: a failing write fn must not have written.
+		for _, br := range r.Branches {
+			if !hasService(tx, r, br.ServiceID) {
+				return fmt.Errorf("branch %s: unknown service %s", br.ID, br.ServiceID)
+			}
+			if id := tx.Bucket(bucketKeys).Get([]byte(br.KeyDigest)); id != nil && string(id) != br.ID {
+				return fmt.Errorf("branch %s: its key belongs to branch %s", br.ID, id)
+			}
+		}
+		var errs []error
+		for _, sv := range r.Services {
+			_, err := put(bucketServices, sv.ID, sv)
+			errs = append(errs, err)
+		}
+		for _, br := range r.Branches {
+			// A branch's key is indexed when the branch is created, so a key
+			// replaced at run time is not brought back by the next start.
+			created, err := put(bucketBranches, br.ID, br)
+			if created && err == nil {
+				err = tx.Bucket(bucketKeys).Put([]byte(br.KeyDigest), []byte(br.ID))
+			}
+			errs = append(errs, err)
+		}
+		for _, c := range r.B2BClients {
+			_, err := put(bucketB2B, c.KeyDigest, c)
+			errs = append(errs, err)
+		}
+		for _, a := range r.Accounts {
+			_, err := put(bucketAccounts, a.ID, a)
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+	return n, err
+}
+
+func hasService(tx *bolt.Tx, r Records, id string) bool {
+	for _, sv := range r.Services {
+		if sv.ID == id {
+			return true
+		}
+	}
+	return tx.Bucket(bucketServices).Get([]byte(id)) != nil
+}
+
+// Identity returns the service and branch a request acts for. It fails with
+// ErrNotFound when either is unknown or the branch is not the service's.
+func (s *Store) Identity(serviceID, branchID string) (sv Service, br Branch, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if err := getJSON(tx.Bucket(bucketServices), serviceID, &sv); err != nil {
+			return err
+		}
+		if err := getJSON(tx.Bucket(bucketBranches), branchID, &br); err != nil {
+			return err
+		}
+		if br.ServiceID != sv.ID {
+			return ErrNotFound
+		}
+		return nil
+	})
+	return sv, br, err
+}

@@ -1,0 +1,188 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/slipverify/slipverify/core/quota"
+)
+
+// Outcomes of Consume that are answers, not failures.
+var (
+	ErrQuotaExceeded = errors.New("store: quota exceeded")
+	ErrDuplicate     = errors.New("store: duplicate slip")
+)
+
+// SlipRecord remembers a verified slip within a service: when and by which
+// branches it was verified, and the verified result (JSON) so a duplicate
+// can be answered without asking the bank again.
+type SlipRecord struct {
+	FirstAt  int64           `json:"firstAt"` // Unix seconds
+	Branches []string        `json:"branches"`
+	Result   json.RawMessage `json:"result"`
+}
+
+// VerifiedBy reports whether branch verified the slip before.
+func (r *SlipRecord) VerifiedBy(branch string) bool { return slices.Contains(r.Branches, branch) }
+
+// Policy says how a verification treats a slip seen before.
+type Policy uint8
+
+// Policies of the API versions.
+const (
+	// FreeSelfDuplicate (v2): a slip the same branch verified before is
+	// answered free; any other verification consumes quota.
+	FreeSelfDuplicate Policy = iota
+	// RefuseDuplicate (v1 with checkDuplicate): a slip the service verified
+	// before is refused with ErrDuplicate and consumes nothing.
+	RefuseDuplicate
+	// ChargeAlways (v1 without checkDuplicate): every verification consumes.
+	ChargeAlways
+)
+
+// Verification is one verified slip to account for.
+type Verification struct {
+	ServiceID, BranchID string
+	SlipKey             string // see SlipKey
+	Result              json.RawMessage
+	Policy              Policy
+}
+
+// Consumed tells what Consume did. Seen is the slip's record as it was
+// before this verification, nil when the service had never verified it.
+type Consumed struct {
+	Seen    *SlipRecord
+	Charged bool
+}
+
+// SlipKey returns the key under which a service remembers a slip: kind
+// ("bank" or "wallet") and the slip's identity within its kind.
+func SlipKey(kind string, parts ...string) string {
+	k := kind
+	for _, p := range parts {
+		k += "/" + p
+	}
+	return k
+}
+
+// Consume accounts for a verified slip atomically: it checks the duplicate
+// policy, checks and consumes one unit of the branch and service quota, and
+// remembers the slip. It returns ErrDuplicate or ErrQuotaExceeded (with
+// Seen set) when it refuses; a refused verification changes nothing.
+func (s *Store) Consume(v Verification) (Consumed, error) {
+	var out Consumed
+	err := s.write(func(tx *bolt.Tx) error {
+		out = Consumed{}
+		slips := tx.Bucket(bucketSlips)
+		slipKey := []byte(v.ServiceID + "\x00" + v.SlipKey)
+		if raw := slips.Get(slipKey); raw != nil {
+			out.Seen = new(SlipRecord)
+			if err := json.Unmarshal(raw, out.Seen); err != nil {
+				return err
+			}
+		}
+		charge := true
+		switch {
+		case out.Seen != nil && v.Policy == RefuseDuplicate:
+			return ErrDuplicate
+		case out.Seen != nil && v.Policy == FreeSelfDuplicate && out.Seen.VerifiedBy(v.BranchID):
+			charge = false
+		}
+		if charge {
+			if err := s.consume(tx, v.ServiceID, v.BranchID); err != nil {
+				return err
+			}
+			out.Charged = true
+		}
+		rec := SlipRecord{FirstAt: s.now().Unix(), Branches: []string{v.BranchID}, Result: v.Result}
+		if out.Seen != nil {
+			if out.Seen.VerifiedBy(v.BranchID) {
+				return nil
+			}
+			rec = *out.Seen
+			rec.Branches = append(slices.Clip(rec.Branches), v.BranchID)
+		}
+		return putJSON(slips, string(slipKey), rec)
+	})
+	return out, err
+}
+
+// consume takes one unit of quota from branch and service, or fails with
+// ErrQuotaExceeded having written nothing.
+func (s *Store) consume(tx *bolt.Tx, serviceID, branchID string) error {
+	var sv Service
+	var br Branch
+	if err := getJSON(tx.Bucket(bucketServices), serviceID, &sv); err != nil {
+		return err
+	}
+	if err := getJSON(tx.Bucket(bucketBranches), branchID, &br); err != nil {
+		return err
+	}
+	period := quota.PeriodStart(s.now(), sv.CycleAnchorDay).Unix()
+	q := tx.Bucket(bucketQuota)
+	svc, brc := readCounter(q, "s/"+serviceID).In(period), readCounter(q, "b/"+branchID).In(period)
+	if !svc.Allows(&sv.QuotaLimit) || !brc.Allows(br.LimitQuota) {
+		return ErrQuotaExceeded
+	}
+	svc.Used, svc.Total = svc.Used+1, svc.Total+1
+	brc.Used, brc.Total = brc.Used+1, brc.Total+1
+	return errors.Join(writeCounter(q, "s/"+serviceID, svc), writeCounter(q, "b/"+branchID, brc))
+}
+
+// Usage is the quota state of a branch and its service in the current period.
+type Usage struct {
+	Service, Branch quota.Counter
+	PeriodStart     int64 // Unix seconds
+}
+
+// Usage returns the current quota state of a branch and its service.
+func (s *Store) Usage(sv Service, branchID string) (Usage, error) {
+	period := quota.PeriodStart(s.now(), sv.CycleAnchorDay).Unix()
+	var u Usage
+	err := s.db.View(func(tx *bolt.Tx) error {
+		q := tx.Bucket(bucketQuota)
+		u = Usage{Service: readCounter(q, "s/"+sv.ID).In(period), Branch: readCounter(q, "b/"+branchID).In(period), PeriodStart: period}
+		return nil
+	})
+	return u, err
+}
+
+// Slip returns the record of a slip the service verified before, or nil.
+func (s *Store) Slip(serviceID, slipKey string) (*SlipRecord, error) {
+	var rec *SlipRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketSlips).Get([]byte(serviceID + "\x00" + slipKey))
+		if raw == nil {
+			return nil
+		}
+		rec = new(SlipRecord)
+		return json.Unmarshal(raw, rec)
+	})
+	return rec, err
+}
+
+// readCounter decodes a counter: period, used and total as three big-endian
+// int64s. A missing counter is zero.
+func readCounter(b *bolt.Bucket, key string) quota.Counter {
+	raw := b.Get([]byte(key))
+	if len(raw) != 24 {
+		return quota.Counter{}
+	}
+	return quota.Counter{
+		Period: int64(binary.BigEndian.Uint64(raw)),
+		Used:   int64(binary.BigEndian.Uint64(raw[8:])),
+		Total:  int64(binary.BigEndian.Uint64(raw[16:])),
+	}
+}
+
+func writeCounter(b *bolt.Bucket, key string, c quota.Counter) error {
+	raw := make([]byte, 24)
+	binary.BigEndian.PutUint64(raw, uint64(c.Period))
+	binary.BigEndian.PutUint64(raw[8:], uint64(c.Used))
+	binary.BigEndian.PutUint64(raw[16:], uint64(c.Total))
+	return b.Put([]byte(key), raw)
+}

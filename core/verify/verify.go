@@ -1,0 +1,272 @@
+// Package verify answers whether a slip is real: it reads the slip's QR
+// payload, asks the bank, applies the duplicate rules and consumes quota
+// exactly once, atomically with remembering the slip.
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/store"
+)
+
+// Source is where a slip's QR payload comes from; exactly one field is set.
+type Source struct {
+	Payload string
+	Image   []byte // an uploaded or base64-decoded image
+	URL     string // an image to fetch
+}
+
+// ImageReader finds the slip QR payload in an image source (Image or URL).
+type ImageReader interface {
+	Payload(ctx context.Context, src Source) (string, error)
+}
+
+// Request is one verification as the client asked for it.
+type Request struct {
+	Version             api.Version
+	ServiceID, BranchID string
+	Source              Source
+	Remark              string
+	CheckDuplicate      bool
+	MatchAmount         *float64
+}
+
+// Verifier verifies slips. It is safe for concurrent use.
+type Verifier struct {
+	Store    *store.Store
+	Upstream bank.Connector
+	Images   ImageReader // nil: image sources are refused
+}
+
+// RawSlip is the slip record of a bank verification (spec 2.1 rawSlip).
+type RawSlip struct {
+	Payload string `json:"payload"`
+	bank.Slip
+}
+
+// BankResult is the verification data of a bank slip (spec 2.1).
+type BankResult struct {
+	Remark          string  `json:"remark"`
+	IsDuplicate     bool    `json:"isDuplicate"`
+	AmountInSlip    float64 `json:"amountInSlip"`
+	IsAmountMatched bool    `json:"isAmountMatched"`
+	RawSlip         RawSlip `json:"rawSlip"`
+}
+
+// WalletResult is the verification data of a wallet slip.
+type WalletResult struct {
+	bank.WalletSlip
+	IsDuplicate     bool   `json:"isDuplicate"`
+	IsAmountMatched bool   `json:"isAmountMatched"`
+	Remark          string `json:"remark"`
+}
+
+// Duplicate is the data of a v1 duplicate_slip refusal.
+type Duplicate struct {
+	Payload         string  `json:"payload"`
+	TransRef        string  `json:"transRef"`
+	Amount          float64 `json:"amount"`
+	Date            string  `json:"date"`
+	FirstVerifiedAt string  `json:"firstVerifiedAt"`
+}
+
+// Bank verifies a bank slip.
+func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
+	payload, err := v.payload(ctx, r.Source)
+	if err != nil {
+		return BankResult{}, err
+	}
+	p, err := slip.ParseBank(payload)
+	if err != nil {
+		return BankResult{}, api.E(api.InvalidPayload)
+	}
+	var raw RawSlip
+	seen, err := v.settle(ctx, r, store.SlipKey("bank", p.BankCode, p.TransRef), &raw,
+		func(ctx context.Context) (any, error) {
+			s, err := v.Upstream.Bank(ctx, p.BankCode, p.TransRef)
+			return RawSlip{Payload: payload, Slip: s}, err
+		},
+		func() Duplicate {
+			return Duplicate{Payload: payload, TransRef: raw.TransRef, Amount: raw.Amount.Amount, Date: raw.Date}
+		})
+	if err != nil {
+		return BankResult{}, err
+	}
+	raw.Payload = payload
+	return BankResult{
+		Remark:          r.Remark,
+		IsDuplicate:     seen,
+		AmountInSlip:    raw.Amount.Amount,
+		IsAmountMatched: amountMatches(r.MatchAmount, raw.Amount.Amount),
+		RawSlip:         raw,
+	}, nil
+}
+
+// Wallet verifies a wallet slip.
+func (v *Verifier) Wallet(ctx context.Context, r Request) (WalletResult, error) {
+	payload, err := v.payload(ctx, r.Source)
+	if err != nil {
+		return WalletResult{}, err
+	}
+	p, err := slip.ParseWallet(payload)
+	if err != nil {
+		return WalletResult{}, api.E(api.InvalidPayload)
+	}
+	var ws bank.WalletSlip
+	seen, err := v.settle(ctx, r, store.SlipKey("wallet", p.TransactionID), &ws,
+		func(ctx context.Context) (any, error) { return v.Upstream.Wallet(ctx, p.TransactionID) },
+		func() Duplicate {
+			return Duplicate{Payload: payload, TransRef: ws.TransactionID, Amount: ws.Amount, Date: ws.Date}
+		})
+	if err != nil {
+		return WalletResult{}, err
+	}
+	return WalletResult{
+		WalletSlip:      ws,
+		IsDuplicate:     seen,
+		IsAmountMatched: amountMatches(r.MatchAmount, ws.Amount),
+		Remark:          r.Remark,
+	}, nil
+}
+
+// settle runs the part of a verification common to every kind of slip:
+// the caller's state, the duplicate rules, the bank lookup (only for a slip
+// the service has not verified before) and the atomic consumption of quota.
+// It decodes the verified slip into out and reports whether the slip was
+// verified before. dup builds a v1 duplicate_slip answer from out.
+func (v *Verifier) settle(ctx context.Context, r Request, key string, out any,
+	lookup func(context.Context) (any, error), dup func() Duplicate) (bool, error) {
+	sv, br, err := v.Store.Identity(r.ServiceID, r.BranchID)
+	if err != nil {
+		return false, identityError(err)
+	}
+	if err := checkState(sv, br); err != nil {
+		return false, err
+	}
+	policy := policyOf(r)
+	seen, err := v.Store.Slip(r.ServiceID, key)
+	if err != nil {
+		return false, internal(err)
+	}
+	refuse := func(seen *store.SlipRecord) error {
+		if err := json.Unmarshal(seen.Result, out); err != nil {
+			return internal(err)
+		}
+		d := dup()
+		d.FirstVerifiedAt = time.Unix(seen.FirstAt, 0).In(quota.Bangkok).Format(time.RFC3339)
+		return &api.Error{Code: api.DuplicateSlip, Data: d}
+	}
+	var result []byte
+	switch {
+	case seen != nil && policy == store.RefuseDuplicate:
+		return true, refuse(seen)
+	case seen != nil && policy == store.FreeSelfDuplicate && seen.VerifiedBy(r.BranchID):
+		// Fast path: a self-duplicate is free and already known.
+		if err := json.Unmarshal(seen.Result, out); err != nil {
+			return true, internal(err)
+		}
+		return true, nil
+	case seen != nil:
+		result = seen.Result
+	default:
+		// Slow path: ask the bank, but not when the answer could not be charged.
+		if u, err := v.Store.Usage(sv, br.ID); err != nil {
+			return false, internal(err)
+		} else if !u.Service.Allows(&sv.QuotaLimit) || !u.Branch.Allows(br.LimitQuota) {
+			return false, api.E(api.QuotaExceeded)
+		}
+		s, err := lookup(ctx)
+		if err != nil {
+			return false, bankError(err)
+		}
+		if result, err = json.Marshal(s); err != nil {
+			return false, internal(err)
+		}
+	}
+	c, err := v.Store.Consume(store.Verification{
+		ServiceID: r.ServiceID, BranchID: r.BranchID, SlipKey: key, Result: result, Policy: policy,
+	})
+	switch {
+	case errors.Is(err, store.ErrDuplicate):
+		return true, refuse(c.Seen)
+	case errors.Is(err, store.ErrQuotaExceeded):
+		return false, api.E(api.QuotaExceeded)
+	case err != nil:
+		return false, internal(err)
+	}
+	if c.Seen != nil {
+		result = c.Seen.Result // the first verification's answer stands
+	}
+	if err := json.Unmarshal(result, out); err != nil {
+		return false, internal(err)
+	}
+	return c.Seen != nil, nil
+}
+
+// payload returns the QR payload of src.
+func (v *Verifier) payload(ctx context.Context, src Source) (string, error) {
+	if src.Payload != "" {
+		return src.Payload, nil
+	}
+	if v.Images == nil {
+		return "", api.Errorf(api.Validation, "image: image and URL sources are not enabled on this server; send payload")
+	}
+	return v.Images.Payload(ctx, src)
+}
+
+func policyOf(r Request) store.Policy {
+	switch {
+	case r.Version == api.V2:
+		return store.FreeSelfDuplicate
+	case r.CheckDuplicate:
+		return store.RefuseDuplicate
+	}
+	return store.ChargeAlways
+}
+
+// checkState refuses callers whose service or branch may not verify.
+func checkState(sv store.Service, br store.Branch) error {
+	switch {
+	case sv.UserBanned:
+		return api.E(api.UserBanned)
+	case sv.State == store.StateBanned:
+		return api.E(api.ServiceBanned)
+	case sv.State == store.StateExpired:
+		return api.E(api.ServiceExpired)
+	case !br.Active:
+		return api.E(api.BranchInactive)
+	}
+	return nil
+}
+
+func identityError(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return api.E(api.InvalidAPIKey)
+	}
+	return internal(err)
+}
+
+func bankError(err error) error {
+	switch {
+	case errors.Is(err, bank.ErrNotFound):
+		return api.E(api.SlipNotFound)
+	case errors.Is(err, bank.ErrPending):
+		return api.E(api.SlipPending)
+	}
+	return &api.Error{Code: api.APIServerError, Cause: err}
+}
+
+func internal(err error) error { return &api.Error{Code: api.InternalServerError, Cause: err} }
+
+// amountMatches compares amounts in satang, so 100.1 matches 100.10.
+func amountMatches(want *float64, got float64) bool {
+	return want != nil && math.Round(*want*100) == math.Round(got*100)
+}
