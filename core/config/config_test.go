@@ -1,0 +1,67 @@
+package config
+
+import (
+	"bufio"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestExampleEnvFile keeps deploy/env/core.env in step with the code: the
+// same variables, with the same defaults.
+func TestExampleEnvFile(t *testing.T) {
+	f, err := os.Open("../../deploy/env/core.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	file := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		file[k] = v
+	}
+	for _, v := range Vars() {
+		got, ok := file[v.Env]
+		if !ok {
+			t.Errorf("%s is not in deploy/env/core.env", v.Env)
+		} else if got != v.Default {
+			t.Errorf("%s: example says %q, code defaults to %q", v.Env, got, v.Default)
+		}
+		delete(file, v.Env)
+	}
+	for k := range file {
+		t.Errorf("deploy/env/core.env has %s, which core does not read", k)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	env := map[string]string{"SLIP_BANK": "carrier-pigeon", "SLIP_CORE_ADDR": "nope", "SLIP_BANK_TIMEOUT": "0s"}
+	c, err := Load(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
+	}
+	for _, v := range []string{"SLIP_CORE_ADDR", "SLIP_BANK:", "SLIP_BANK_TIMEOUT", "SLIP_EDGE_TOKEN", "SLIP_MASTER_KEY"} {
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("error does not name %s: %v", v, err)
+		}
+	}
+	env = map[string]string{"SLIP_BANK": "http", "SLIP_BANK_URL": "ftp://x", "SLIP_EDGE_TOKEN": strings.Repeat("t", 32), "SLIP_MASTER_KEY": strings.Repeat("ab", 32)}
+	c, _ = Load(nil, func(k string) string { return env[k] })
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SLIP_BANK_URL") {
+		t.Errorf("ftp bank URL: %v", err)
+	}
+	env["SLIP_BANK_URL"] = "https://gateway.example"
+	c, _ = Load([]string{"-addr", "127.0.0.1:9"}, func(k string) string { return env[k] })
+	if err := c.Validate(); err != nil || c.Addr != "127.0.0.1:9" {
+		t.Errorf("valid configuration refused (%v) or flag ignored (%s)", err, c.Addr)
+	}
+}
