@@ -23,4 +23,6 @@ bench: ## run the Go benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 fuzz: ## run each fuzz test for FUZZTIME (default 2m)
-	$(GO) test ./core/slip -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./core/slip -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./core/slip -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./core/server -run '^$$' -fuzz '^FuzzVerifyBody$$' -fuzztime $(FUZZTIME)

@@ -41,9 +41,10 @@ func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, Tra
 
 // core is core's server on a real loopback listener with a fresh store.
 type core struct {
-	url   string
-	clock *clock
-	store *store.Store
+	url     string
+	clock   *clock
+	store   *store.Store
+	handler fasthttp.RequestHandler
 }
 
 var listed = sandbox.Slip{
@@ -103,14 +104,15 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 		t.Fatal(err)
 	}
 	v := &verify.Verifier{Store: st, Upstream: sb}
-	srv := &fasthttp.Server{Handler: server.New(v, st, edgeToken, slog.New(slog.DiscardHandler)).Handler(), MaxRequestBodySize: 8 << 20}
+	h := server.New(v, st, edgeToken, slog.New(slog.DiscardHandler)).Handler()
+	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown() })
-	return &core{url: "http://" + ln.Addr().String(), clock: c, store: st}
+	return &core{url: "http://" + ln.Addr().String(), clock: c, store: st, handler: h}
 }
 
 // call is one request to core as the edge would forward it.
