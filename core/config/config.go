@@ -4,12 +4,13 @@ package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/url"
 	"regexp"
 	"time"
+
+	"github.com/slipverify/slipverify/core/envflag"
 )
 
 // Config is core's configuration.
@@ -22,58 +23,32 @@ type Config struct {
 	BankTimeout time.Duration // one upstream lookup
 	EdgeToken   string        // shared secret the edge sends
 	MasterKey   string        // 64 hex digits sealing stored secrets
-	CheckOnly   bool          // -validate: check the configuration and exit
-	ShowVersion bool          // -version: print the version and exit
-}
-
-// Var is one setting: its environment variable, flag, default and meaning.
-type Var struct {
-	Env, Flag, Default, Usage string
-	dst                       any
+	envflag.Common
 }
 
 // vars lists every setting of c, bound to its fields.
-func (c *Config) vars() []Var {
-	return []Var{
-		{"SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr},
-		{"SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir},
-		{"SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (empty: none)", &c.Seed},
-		{"SLIP_BANK", "bank", "sandbox", "bank connector: sandbox or http", &c.Bank},
-		{"SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL},
-		{"SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout},
-		{"SLIP_EDGE_TOKEN", "edge-token", "", "shared secret the edge sends in X-Slip-Edge-Token (required, 32+ characters)", &c.EdgeToken},
-		{"SLIP_MASTER_KEY", "master-key", "", "64 hex digits that seal stored secrets (required)", &c.MasterKey},
+func (c *Config) vars() []envflag.Var {
+	return []envflag.Var{
+		envflag.Def("SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr),
+		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir),
+		envflag.Def("SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (empty: none)", &c.Seed),
+		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox or http", &c.Bank),
+		envflag.Def("SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL),
+		envflag.Def("SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout),
+		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "shared secret the edge sends in X-Slip-Edge-Token (required, 32+ characters)", &c.EdgeToken),
+		envflag.Def("SLIP_MASTER_KEY", "master-key", "", "64 hex digits that seal stored secrets (required)", &c.MasterKey),
 	}
 }
 
 // Vars returns the documented settings with their defaults.
-func Vars() []Var { return new(Config).vars() }
+func Vars() []envflag.Var { return new(Config).vars() }
 
 // Load reads flags from args, each defaulting to its environment variable
 // (read with getenv) and then to its built-in default.
 func Load(args []string, getenv func(string) string) (Config, error) {
 	var c Config
-	fs := flag.NewFlagSet("core", flag.ContinueOnError)
-	for _, v := range c.vars() {
-		def := v.Default
-		if e := getenv(v.Env); e != "" {
-			def = e
-		}
-		usage := v.Usage + " (" + v.Env + ")"
-		switch dst := v.dst.(type) {
-		case *string:
-			fs.StringVar(dst, v.Flag, def, usage)
-		case *time.Duration:
-			d, err := time.ParseDuration(def)
-			if err != nil {
-				return c, fmt.Errorf("%s: %w", v.Env, err)
-			}
-			fs.DurationVar(dst, v.Flag, d, usage)
-		}
-	}
-	fs.BoolVar(&c.CheckOnly, "validate", false, "check the configuration and exit")
-	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
-	return c, fs.Parse(args)
+	err := envflag.Load("core", c.vars(), &c.Common, args, getenv)
+	return c, err
 }
 
 var hex64 = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)

@@ -1,41 +1,21 @@
 package config
 
 import (
-	"bufio"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/slipverify/slipverify/core/envflag"
 )
 
 // TestExampleEnvFile keeps deploy/env/core.env in step with the code: the
 // same variables, with the same defaults.
 func TestExampleEnvFile(t *testing.T) {
-	f, err := os.Open("../../deploy/env/core.env")
+	file, err := envflag.ReadEnvFile("../../deploy/env/core.env")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	file := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, _ := strings.Cut(line, "=")
-		file[k] = v
-	}
-	for _, v := range Vars() {
-		got, ok := file[v.Env]
-		if !ok {
-			t.Errorf("%s is not in deploy/env/core.env", v.Env)
-		} else if got != v.Default {
-			t.Errorf("%s: example says %q, code defaults to %q", v.Env, got, v.Default)
-		}
-		delete(file, v.Env)
-	}
-	for k := range file {
-		t.Errorf("deploy/env/core.env has %s, which core does not read", k)
+	for _, d := range envflag.Drift(file, Vars()) {
+		t.Error(d)
 	}
 }
 

@@ -1,0 +1,119 @@
+// Package envflag loads a tier's configuration from flags whose defaults come
+// from SLIP_* environment variables, and reads the example env files in
+// deploy/env so tests can hold them to the code. Every tier uses it, so each
+// setting is a flag and a variable in the same way everywhere.
+package envflag
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Var is one setting: its environment variable, flag, default and meaning,
+// bound to a *string, *int, *float64 or *time.Duration.
+type Var struct {
+	Env, Flag, Default, Usage string
+	Dst                       any
+}
+
+// Common holds the flags every program has.
+type Common struct {
+	CheckOnly   bool // -validate: check the configuration and exit
+	ShowVersion bool // -version: print the version and exit
+}
+
+// Load parses args into vars, each defaulting to its environment variable
+// (read with getenv) and then to its built-in default, plus -validate and
+// -version into c.
+func Load(program string, vars []Var, c *Common, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet(program, flag.ContinueOnError)
+	for _, v := range vars {
+		def := v.Default
+		if e := getenv(v.Env); e != "" {
+			def = e
+		}
+		usage := v.Usage + " (" + v.Env + ")"
+		switch dst := v.Dst.(type) {
+		case *string:
+			fs.StringVar(dst, v.Flag, def, usage)
+		case *int:
+			n, err := strconv.Atoi(def)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not an integer", v.Env, def)
+			}
+			fs.IntVar(dst, v.Flag, n, usage)
+		case *float64:
+			n, err := strconv.ParseFloat(def, 64)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a number", v.Env, def)
+			}
+			fs.Float64Var(dst, v.Flag, n, usage)
+		case *time.Duration:
+			d, err := time.ParseDuration(def)
+			if err != nil {
+				return fmt.Errorf("%s: %w", v.Env, err)
+			}
+			fs.DurationVar(dst, v.Flag, d, usage)
+		default:
+			panic(fmt.Sprintf("envflag: %s bound to unsupported %T", v.Env, v.Dst))
+		}
+	}
+	fs.BoolVar(&c.CheckOnly, "validate", false, "check the configuration and exit")
+	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
+	return fs.Parse(args)
+}
+
+// ReadEnvFile reads NAME=value lines, skipping blank lines and # comments.
+func ReadEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		out[k] = v
+	}
+	return out, sc.Err()
+}
+
+// Drift compares an example env file with the program's vars and returns
+// every difference: a variable missing from the file, a default that
+// differs, a variable the program does not read.
+func Drift(file map[string]string, vars []Var) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range vars {
+		seen[v.Env] = true
+		got, ok := file[v.Env]
+		switch {
+		case !ok:
+			out = append(out, v.Env+" is missing from the example")
+		case got != v.Default:
+			out = append(out, fmt.Sprintf("%s: example says %q, code defaults to %q", v.Env, got, v.Default))
+		}
+	}
+	for k := range file {
+		if !seen[k] {
+			out = append(out, k+" is in the example but not read by the program")
+		}
+	}
+	return out
+}
+
+// Def returns the setting env (flag name flagName) with default def, bound
+// to dst.
+func Def(env, flagName, def, usage string, dst any) Var {
+	return Var{Env: env, Flag: flagName, Default: def, Usage: usage, Dst: dst}
+}
