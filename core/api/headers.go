@@ -12,3 +12,8 @@ const (
 	HeaderRequestID = "X-Request-Id"
 	HeaderB2BClient = "X-Slip-B2b-Client"
 )
+
+// HeaderOverload is set by core on a response ("1") while it holds more
+// requests in flight than it is configured to; the edge lowers its rate
+// limits when it sees it.
+const HeaderOverload = "X-Slip-Overload"

@@ -23,6 +23,7 @@ type Config struct {
 	BankTimeout time.Duration // one upstream lookup
 	EdgeToken   string        // shared secret the edge sends
 	MasterKey   string        // 64 hex digits sealing stored secrets
+	MaxInflight int           // concurrent requests above which core signals overload
 	envflag.Common
 }
 
@@ -36,6 +37,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL),
 		envflag.Def("SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout),
 		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "shared secret the edge sends in X-Slip-Edge-Token (required, 32+ characters)", &c.EdgeToken),
+		envflag.Def("SLIP_CORE_MAX_INFLIGHT", "max-inflight", "256", "concurrent requests above which core tells the edge it is overloaded", &c.MaxInflight),
 		envflag.Def("SLIP_MASTER_KEY", "master-key", "", "64 hex digits that seal stored secrets (required)", &c.MasterKey),
 	}
 }
@@ -77,6 +79,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.EdgeToken) < 32 {
 		bad("SLIP_EDGE_TOKEN: required, at least 32 characters")
+	}
+	if c.MaxInflight < 1 {
+		bad("SLIP_CORE_MAX_INFLIGHT: must be at least 1")
 	}
 	if !hex64.MatchString(c.MasterKey) {
 		bad("SLIP_MASTER_KEY: required, 64 hex digits")

@@ -10,12 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/verify"
 )
@@ -24,19 +26,25 @@ import (
 type Server struct {
 	verifier  *verify.Verifier
 	store     *store.Store
+	box       *secret.Box
 	edgeToken []byte
 	log       *slog.Logger
 	banks     json.RawMessage // the bank list, encoded once
+
+	inflight    atomic.Int64
+	maxInflight int64
 }
 
-// New returns a Server. edgeToken is the secret the edge sends in
-// api.HeaderEdgeToken.
-func New(v *verify.Verifier, st *store.Store, edgeToken string, log *slog.Logger) *Server {
+// New returns a Server. box opens the secrets the edge needs; edgeToken is
+// the secret the edge sends in api.HeaderEdgeToken; above maxInflight
+// concurrent requests core marks its answers with api.HeaderOverload.
+func New(v *verify.Verifier, st *store.Store, box *secret.Box, edgeToken string, maxInflight int, log *slog.Logger) *Server {
 	banks, err := json.Marshal(bank.Banks())
 	if err != nil {
 		panic(err) // a static list of strings always encodes
 	}
-	return &Server{verifier: v, store: st, edgeToken: []byte(edgeToken), log: log, banks: banks}
+	return &Server{verifier: v, store: st, box: box, edgeToken: []byte(edgeToken), log: log, banks: banks,
+		maxInflight: int64(maxInflight)}
 }
 
 // caller is who a request acts for, from the edge's identity headers.
@@ -64,6 +72,8 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.POST("/verify", s.guard(api.V1, true, s.verifyBank))
 	r.POST("/verify/wallet", s.guard(api.V1, true, s.verifyWallet))
 	r.GET("/me", s.guard(api.V1, true, s.info))
+	r.GET(api.PathBranchAuth+"{digest}", s.guard(api.V2, false, s.branchAuth))
+	r.GET(api.PathClientAuth+"{digest}", s.guard(api.V2, false, s.clientAuth))
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.NotFound))
 	}
@@ -71,7 +81,14 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 		s.log.Error("panic in handler", "path", string(ctx.Path()), "panic", p)
 		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.InternalServerError))
 	}
-	return r.Handler
+	return func(ctx *fasthttp.RequestCtx) {
+		n := s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		r.Handler(ctx)
+		if n > s.maxInflight {
+			ctx.Response.Header.Set(api.HeaderOverload, "1")
+		}
+	}
 }
 
 // versionOfPath tells the version of a path no route claims: /v2 and /b2b

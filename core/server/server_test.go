@@ -84,10 +84,14 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 			{ID: "br-user", ServiceID: "svc-user", Main: true, Active: true, KeyDigest: store.Digest("k6")},
 		},
 	}
+	for i, secretText := range []string{"first-client-secret-0001", "second-client-secret-002"} {
+		d := store.Digest(fmt.Sprintf("client-key-%d", i))
+		r.B2BClients = append(r.B2BClients, store.B2BClient{KeyDigest: d, ServiceID: "svc",
+			Secret: box.Seal(secretText, "b2b/"+d), Permissions: []string{"quota:read"}})
+	}
 	if mutate != nil {
 		mutate(&r)
 	}
-	_ = box
 	if _, err := st.InsertMissing(r); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +108,7 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 		t.Fatal(err)
 	}
 	v := &verify.Verifier{Store: st, Upstream: sb}
-	h := server.New(v, st, edgeToken, slog.New(slog.DiscardHandler)).Handler()
+	h := server.New(v, st, box, edgeToken, 64, slog.New(slog.DiscardHandler)).Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -554,5 +558,26 @@ func TestQuotaPeriodRollover(t *testing.T) {
 	d := c.do(t, call{method: "GET", path: "/me", branch: "br-main"})
 	if d.body["status"] != 200.0 || get(d.body, "data", "period", "start") != "2026-12-01T00:00:00+07:00" {
 		t.Errorf("/me: %s", d.raw)
+	}
+}
+
+func TestInternalAuth(t *testing.T) {
+	c := startCore(t, nil)
+	d := c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("k2")}).data(t)
+	if d["serviceId"] != "svc" || d["branchId"] != "br-sub" || d["branchActive"] != true ||
+		d["signingSecret"] != "first-client-secret-0001" || d["rateBank"] != 10.0 {
+		t.Errorf("branch auth: %v", d)
+	}
+	d = c.do(t, call{method: "GET", path: api.PathClientAuth + store.Digest("client-key-1")}).data(t)
+	if d["serviceId"] != "svc" || d["secret"] != "second-client-secret-002" || len(d["permissions"].([]any)) != 1 {
+		t.Errorf("client auth: %v", d)
+	}
+	c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("unknown")}).v2err(t, 401, "INVALID_API_KEY")
+	c.do(t, call{method: "GET", path: api.PathClientAuth + store.Digest("k1")}).v2err(t, 401, "INVALID_API_KEY")
+	c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("k2"), token: "-"}).v2err(t, 401, "MISSING_API_KEY")
+	// A service without B2B clients signs nothing.
+	d = c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("k4")}).data(t)
+	if _, ok := d["signingSecret"]; ok {
+		t.Errorf("service without B2B clients has a signing secret: %v", d)
 	}
 }

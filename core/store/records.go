@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -50,6 +52,7 @@ type Branch struct {
 // B2BClient is a management client of a service. Its Secret is sealed with
 // the master key; the record is stored under the digest of its key.
 type B2BClient struct {
+	Seq         uint64   `json:"seq"` // creation order within the store
 	KeyDigest   string   `json:"keyDigest"`
 	ServiceID   string   `json:"serviceId"`
 	Secret      []byte   `json:"secret"`
@@ -120,7 +123,17 @@ func (s *Store) InsertMissing(r Records) (int, error) {
 			errs = append(errs, err)
 		}
 		for _, c := range r.B2BClients {
-			_, err := put(bucketB2B, c.KeyDigest, c)
+			if tx.Bucket(bucketB2B).Get([]byte(c.KeyDigest)) != nil {
+				continue
+			}
+			seq, err := tx.Bucket(bucketB2B).NextSequence()
+			if err == nil {
+				c.Seq = seq
+				_, err = put(bucketB2B, c.KeyDigest, c)
+			}
+			if err == nil {
+				err = tx.Bucket(bucketB2BByService).Put(serviceSeqKey(c.ServiceID, seq), []byte(c.KeyDigest))
+			}
 			errs = append(errs, err)
 		}
 		for _, a := range r.Accounts {
@@ -157,4 +170,47 @@ func (s *Store) Identity(serviceID, branchID string) (sv Service, br Branch, err
 		return nil
 	})
 	return sv, br, err
+}
+
+// serviceSeqKey orders a service's B2B clients by creation.
+func serviceSeqKey(serviceID string, seq uint64) []byte {
+	k := append([]byte(serviceID), 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint64(k[len(serviceID)+1:], seq)
+	return k
+}
+
+// BranchByKey returns the branch whose API key has digest keyDigest, with
+// its service, and the service's first B2B client (nil when it has none).
+func (s *Store) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2BClient, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketKeys).Get([]byte(keyDigest))
+		if id == nil {
+			return ErrNotFound
+		}
+		if err := getJSON(tx.Bucket(bucketBranches), string(id), &br); err != nil {
+			return err
+		}
+		if err := getJSON(tx.Bucket(bucketServices), br.ServiceID, &sv); err != nil {
+			return err
+		}
+		prefix := append([]byte(sv.ID), 0)
+		if k, d := tx.Bucket(bucketB2BByService).Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
+			first = new(B2BClient)
+			return getJSON(tx.Bucket(bucketB2B), string(d), first)
+		}
+		return nil
+	})
+	return sv, br, first, err
+}
+
+// Client returns the B2B client whose key has digest keyDigest, with its
+// service.
+func (s *Store) Client(keyDigest string) (sv Service, c B2BClient, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if err := getJSON(tx.Bucket(bucketB2B), keyDigest, &c); err != nil {
+			return err
+		}
+		return getJSON(tx.Bucket(bucketServices), c.ServiceID, &sv)
+	})
+	return sv, c, err
 }

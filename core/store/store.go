@@ -33,11 +33,13 @@ var (
 	bucketBranches = []byte("branches")
 	bucketKeys     = []byte("keys")
 	bucketB2B      = []byte("b2b")
-	bucketAccounts = []byte("accounts")
-	bucketQuota    = []byte("quota")
-	bucketSlips    = []byte("slips")
-	allBuckets     = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketKeys,
-		bucketB2B, bucketAccounts, bucketQuota, bucketSlips}
+	// bucketB2BByService indexes B2B clients by service and creation order.
+	bucketB2BByService = []byte("b2b-by-service")
+	bucketAccounts     = []byte("accounts")
+	bucketQuota        = []byte("quota")
+	bucketSlips        = []byte("slips")
+	allBuckets         = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketKeys,
+		bucketB2B, bucketB2BByService, bucketAccounts, bucketQuota, bucketSlips}
 )
 
 // maxBatch bounds how many writes share one transaction.

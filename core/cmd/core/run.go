@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	v := &verify.Verifier{Store: st, Upstream: upstream}
 	srv := &fasthttp.Server{
-		Handler:            server.New(v, st, cfg.EdgeToken, log).Handler(),
+		Handler:            server.New(v, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
 		Name:               "core",
 		ReadTimeout:        30 * time.Second,
 		WriteTimeout:       30 * time.Second,

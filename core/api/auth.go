@@ -1,0 +1,37 @@
+package api
+
+// Internal auth routes of core, used by the edge. The last path segment is
+// the hex SHA-256 of the key. They answer 200 with {success, data} and 404
+// INVALID_API_KEY for an unknown key.
+const (
+	PathBranchAuth = "/internal/auth/branch/"
+	PathClientAuth = "/internal/auth/client/"
+)
+
+// BranchAuth is what the edge needs to admit a request made with a branch
+// key: the branch's identity and state, its IP allow list, its service's
+// plan rates and, for signed requests, the secret of the service's first
+// B2B client. It crosses only the internal link and lives only in the
+// edge's memory.
+type BranchAuth struct {
+	ServiceID     string   `json:"serviceId"`
+	BranchID      string   `json:"branchId"`
+	ServiceState  string   `json:"serviceState"`
+	UserBanned    bool     `json:"userBanned"`
+	BranchActive  bool     `json:"branchActive"`
+	IPAllow       []string `json:"ipAllow"`
+	RateBank      int      `json:"rateBank"`
+	RateWallet    int      `json:"rateWallet"`
+	SigningSecret string   `json:"signingSecret,omitempty"`
+}
+
+// ClientAuth is what the edge needs to admit a signed /b2b request made with
+// a B2B client key.
+type ClientAuth struct {
+	ServiceID    string   `json:"serviceId"`
+	ServiceState string   `json:"serviceState"`
+	UserBanned   bool     `json:"userBanned"`
+	ClientID     string   `json:"clientId"` // the key's digest
+	Secret       string   `json:"secret"`
+	Permissions  []string `json:"permissions"`
+}
