@@ -65,6 +65,8 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.GET("/v2/health", s.health)
 	r.GET("/banks", s.guard(api.V2, false, s.bankList))
 	r.GET("/v2/banks", s.guard(api.V2, false, s.bankList))
+	r.POST("/qr/generate", s.guard(api.V2, false, s.generateQR))
+	r.POST("/v2/qr/generate", s.guard(api.V2, false, s.generateQR))
 	r.POST("/v2/verify/bank", s.guard(api.V2, true, s.verifyBank))
 	r.POST("/v2/verify/wallet", s.guard(api.V2, true, s.verifyWallet))
 	r.GET("/v2/info", s.guard(api.V2, true, s.info))

@@ -581,3 +581,25 @@ func TestInternalAuth(t *testing.T) {
 		t.Errorf("service without B2B clients has a signing secret: %v", d)
 	}
 }
+
+func TestGenerateQR(t *testing.T) {
+	c := startCore(t, nil)
+	d := c.do(t, call{method: "POST", path: "/qr/generate", body: map[string]any{"type": "promptpay", "target": "081-234-5678", "amount": 100.5}}).data(t)
+	// promptparse generates this payload for 0812345678 and 100.5 (core/promptpay/testdata).
+	if d["payload"] != "00020101021229370016A0000006770101110113006681234567853037645802TH5406100.5063045222" {
+		t.Errorf("payload %v", d["payload"])
+	}
+	png, err := base64.StdEncoding.DecodeString(d["image"].(string))
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("image is not a base64 PNG: %v", err)
+	}
+	a := c.do(t, call{method: "POST", path: "/v2/qr/generate", body: map[string]any{"type": "bitcoin", "target": "", "amount": "x", "extra": 1}})
+	a.v2err(t, 400, "VALIDATION_ERROR")
+	msg := get(a.body, "error", "message").(string)
+	for _, want := range []string{"type:", "target:", "amount:", "extra: unknown field"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not name %q", msg, want)
+		}
+	}
+	c.do(t, call{method: "POST", path: "/qr/generate", body: map[string]any{"type": "promptpay", "target": "12345"}}).v2err(t, 400, "VALIDATION_ERROR")
+}
