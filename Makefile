@@ -1,6 +1,6 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-PROGRAMS := core
+PROGRAMS := core edge
 FUZZTIME ?= 2m
 
 .PHONY: help build run test bench fuzz

@@ -6,6 +6,7 @@ set -euo pipefail
 
 export SLIP_DATA_DIR="${SLIP_DATA_DIR:-.data}"
 export SLIP_CORE_ADDR="${SLIP_CORE_ADDR:-127.0.0.1:8081}"
+export SLIP_EDGE_ADDR="${SLIP_EDGE_ADDR:-127.0.0.1:8080}"
 mkdir -p "$SLIP_DATA_DIR"
 chmod 700 "$SLIP_DATA_DIR"
 
@@ -30,18 +31,25 @@ stop() {
 }
 trap stop INT TERM
 
+# wait_ready URL: poll until URL answers 200 or a tier died.
+wait_ready() {
+	for _ in $(seq 1 200); do
+		curl -fsS "$1" >/dev/null 2>&1 && return 0
+		kill -0 "${pids[@]}" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
 bin/core &
 pids+=($!)
+wait_ready "http://$SLIP_CORE_ADDR/health" || true
 
-# Ready when core's health answers; report it once.
-for _ in $(seq 1 100); do
-	if curl -fsS "http://$SLIP_CORE_ADDR/health" >/dev/null 2>&1; then
-		echo "stack: ready; core on http://$SLIP_CORE_ADDR (edge token in $secrets)" >&2
-		break
-	fi
-	kill -0 "${pids[@]}" 2>/dev/null || break
-	sleep 0.1
-done
+bin/edge &
+pids+=($!)
+if wait_ready "http://$SLIP_EDGE_ADDR/health"; then
+	echo "stack: ready on http://$SLIP_EDGE_ADDR" >&2
+fi
 
 # A tier that exits on its own stops the stack.
 set +e

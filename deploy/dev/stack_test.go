@@ -3,7 +3,6 @@
 package dev_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -11,26 +10,33 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// demoKey is the seed's main branch key (deploy/dev/seed.json).
+const demoKey = "046745d7-0d0a-43c1-ad0d-0d2bb1f9edc2"
+
 // stack is one `make run` in its own process group.
 type stack struct {
 	cmd  *exec.Cmd
-	addr string
+	addr string // the edge: the only address a client uses
 	out  *bytes.Buffer
 	done chan error
 }
 
-func startStack(t *testing.T, dataDir, addr string) *stack {
+// ports are the stack's listeners for one test.
+type ports struct{ edge, core, metrics string }
+
+func startStack(t *testing.T, dataDir string, p ports) *stack {
 	t.Helper()
+	addr := p.edge
 	cmd := exec.Command("make", "-s", "run")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "SLIP_DATA_DIR="+dataDir, "SLIP_CORE_ADDR="+addr)
+	cmd.Env = append(os.Environ(), "SLIP_DATA_DIR="+dataDir, "SLIP_CORE_ADDR="+p.core,
+		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_EDGE_DRAIN=100ms")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s := &stack{cmd: cmd, addr: addr, out: new(bytes.Buffer), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
@@ -70,7 +76,8 @@ func (s *stack) stop(t *testing.T) {
 		t.Fatalf("make run did not stop on SIGTERM:\n%s", s.out)
 	}
 	out := s.out.String()
-	if !strings.Contains(out, `"msg":"shutting down","tier":"core"`) || strings.Contains(out, "a tier exited") ||
+	if !strings.Contains(out, `"msg":"shutting down","tier":"core"`) || !strings.Contains(out, `"msg":"shutting down","tier":"edge"`) ||
+		strings.Contains(out, "a tier exited") ||
 		strings.Contains(out, `"level":"ERROR"`) {
 		t.Errorf("the stack did not stop cleanly:\n%s", out)
 	}
@@ -89,28 +96,10 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func edgeToken(t *testing.T, dataDir string) string {
-	f, err := os.Open(filepath.Join(dataDir, "dev-secrets.env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "SLIP_EDGE_TOKEN="); ok {
-			return v
-		}
-	}
-	t.Fatal("no SLIP_EDGE_TOKEN in dev-secrets.env")
-	return ""
-}
-
-func request(t *testing.T, s *stack, token, method, path, body string) (int, map[string]any) {
+func request(t *testing.T, s *stack, method, path, body string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+s.addr+path, strings.NewReader(body))
-	req.Header.Set("X-Slip-Edge-Token", token)
-	req.Header.Set("X-Slip-Service", "svc-demo")
-	req.Header.Set("X-Slip-Branch", "br-main")
+	req.Header.Set("Authorization", "Bearer "+demoKey)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -126,32 +115,33 @@ func request(t *testing.T, s *stack, token, method, path, body string) (int, map
 }
 
 // TestMakeRun starts the stack with make run, verifies the seed's listed
-// slip, stops it with SIGTERM, starts it again and finds its data kept.
+// slip through the edge with the seed's key, stops it with SIGTERM, starts it
+// again and finds its data kept.
 func TestMakeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
 	}
-	dataDir, addr := t.TempDir(), freeAddr(t)
-	s := startStack(t, dataDir, addr)
-	token := edgeToken(t, dataDir)
+	dataDir := t.TempDir()
+	p := ports{edge: freeAddr(t), core: freeAddr(t), metrics: freeAddr(t)}
+	s := startStack(t, dataDir, p)
 	// The seed's listed KBANK slip (deploy/dev/seed.json).
 	const payload = "0041000600000101030040220LS2FLLDUC7V3LSUPD7VW5102TH91046AA6"
-	status, body := request(t, s, token, "POST", "/v2/verify/bank", `{"payload":"`+payload+`"}`)
+	status, body := request(t, s, "POST", "/v2/verify/bank", `{"payload":"`+payload+`"}`)
 	data, _ := body["data"].(map[string]any)
 	if status != 200 || data["amountInSlip"] != 100.5 || data["isDuplicate"] != false {
 		t.Fatalf("verify: %d %v", status, body)
 	}
 	s.stop(t)
 
-	s = startStack(t, dataDir, addr)
-	status, body = request(t, s, token, "GET", "/v2/info", "")
+	s = startStack(t, dataDir, p)
+	status, body = request(t, s, "GET", "/v2/info", "")
 	if status != 200 {
 		t.Fatalf("info: %d %v", status, body)
 	}
 	if used := body["data"].(map[string]any)["branch"].(map[string]any)["totalUsedQuota"]; used != 1.0 {
 		t.Errorf("after restart totalUsedQuota = %v, want 1: data was not kept", used)
 	}
-	status, body = request(t, s, token, "POST", "/v2/verify/bank", `{"payload":"`+payload+`"}`)
+	status, body = request(t, s, "POST", "/v2/verify/bank", `{"payload":"`+payload+`"}`)
 	if status != 200 || body["data"].(map[string]any)["isDuplicate"] != true {
 		t.Errorf("after restart the slip is not a duplicate: %d %v", status, body)
 	}

@@ -1,0 +1,251 @@
+// Package authcache holds the edge's copy of core's auth records: a
+// ristretto cache in front of core's internal auth lookups, with negative
+// entries so a flood of unknown keys never reaches core, one lookup in
+// flight per key, and expiry on the edge's own clock.
+package authcache
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/edge/authn"
+	"github.com/slipverify/slipverify/edge/iplist"
+)
+
+// ErrUnknown means core has no such key.
+var ErrUnknown = errors.New("authcache: unknown key")
+
+// Kind tells which sort of key a Principal was found by.
+type Kind uint8
+
+// Key kinds: a branch's API key (UUID) or a B2B client key (64 hex).
+const (
+	Branch Kind = 'b'
+	Client Kind = 'c'
+)
+
+// Principal is who a key acts for, ready for the request path: nothing in it
+// changes after it is built, so requests share it without locks.
+type Principal struct {
+	ServiceID string
+	BranchID  string // branch keys only
+	ClientID  string // B2B client keys only: the key's digest
+	// Refusal is the condition that refuses every request of this key
+	// (banned user or service, expired service, inactive branch), or 0.
+	Refusal  api.Code
+	IPAllow  iplist.List
+	RateBank float64
+	RateWall float64
+	// BankKey and WalletKey name the key's rate limit buckets.
+	BankKey, WalletKey string
+	// Signer checks signed requests; nil when the key cannot sign (a branch
+	// whose service has no B2B client).
+	Signer *authn.Signer
+	// NonceClient scopes the key's nonces.
+	NonceClient string
+	Perms       uint8 // api.PermissionBit set
+}
+
+type entry struct {
+	p       *Principal // nil: core does not know the key
+	expires int64      // on the cache's clock, Unix nanoseconds
+}
+
+// Config configures a Cache.
+type Config struct {
+	Core      *fasthttp.HostClient // core's internal listener
+	EdgeToken string
+	TTL       time.Duration // how long a record or an absence is believed
+	Timeout   time.Duration // one lookup at core
+	Now       func() time.Time
+	MaxKeys   int64 // entries kept at most (ristretto cost 1 each)
+}
+
+// Stats counts lookups; read with Stats.
+type Stats struct {
+	Hits, Negative, Misses, Errors uint64
+}
+
+// Cache is the edge's auth cache. It is safe for concurrent use.
+type Cache struct {
+	cfg    Config
+	rc     *ristretto.Cache[[]byte, *entry]
+	mu     sync.Mutex
+	flight map[string]*call
+
+	hits, negative, misses, errs atomic.Uint64
+}
+
+type call struct {
+	done chan struct{}
+	p    *Principal
+	err  error
+}
+
+// New returns a Cache.
+func New(cfg Config) (*Cache, error) {
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 1 << 20
+	}
+	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, *entry]{
+		NumCounters: 10 * cfg.MaxKeys, MaxCost: cfg.MaxKeys, BufferItems: 64,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{cfg: cfg, rc: rc, flight: map[string]*call{}}, nil
+}
+
+// Close releases the cache.
+func (c *Cache) Close() { c.rc.Close() }
+
+// Lookup returns the principal of key (of kind k): from the cache when a
+// fresh entry is there, else from core. It returns ErrUnknown for a key core
+// does not know, and another error when core cannot be asked.
+//
+// Fast path: a cached key costs one hash lookup and no allocation.
+func (c *Cache) Lookup(k Kind, key []byte) (*Principal, error) {
+	var buf [1 + 128]byte
+	if len(key) > 128 {
+		return nil, ErrUnknown
+	}
+	ck := append(append(buf[:0], byte(k)), key...)
+	now := c.cfg.Now().UnixNano()
+	if e, ok := c.rc.Get(ck); ok && e.expires > now {
+		if e.p == nil {
+			c.negative.Add(1)
+			return nil, ErrUnknown
+		}
+		c.hits.Add(1)
+		return e.p, nil
+	}
+	return c.miss(k, string(ck))
+}
+
+// miss asks core, one request per key however many callers wait for it.
+func (c *Cache) miss(k Kind, ck string) (*Principal, error) {
+	c.mu.Lock()
+	if f, ok := c.flight[ck]; ok {
+		c.mu.Unlock()
+		<-f.done
+		return f.p, f.err
+	}
+	f := &call{done: make(chan struct{})}
+	c.flight[ck] = f
+	c.mu.Unlock()
+
+	f.p, f.err = c.fetch(k, ck[1:])
+	switch {
+	case f.err == nil || errors.Is(f.err, ErrUnknown):
+		c.rc.SetWithTTL([]byte(ck), &entry{p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano()}, 1, 2*c.cfg.TTL)
+		c.misses.Add(1)
+	default:
+		c.errs.Add(1)
+	}
+	c.mu.Lock()
+	delete(c.flight, ck)
+	c.mu.Unlock()
+	close(f.done)
+	return f.p, f.err
+}
+
+// Wait blocks until every cache write so far is visible; tests use it.
+func (c *Cache) Wait() { c.rc.Wait() }
+
+// Stats returns the lookup counts so far.
+func (c *Cache) Stats() Stats {
+	return Stats{Hits: c.hits.Load(), Negative: c.negative.Load(), Misses: c.misses.Load(), Errors: c.errs.Load()}
+}
+
+// fetch asks core for the record of key.
+func (c *Cache) fetch(k Kind, key string) (*Principal, error) {
+	sum := sha256.Sum256([]byte(key))
+	path := api.PathBranchAuth
+	if k == Client {
+		path = api.PathClientAuth
+	}
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	req.SetRequestURI("http://" + c.cfg.Core.Addr + path + hex.EncodeToString(sum[:]))
+	req.Header.Set(api.HeaderEdgeToken, c.cfg.EdgeToken)
+	if err := c.cfg.Core.DoTimeout(req, res, c.cfg.Timeout); err != nil {
+		return nil, fmt.Errorf("authcache: ask core: %w", err)
+	}
+	switch res.StatusCode() {
+	case fasthttp.StatusOK:
+	case fasthttp.StatusUnauthorized, fasthttp.StatusNotFound:
+		return nil, ErrUnknown
+	default:
+		return nil, fmt.Errorf("authcache: core answered %d", res.StatusCode())
+	}
+	if k == Client {
+		var env struct{ Data api.ClientAuth }
+		if err := json.Unmarshal(res.Body(), &env); err != nil {
+			return nil, fmt.Errorf("authcache: core's answer: %w", err)
+		}
+		return clientPrincipal(env.Data), nil
+	}
+	var env struct{ Data api.BranchAuth }
+	if err := json.Unmarshal(res.Body(), &env); err != nil {
+		return nil, fmt.Errorf("authcache: core's answer: %w", err)
+	}
+	return branchPrincipal(env.Data)
+}
+
+func branchPrincipal(a api.BranchAuth) (*Principal, error) {
+	ips, err := iplist.Parse(a.IPAllow)
+	if err != nil {
+		return nil, fmt.Errorf("authcache: branch %s: ip allow list: %w", a.BranchID, err)
+	}
+	p := &Principal{
+		ServiceID: a.ServiceID, BranchID: a.BranchID, IPAllow: ips,
+		RateBank: float64(a.RateBank), RateWall: float64(a.RateWallet),
+		BankKey: a.BranchID + "/bank", WalletKey: a.BranchID + "/wallet",
+		NonceClient: "b/" + a.BranchID,
+		Refusal:     refusal(a.UserBanned, a.ServiceState),
+	}
+	if p.Refusal == 0 && !a.BranchActive {
+		p.Refusal = api.BranchInactive
+	}
+	if a.SigningSecret != "" {
+		p.Signer = authn.NewSigner(a.SigningSecret)
+	}
+	return p, nil
+}
+
+func clientPrincipal(a api.ClientAuth) *Principal {
+	p := &Principal{
+		ServiceID: a.ServiceID, ClientID: a.ClientID, IPAllow: iplist.MustParse("*"),
+		Signer: authn.NewSigner(a.Secret), NonceClient: "c/" + a.ClientID,
+		Refusal: refusal(a.UserBanned, a.ServiceState),
+	}
+	for _, name := range a.Permissions {
+		p.Perms |= api.PermissionBit(name)
+	}
+	return p
+}
+
+// refusal returns the condition refusing every request of a service, in the
+// order core checks them.
+func refusal(userBanned bool, state string) api.Code {
+	switch {
+	case userBanned:
+		return api.UserBanned
+	case state == "banned":
+		return api.ServiceBanned
+	case state == "expired":
+		return api.ServiceExpired
+	}
+	return 0
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/edge/authcache"
+	"github.com/slipverify/slipverify/edge/config"
+	"github.com/slipverify/slipverify/edge/gateway"
+	"github.com/slipverify/slipverify/edge/nonce"
+	"github.com/slipverify/slipverify/edge/ratelimit"
+)
+
+// maxBody admits a 4 MiB image as base64 or multipart with room to spare;
+// core answers IMAGE_SIZE_TOO_LARGE for the image itself.
+const maxBody = 8 << 20
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	cfg, err := config.Load(args, getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.ShowVersion {
+		fmt.Println("edge", version)
+		return nil
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.CheckOnly {
+		fmt.Println("edge: configuration is valid")
+		return nil
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "edge")
+	trusted, _ := cfg.Trusted() // checked by Validate
+
+	core := &fasthttp.HostClient{
+		Addr:                     cfg.CoreAddr,
+		Name:                     "edge",
+		MaxConns:                 4096,
+		MaxIdleConnDuration:      time.Minute,
+		ReadTimeout:              cfg.CoreTimeout,
+		WriteTimeout:             cfg.CoreTimeout,
+		MaxResponseBodySize:      16 << 20,
+		NoDefaultUserAgentHeader: true,
+	}
+	auth, err := authcache.New(authcache.Config{
+		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second, Now: time.Now,
+	})
+	if err != nil {
+		return err
+	}
+	defer auth.Close()
+	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
+		Now: time.Now, Interval: cfg.AdaptInterval, LatencyTarget: cfg.LatencyTarget, MinFactor: cfg.MinFactor,
+	})
+	metrics := gateway.NewMetrics(auth, adaptive)
+	gw := gateway.New(gateway.Config{
+		Core: core, EdgeToken: cfg.EdgeToken, Auth: auth,
+		Nonces: nonce.New(nonce.Config{Window: 5 * time.Minute, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient, Now: time.Now}),
+		Limits: ratelimit.New(time.Now), Adaptive: adaptive, Trusted: trusted,
+		CoreTimeout: cfg.CoreTimeout, Now: time.Now, Log: log,
+	}, metrics)
+
+	srv := &fasthttp.Server{
+		Handler:               gw.Handler(),
+		Name:                  "edge",
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		MaxRequestBodySize:    maxBody,
+		NoDefaultDate:         true,
+		NoDefaultServerHeader: true,
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		msrv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+			c.SetContentType("text/plain; version=0.0.4")
+			metrics.WritePrometheus(c)
+		}}
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Shutdown()
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "core", cfg.CoreAddr, "metrics", cfg.MetricsAddr, "version", version)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("draining", "for", cfg.Drain.String())
+	gw.Drain()
+	time.Sleep(cfg.Drain) // load balancers see /health fail before the listener closes
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log.Info("shutting down")
+	return srv.ShutdownWithContext(sctx)
+}

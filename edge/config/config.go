@@ -1,0 +1,114 @@
+// Package config is the edge's configuration: flags and SLIP_* environment
+// variables, with defaults that run the dev stack on loopback.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/edge/iplist"
+)
+
+// Config is the edge's configuration.
+type Config struct {
+	Addr           string        // the public listener
+	MetricsAddr    string        // Prometheus metrics listener; empty disables
+	CoreAddr       string        // core's listener
+	EdgeToken      string        // shared secret sent to core
+	TrustedProxies string        // CIDRs whose X-Forwarded-For is believed
+	AuthTTL        time.Duration // how long an auth record is cached
+	Drain          time.Duration // /health fails this long before shutdown
+	CoreTimeout    time.Duration // one forwarded request
+	LatencyTarget  time.Duration // core latency (p90) above which limits drop
+	AdaptInterval  time.Duration // how often the adaptive factor moves
+	MinFactor      float64       // the lowest the adaptive factor goes
+	NonceMax       int           // nonces remembered at most (all clients)
+	NoncePerClient int           // nonces remembered at most per client
+	envflag.Common
+}
+
+func (c *Config) vars() []envflag.Var {
+	return []envflag.Var{
+		envflag.Def("SLIP_EDGE_ADDR", "addr", "127.0.0.1:8080", "the public listener", &c.Addr),
+		envflag.Def("SLIP_EDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9180", "Prometheus metrics listener (empty: off)", &c.MetricsAddr),
+		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener", &c.CoreAddr),
+		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "shared secret sent to core (required, 32+ characters)", &c.EdgeToken),
+		envflag.Def("SLIP_TRUSTED_PROXIES", "trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-For is believed", &c.TrustedProxies),
+		envflag.Def("SLIP_EDGE_AUTH_TTL", "auth-ttl", "2s", "how long a key's auth record (or its absence) is cached", &c.AuthTTL),
+		envflag.Def("SLIP_EDGE_DRAIN", "drain", "2s", "how long /health fails on SIGTERM before the listener closes", &c.Drain),
+		envflag.Def("SLIP_EDGE_CORE_TIMEOUT", "core-timeout", "30s", "timeout of one request forwarded to core", &c.CoreTimeout),
+		envflag.Def("SLIP_EDGE_LATENCY_TARGET", "latency-target", "250ms", "core p90 latency above which rate limits drop", &c.LatencyTarget),
+		envflag.Def("SLIP_EDGE_ADAPT_INTERVAL", "adapt-interval", "1s", "how often the adaptive rate factor moves", &c.AdaptInterval),
+		envflag.Def("SLIP_EDGE_MIN_FACTOR", "min-factor", "0.1", "the lowest fraction of a plan's rate the adaptive limit goes to", &c.MinFactor),
+		envflag.Def("SLIP_EDGE_NONCE_MAX", "nonce-max", "4000000", "nonces remembered at most, all clients together", &c.NonceMax),
+		envflag.Def("SLIP_EDGE_NONCE_PER_CLIENT", "nonce-per-client", "400000", "nonces remembered at most per client", &c.NoncePerClient),
+	}
+}
+
+// Vars returns the documented settings with their defaults.
+func Vars() []envflag.Var { return new(Config).vars() }
+
+// Load reads flags from args, each defaulting to its environment variable
+// (read with getenv) and then to its built-in default.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	var c Config
+	err := envflag.Load("edge", c.vars(), &c.Common, args, getenv)
+	return c, err
+}
+
+// Validate returns every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	for env, addr := range map[string]string{"SLIP_EDGE_ADDR": c.Addr, "SLIP_CORE_ADDR": c.CoreAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad("%s: %v", env, err)
+		}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("SLIP_EDGE_METRICS_ADDR: %v", err)
+		}
+	}
+	if len(c.EdgeToken) < 32 {
+		bad("SLIP_EDGE_TOKEN: required, at least 32 characters")
+	}
+	if _, err := c.Trusted(); err != nil {
+		bad("SLIP_TRUSTED_PROXIES: %v", err)
+	}
+	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout,
+		"SLIP_EDGE_LATENCY_TARGET": c.LatencyTarget, "SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval} {
+		if d <= 0 {
+			bad("%s: must be positive", env)
+		}
+	}
+	if c.Drain < 0 {
+		bad("SLIP_EDGE_DRAIN: must not be negative")
+	}
+	if c.MinFactor <= 0 || c.MinFactor > 1 {
+		bad("SLIP_EDGE_MIN_FACTOR: must be in (0, 1]")
+	}
+	if c.NonceMax < 1 || c.NoncePerClient < 1 || c.NoncePerClient > c.NonceMax {
+		bad("SLIP_EDGE_NONCE_MAX and SLIP_EDGE_NONCE_PER_CLIENT: must be positive, per client at most the total")
+	}
+	return errors.Join(errs...)
+}
+
+// Trusted parses TrustedProxies.
+func (c Config) Trusted() (iplist.List, error) {
+	return iplist.Parse(splitList(c.TrustedProxies))
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,38 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/slipverify/slipverify/core/envflag"
+)
+
+func TestExampleEnvFile(t *testing.T) {
+	file, err := envflag.ReadEnvFile("../../deploy/env/edge.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range envflag.Drift(file, Vars()) {
+		t.Error(d)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	env := map[string]string{"SLIP_EDGE_ADDR": "x", "SLIP_TRUSTED_PROXIES": "10.0.0.0/8, nonsense", "SLIP_EDGE_MIN_FACTOR": "2",
+		"SLIP_EDGE_NONCE_PER_CLIENT": "5000000"}
+	c, err := Load(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	for _, v := range []string{"SLIP_EDGE_ADDR", "SLIP_EDGE_TOKEN", "SLIP_TRUSTED_PROXIES", "SLIP_EDGE_MIN_FACTOR", "SLIP_EDGE_NONCE_PER_CLIENT"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("error does not name %s: %v", v, err)
+		}
+	}
+	env = map[string]string{"SLIP_EDGE_TOKEN": strings.Repeat("t", 32), "SLIP_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.1"}
+	c, _ = Load(nil, func(k string) string { return env[k] })
+	if err := c.Validate(); err != nil {
+		t.Errorf("valid configuration refused: %v", err)
+	}
+}

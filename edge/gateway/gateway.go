@@ -1,0 +1,306 @@
+// Package gateway is the edge's request path: it answers every rejection
+// itself, in the caller's version format, from bodies rendered once at
+// start, and forwards the rest to core over pooled keep-alive connections
+// with the internal identity headers.
+//
+// The path of an accepted Bearer request allocates nothing (see
+// TestBearerPathAllocs).
+package gateway
+
+import (
+	"bytes"
+	"encoding/hex"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/edge/authcache"
+	"github.com/slipverify/slipverify/edge/authn"
+	"github.com/slipverify/slipverify/edge/iplist"
+	"github.com/slipverify/slipverify/edge/nonce"
+	"github.com/slipverify/slipverify/edge/ratelimit"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	Core        *fasthttp.HostClient
+	EdgeToken   string
+	Auth        *authcache.Cache
+	Nonces      *nonce.Store
+	Limits      *ratelimit.Limiter
+	Adaptive    *ratelimit.Adaptive
+	Trusted     iplist.List
+	CoreTimeout time.Duration
+	Now         func() time.Time
+	Log         *slog.Logger
+}
+
+// Gateway serves the public routes.
+type Gateway struct {
+	cfg       Config
+	rejects   []rendered // by api.Code, v2 then v1
+	metrics   *Metrics
+	draining  atomic.Bool
+	reqPrefix []byte
+	reqSeq    atomic.Uint64
+	health    coreHealth
+	bufs      sync.Pool // *[]byte string-to-sign buffers
+}
+
+// rendered is a rejection, encoded once for each version.
+type rendered struct {
+	v1Status, v2Status int
+	v1, v2             []byte
+}
+
+// New returns a Gateway.
+func New(cfg Config, m *Metrics) *Gateway {
+	g := &Gateway{cfg: cfg, metrics: m}
+	for _, r := range api.Rows() {
+		for int(r.Code) >= len(g.rejects) {
+			g.rejects = append(g.rejects, rendered{})
+		}
+		_, v1 := api.RenderError(api.V1, api.E(r.Code))
+		_, v2 := api.RenderError(api.V2, api.E(r.Code))
+		g.rejects[r.Code] = rendered{v1Status: r.V1Status, v2Status: r.V2Status, v1: v1, v2: v2}
+	}
+	var seed [6]byte
+	now := cfg.Now().UnixNano()
+	for i := range seed {
+		seed[i] = byte(now >> (8 * i))
+	}
+	g.reqPrefix = append(hex.AppendEncode(nil, seed[:]), '-')
+	g.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
+	return g
+}
+
+// Drain makes /health fail, so load balancers stop sending before the
+// listener closes.
+func (g *Gateway) Drain() { g.draining.Store(true) }
+
+// Handler returns the request handler of every public route.
+func (g *Gateway) Handler() fasthttp.RequestHandler {
+	r := router.New()
+	r.HandleMethodNotAllowed = false
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	for i := range Routes {
+		rt := &Routes[i]
+		idx := i
+		if rt.local {
+			r.Handle(rt.Method, rt.Path, func(ctx *fasthttp.RequestCtx) { g.serveHealth(ctx, idx) })
+			continue
+		}
+		r.Handle(rt.Method, rt.Path, func(ctx *fasthttp.RequestCtx) { g.serve(ctx, rt, idx) })
+	}
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		start := g.cfg.Now()
+		g.reject(ctx, versionOfPath(ctx.Path()), api.NotFound)
+		g.metrics.observe(len(Routes), ctx.Response.StatusCode(), g.cfg.Now().Sub(start))
+	}
+	return r.Handler
+}
+
+// versionOfPath tells the version of a path no route claims.
+func versionOfPath(p []byte) api.Version {
+	if bytes.HasPrefix(p, []byte("/v2/")) || bytes.HasPrefix(p, []byte("/b2b/")) || string(p) == "/v2" || string(p) == "/b2b" {
+		return api.V2
+	}
+	return api.V1
+}
+
+// serve runs one public request through authentication, the caller's state,
+// the IP allow list, permissions and the rate limit, then forwards it.
+func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
+	start := g.cfg.Now()
+	defer func() { g.metrics.observe(idx, ctx.Response.StatusCode(), g.cfg.Now().Sub(start)) }()
+	h := &ctx.Request.Header
+	for _, name := range api.InternalHeaders {
+		h.Del(name)
+	}
+	var (
+		p    *authcache.Principal
+		code api.Code
+	)
+	switch {
+	case rt.Auth == AuthClient:
+		p, code = g.signed(ctx, authcache.Client, start)
+	case rt.Auth == AuthBranch && (len(h.Peek("X-Signature")) > 0 || len(h.Peek("X-API-Key")) > 0):
+		p, code = g.signed(ctx, authcache.Branch, start)
+	default:
+		p, code = g.bearer(ctx)
+	}
+	if code == 0 && p.Refusal != 0 {
+		code = p.Refusal
+	}
+	var ip netip.Addr
+	if code == 0 {
+		ip = g.clientIP(ctx)
+		if !p.IPAllow.Contains(ip) {
+			code = api.IPNotAllowed
+		}
+	}
+	if code == 0 && rt.Permission != "" && p.Perms&api.PermissionBit(rt.Permission) == 0 {
+		code = api.PermissionDenied
+	}
+	if code != 0 {
+		g.reject(ctx, rt.Version, code)
+		return
+	}
+	var d ratelimit.Decision
+	if rt.Budget != Unlimited {
+		key, rate := p.BankKey, p.RateBank
+		if rt.Budget == WalletBudget {
+			key, rate = p.WalletKey, p.RateWall
+		}
+		d = g.cfg.Limits.Take(key, max(1, rate*g.cfg.Adaptive.Factor()))
+		if !d.Allowed {
+			g.reject(ctx, rt.Version, api.RateLimitExceeded)
+			setRateHeaders(&ctx.Response.Header, d)
+			var buf [20]byte
+			ctx.Response.Header.EnableNormalizing()
+			ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], int64(max(1, d.RetryAfter)), 10))
+			return
+		}
+	}
+	g.forward(ctx, rt, p, ip)
+	if rt.Budget != Unlimited {
+		setRateHeaders(&ctx.Response.Header, d)
+	}
+}
+
+// bearer authenticates Authorization: Bearer <branch key>.
+func (g *Gateway) bearer(ctx *fasthttp.RequestCtx) (*authcache.Principal, api.Code) {
+	hv := ctx.Request.Header.Peek("Authorization")
+	if len(hv) == 0 {
+		return nil, api.MissingAPIKey
+	}
+	key, ok := authn.Bearer(hv)
+	if !ok {
+		return nil, api.InvalidAPIKey
+	}
+	if _, ok := nonce.ParseUUID(key); !ok {
+		return nil, api.InvalidAPIKey // malformed keys never reach core
+	}
+	return g.lookup(authcache.Branch, key)
+}
+
+func (g *Gateway) lookup(k authcache.Kind, key []byte) (*authcache.Principal, api.Code) {
+	p, err := g.cfg.Auth.Lookup(k, key)
+	switch {
+	case err == nil:
+		return p, 0
+	case err == authcache.ErrUnknown:
+		return nil, api.InvalidAPIKey
+	}
+	g.cfg.Log.Error("auth lookup failed", "err", err)
+	return nil, api.APIServerError
+}
+
+// signed authenticates a signed request (spec 5.2): key, timestamp window,
+// signature over the raw body, then the nonce, in that order, so only
+// correctly signed requests can fill the nonce store.
+func (g *Gateway) signed(ctx *fasthttp.RequestCtx, k authcache.Kind, now time.Time) (*authcache.Principal, api.Code) {
+	h := &ctx.Request.Header
+	key := h.Peek("X-API-Key")
+	if len(key) == 0 {
+		return nil, api.MissingAPIKey
+	}
+	if k == authcache.Branch {
+		if _, ok := nonce.ParseUUID(key); !ok {
+			return nil, api.InvalidAPIKey
+		}
+	} else if !isHex64(key) {
+		return nil, api.InvalidAPIKey
+	}
+	p, code := g.lookup(k, key)
+	if code != 0 {
+		return nil, code
+	}
+	tsRaw := h.Peek("X-Timestamp")
+	ts, ok := authn.ParseTimestamp(tsRaw)
+	if !ok || !authn.InWindow(ts, now.Unix()) {
+		return nil, api.InvalidTimestamp
+	}
+	nonceRaw, sig := h.Peek("X-Nonce"), h.Peek("X-Signature")
+	n, ok := nonce.ParseUUID(nonceRaw)
+	if !ok || p.Signer == nil {
+		return nil, api.InvalidSignature
+	}
+	bp := g.bufs.Get().(*[]byte)
+	sts := authn.AppendStringToSign((*bp)[:0], h.Method(), authn.SignedPath(h.RequestURI()), tsRaw, nonceRaw, ctx.Request.Body())
+	valid := p.Signer.Verify(sts, sig)
+	*bp = sts
+	g.bufs.Put(bp)
+	if !valid {
+		return nil, api.InvalidSignature
+	}
+	switch err := g.cfg.Nonces.Use(p.NonceClient, n, time.Unix(ts, 0)); err {
+	case nil:
+		return p, 0
+	case nonce.ErrDuplicate:
+		return nil, api.DuplicateNonce
+	case nonce.ErrOutsideWindow:
+		return nil, api.InvalidTimestamp
+	default: // the store is full: refuse rather than forget
+		return nil, api.RateLimitExceeded
+	}
+}
+
+func isHex64(b []byte) bool {
+	if len(b) != 64 {
+		return false
+	}
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// clientIP is the caller's address: the peer, or the right-most
+// X-Forwarded-For address not a trusted proxy when the peer is one.
+func (g *Gateway) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
+	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	peer = peer.Unmap()
+	all := ctx.Request.Header.PeekAll("X-Forwarded-For")
+	switch len(all) {
+	case 0:
+		return iplist.ClientIP(peer, nil, g.cfg.Trusted)
+	case 1:
+		return iplist.ClientIP(peer, all[0], g.cfg.Trusted)
+	}
+	return iplist.ClientIP(peer, bytes.Join(all, []byte(",")), g.cfg.Trusted)
+}
+
+// reject writes the pre-rendered body of code for version v.
+func (g *Gateway) reject(ctx *fasthttp.RequestCtx, v api.Version, code api.Code) {
+	r := g.rejects[code]
+	ctx.SetContentType("application/json")
+	if v == api.V1 {
+		ctx.SetStatusCode(r.v1Status)
+		ctx.SetBody(r.v1)
+	} else {
+		ctx.SetStatusCode(r.v2Status)
+		ctx.SetBody(r.v2)
+	}
+	g.metrics.rejected(code)
+}
+
+// setRateHeaders writes the rate headers in the spec's casing
+// (X-RateLimit-Limit), which fasthttp would otherwise normalise.
+func setRateHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
+	h.DisableNormalizing()
+	var buf [20]byte
+	h.SetBytesV("X-RateLimit-Limit", strconv.AppendInt(buf[:0], int64(d.Limit), 10))
+	h.SetBytesV("X-RateLimit-Remaining", strconv.AppendInt(buf[:0], int64(d.Remaining), 10))
+	h.SetBytesV("X-RateLimit-Reset", strconv.AppendInt(buf[:0], int64(d.Reset), 10))
+}

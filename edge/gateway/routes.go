@@ -1,0 +1,58 @@
+package gateway
+
+import "github.com/slipverify/slipverify/core/api"
+
+// Auth is the authentication scheme a route takes.
+type Auth uint8
+
+// Schemes (ARCHITECTURE.md, "Auth by version").
+const (
+	// AuthNone: no key (health).
+	AuthNone Auth = iota
+	// AuthBearer: a branch key as Bearer only (v1).
+	AuthBearer
+	// AuthBranch: a branch key as Bearer, or a request signed with the
+	// branch UUID in X-API-Key when X-Signature or X-API-Key is present.
+	AuthBranch
+	// AuthClient: a request signed with a B2B client key (/b2b).
+	AuthClient
+)
+
+// Budget is the rate budget a route draws from.
+type Budget uint8
+
+// Budgets (spec 8): only verify routes are limited.
+const (
+	Unlimited Budget = iota
+	BankBudget
+	WalletBudget
+)
+
+// Route is one public route: which version answers, how callers
+// authenticate, which budget limits it and which permission it needs.
+type Route struct {
+	Method, Path string
+	Version      api.Version
+	Auth         Auth
+	Budget       Budget
+	Permission   string // /b2b routes only
+	local        bool   // answered by the edge itself
+}
+
+// Routes is the edge's routing table: every public path.
+var Routes = []Route{
+	{Method: "GET", Path: "/health", Version: api.V2, local: true},
+	{Method: "GET", Path: "/v2/health", Version: api.V2, local: true},
+
+	{Method: "POST", Path: "/v2/verify/bank", Version: api.V2, Auth: AuthBranch, Budget: BankBudget},
+	{Method: "POST", Path: "/v2/verify/wallet", Version: api.V2, Auth: AuthBranch, Budget: WalletBudget},
+	{Method: "GET", Path: "/v2/info", Version: api.V2, Auth: AuthBranch},
+
+	{Method: "GET", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},
+	{Method: "POST", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},
+	{Method: "POST", Path: "/verify/wallet", Version: api.V1, Auth: AuthBearer, Budget: WalletBudget},
+	{Method: "GET", Path: "/me", Version: api.V1, Auth: AuthBearer},
+
+	{Method: "GET", Path: "/banks", Version: api.V2, Auth: AuthBranch},
+	{Method: "GET", Path: "/v2/banks", Version: api.V2, Auth: AuthBranch},
+}
