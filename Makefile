@@ -22,7 +22,13 @@ test: ## run every test (vet, unit, integration, end to end)
 bench: ## run the Go benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# FUZZ lists each fuzz test as package:Target.
+FUZZ := core/slip:FuzzParse core/slip:FuzzEncode core/server:FuzzVerifyBody \
+	core/promptpay:FuzzPayload core/egress:FuzzHostClassification \
+	edge/authn:FuzzSignedHeaders edge/nonce:FuzzParseUUID edge/iplist:FuzzParse edge/iplist:FuzzClientIP
+
 fuzz: ## run each fuzz test for FUZZTIME (default 2m)
-	$(GO) test ./core/slip -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./core/slip -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./core/server -run '^$$' -fuzz '^FuzzVerifyBody$$' -fuzztime $(FUZZTIME)
+	@set -e; for f in $(FUZZ); do \
+		echo "fuzz $$f"; \
+		$(GO) test ./$${f%%:*} -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(FUZZTIME); \
+	done

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,7 @@ type Principal struct {
 }
 
 type entry struct {
+	key     string     // kind byte and key: the cache is keyed by their hash
 	p       *Principal // nil: core does not know the key
 	expires int64      // on the cache's clock, Unix nanoseconds
 }
@@ -72,18 +74,21 @@ type Config struct {
 }
 
 // Stats counts lookups; read with Stats.
+// Hits and Negative were answered from the cache, Misses asked core, Shared
+// waited for another caller's question to core, Errors could not ask core.
 type Stats struct {
-	Hits, Negative, Misses, Errors uint64
+	Hits, Negative, Misses, Shared, Errors uint64
 }
 
 // Cache is the edge's auth cache. It is safe for concurrent use.
 type Cache struct {
 	cfg    Config
-	rc     *ristretto.Cache[[]byte, *entry]
+	rc     *ristretto.Cache[uint64, *entry]
+	seed   maphash.Seed
 	mu     sync.Mutex
 	flight map[string]*call
 
-	hits, negative, misses, errs atomic.Uint64
+	hits, negative, misses, shared, errs atomic.Uint64
 }
 
 type call struct {
@@ -97,13 +102,13 @@ func New(cfg Config) (*Cache, error) {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 1 << 20
 	}
-	rc, err := ristretto.NewCache(&ristretto.Config[[]byte, *entry]{
+	rc, err := ristretto.NewCache(&ristretto.Config[uint64, *entry]{
 		NumCounters: 10 * cfg.MaxKeys, MaxCost: cfg.MaxKeys, BufferItems: 64,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{cfg: cfg, rc: rc, flight: map[string]*call{}}, nil
+	return &Cache{cfg: cfg, rc: rc, seed: maphash.MakeSeed(), flight: map[string]*call{}}, nil
 }
 
 // Close releases the cache.
@@ -115,13 +120,12 @@ func (c *Cache) Close() { c.rc.Close() }
 //
 // Fast path: a cached key costs one hash lookup and no allocation.
 func (c *Cache) Lookup(k Kind, key []byte) (*Principal, error) {
-	var buf [1 + 128]byte
 	if len(key) > 128 {
 		return nil, ErrUnknown
 	}
-	ck := append(append(buf[:0], byte(k)), key...)
+	h := c.hash(k, key)
 	now := c.cfg.Now().UnixNano()
-	if e, ok := c.rc.Get(ck); ok && e.expires > now {
+	if e, ok := c.rc.Get(h); ok && e.expires > now && e.key[0] == byte(k) && e.key[1:] == string(key) {
 		if e.p == nil {
 			c.negative.Add(1)
 			return nil, ErrUnknown
@@ -129,14 +133,24 @@ func (c *Cache) Lookup(k Kind, key []byte) (*Principal, error) {
 		c.hits.Add(1)
 		return e.p, nil
 	}
-	return c.miss(k, string(ck))
+	return c.miss(k, h, string(byte(k))+string(key))
+}
+
+// hash is the cache key of a key of kind k.
+func (c *Cache) hash(k Kind, key []byte) uint64 {
+	var mh maphash.Hash
+	mh.SetSeed(c.seed)
+	mh.WriteByte(byte(k))
+	mh.Write(key)
+	return mh.Sum64()
 }
 
 // miss asks core, one request per key however many callers wait for it.
-func (c *Cache) miss(k Kind, ck string) (*Principal, error) {
+func (c *Cache) miss(k Kind, h uint64, ck string) (*Principal, error) {
 	c.mu.Lock()
 	if f, ok := c.flight[ck]; ok {
 		c.mu.Unlock()
+		c.shared.Add(1)
 		<-f.done
 		return f.p, f.err
 	}
@@ -147,7 +161,10 @@ func (c *Cache) miss(k Kind, ck string) (*Principal, error) {
 	f.p, f.err = c.fetch(k, ck[1:])
 	switch {
 	case f.err == nil || errors.Is(f.err, ErrUnknown):
-		c.rc.SetWithTTL([]byte(ck), &entry{p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano()}, 1, 2*c.cfg.TTL)
+		c.rc.SetWithTTL(h, &entry{key: ck, p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano()}, 1, 2*c.cfg.TTL)
+		// ristretto applies writes asynchronously: wait, so callers arriving
+		// once this lookup leaves the flight find the entry.
+		c.rc.Wait()
 		c.misses.Add(1)
 	default:
 		c.errs.Add(1)
@@ -164,7 +181,7 @@ func (c *Cache) Wait() { c.rc.Wait() }
 
 // Stats returns the lookup counts so far.
 func (c *Cache) Stats() Stats {
-	return Stats{Hits: c.hits.Load(), Negative: c.negative.Load(), Misses: c.misses.Load(), Errors: c.errs.Load()}
+	return Stats{Hits: c.hits.Load(), Negative: c.negative.Load(), Misses: c.misses.Load(), Shared: c.shared.Load(), Errors: c.errs.Load()}
 }
 
 // fetch asks core for the record of key.

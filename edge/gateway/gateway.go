@@ -160,7 +160,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 		if rt.Budget == WalletBudget {
 			key, rate = p.WalletKey, p.RateWall
 		}
-		d = g.cfg.Limits.Take(key, max(1, rate*g.cfg.Adaptive.Factor()))
+		d = g.cfg.Limits.Take(key, g.cfg.Adaptive.Rate(rate))
 		if !d.Allowed {
 			g.reject(ctx, rt.Version, api.RateLimitExceeded)
 			setRateHeaders(&ctx.Response.Header, d)

@@ -56,6 +56,7 @@ func NewMetrics(auth *authcache.Cache, adaptive *ratelimit.Adaptive) *Metrics {
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="hit"}`, stat(func(s authcache.Stats) uint64 { return s.Hits }))
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="negative"}`, stat(func(s authcache.Stats) uint64 { return s.Negative }))
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="miss"}`, stat(func(s authcache.Stats) uint64 { return s.Misses }))
+	m.set.NewGauge(`edge_auth_cache_lookups_total{result="shared"}`, stat(func(s authcache.Stats) uint64 { return s.Shared }))
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="error"}`, stat(func(s authcache.Stats) uint64 { return s.Errors }))
 	m.set.NewGauge(`edge_rate_factor`, adaptive.Factor)
 	return m

@@ -10,11 +10,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
-	"github.com/slipverify/slipverify/edge/nonce"
-	"github.com/slipverify/slipverify/edge/ratelimit"
 )
 
 // maxBody admits a 4 MiB image as base64 or multipart with room to spare;
@@ -38,35 +35,12 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return nil
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "edge")
-	trusted, _ := cfg.Trusted() // checked by Validate
-
-	core := &fasthttp.HostClient{
-		Addr:                     cfg.CoreAddr,
-		Name:                     "edge",
-		MaxConns:                 4096,
-		MaxIdleConnDuration:      time.Minute,
-		ReadTimeout:              cfg.CoreTimeout,
-		WriteTimeout:             cfg.CoreTimeout,
-		MaxResponseBodySize:      16 << 20,
-		NoDefaultUserAgentHeader: true,
-	}
-	auth, err := authcache.New(authcache.Config{
-		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second, Now: time.Now,
-	})
+	gw, err := gateway.FromConfig(cfg, time.Now, log)
 	if err != nil {
 		return err
 	}
-	defer auth.Close()
-	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
-		Now: time.Now, Interval: cfg.AdaptInterval, LatencyTarget: cfg.LatencyTarget, MinFactor: cfg.MinFactor,
-	})
-	metrics := gateway.NewMetrics(auth, adaptive)
-	gw := gateway.New(gateway.Config{
-		Core: core, EdgeToken: cfg.EdgeToken, Auth: auth,
-		Nonces: nonce.New(nonce.Config{Window: 5 * time.Minute, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient, Now: time.Now}),
-		Limits: ratelimit.New(time.Now), Adaptive: adaptive, Trusted: trusted,
-		CoreTimeout: cfg.CoreTimeout, Now: time.Now, Log: log,
-	}, metrics)
+	defer gw.Close()
+	metrics := gw.Metrics()
 
 	srv := &fasthttp.Server{
 		Handler:               gw.Handler(),

@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/edge/authcache"
+	"github.com/slipverify/slipverify/edge/config"
+	"github.com/slipverify/slipverify/edge/nonce"
+	"github.com/slipverify/slipverify/edge/ratelimit"
+)
+
+// FromConfig builds the edge's request path from its configuration, reading
+// time from now. Close releases it.
+func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gateway, error) {
+	trusted, err := cfg.Trusted()
+	if err != nil {
+		return nil, err
+	}
+	core := &fasthttp.HostClient{
+		Addr:                     cfg.CoreAddr,
+		Name:                     "edge",
+		MaxConns:                 4096,
+		MaxIdleConnDuration:      time.Minute,
+		ReadTimeout:              cfg.CoreTimeout,
+		WriteTimeout:             cfg.CoreTimeout,
+		MaxResponseBodySize:      16 << 20,
+		NoDefaultUserAgentHeader: true,
+	}
+	auth, err := authcache.New(authcache.Config{
+		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
+		Now: now, Interval: cfg.AdaptInterval, LatencyTarget: cfg.LatencyTarget, MinFactor: cfg.MinFactor,
+	})
+	return New(Config{
+		Core: core, EdgeToken: cfg.EdgeToken, Auth: auth,
+		// Timestamps have whole seconds: a nonce is kept a second longer than
+		// the ±5 minutes a request may be off, so truncation never lets a
+		// replay in at the window's edge.
+		Nonces: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient, Now: now}),
+		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: trusted,
+		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log,
+	}, NewMetrics(auth, adaptive)), nil
+}
+
+// Metrics returns the gateway's metrics.
+func (g *Gateway) Metrics() *Metrics { return g.metrics }
+
+// AuthStats returns the auth cache's lookup counts.
+func (g *Gateway) AuthStats() authcache.Stats { return g.cfg.Auth.Stats() }
+
+// Close releases the gateway's cache and connections.
+func (g *Gateway) Close() {
+	g.cfg.Auth.Close()
+	g.cfg.Core.CloseIdleConnections()
+}

@@ -1,0 +1,339 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/bank/httpbank"
+	"github.com/slipverify/slipverify/core/bank/sandbox"
+	"github.com/slipverify/slipverify/core/slip"
+)
+
+const seed = "testdata/seed.json"
+
+func payload(ref string) string {
+	return `{"payload":"` + slip.Bank{BankCode: "004", TransRef: ref}.Encode() + `"}`
+}
+
+// TestBearerAndStateErrors covers every refusal of a Bearer request, in both
+// versions.
+func TestBearerAndStateErrors(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	v2 := func(hdr []string, status int, code string) {
+		t.Helper()
+		e.do(t, "GET", "/v2/info", "", hdr...).want(t, status, code)
+	}
+	v1 := func(hdr []string, status int, code string) {
+		t.Helper()
+		e.do(t, "GET", "/me", "", hdr...).want(t, status, code)
+	}
+	v2(nil, 401, "MISSING_API_KEY")
+	v1(nil, 401, "unauthorized")
+	v2([]string{"Authorization", "Basic abc"}, 401, "INVALID_API_KEY")
+	v2(bearer("not-a-uuid"), 401, "INVALID_API_KEY")
+	v2(bearer("00000000-0000-4000-8000-000000000000"), 401, "INVALID_API_KEY")
+	v1(bearer("00000000-0000-4000-8000-000000000000"), 401, "unauthorized")
+	v2(bearer(keyOff), 403, "BRANCH_INACTIVE")
+	v1(bearer(keyOff), 403, "application_deactivated")
+	v2(bearer(keyExp), 403, "SERVICE_EXPIRED")
+	v1(bearer(keyExp), 403, "application_expired")
+	v2(bearer(keyBan), 403, "SERVICE_BANNED")
+	v1(bearer(keyBan), 403, "application_deactivated")
+	v2(bearer(keyUser), 403, "USER_BANNED")
+	v1(bearer(keyUser), 403, "application_deactivated")
+	v2(bearer(keyIP), 403, "IP_NOT_ALLOWED") // the peer is 127.0.0.1
+	v1(bearer(keyIP), 403, "access_denied")
+	e.do(t, "GET", "/v2/nope", "", bearer(keyMain)...).want(t, 404, "NOT_FOUND")
+	e.do(t, "GET", "/nope", "").want(t, 404, "not_found")
+	e.do(t, "DELETE", "/v2/verify/bank", "").want(t, 404, "NOT_FOUND")
+	// v1 takes Bearer only: a signed v1 request has no key.
+	e.do(t, "GET", "/me", "", e.signed(keyMain, secretA, "GET", "/me", "", 0, "")...).want(t, 401, "unauthorized")
+
+	a := e.do(t, "GET", "/v2/info", "", bearer(keyMain)...)
+	if a.status != 200 || get(a.body, "data", "branch", "id") != "a-main" {
+		t.Fatalf("accepted request: %d %s", a.status, a.raw)
+	}
+	a = e.do(t, "POST", "/verify", payload("EDGEV1REF01"), bearer(keyMain)...)
+	if a.status != 200 || a.body["status"] != 200.0 {
+		t.Fatalf("v1 verify: %d %s", a.status, a.raw)
+	}
+}
+
+// TestClientIP: the allow list sees X-Forwarded-For only from a trusted
+// proxy, and then its right-most untrusted address.
+func TestClientIP(t *testing.T) {
+	core := startCore(t, seed)
+	direct := startEdge(t, core)
+	direct.do(t, "GET", "/v2/info", "", append(bearer(keyIP), "X-Forwarded-For", "10.1.2.3")...).want(t, 403, "IP_NOT_ALLOWED")
+
+	behind := startEdge(t, core, "SLIP_TRUSTED_PROXIES=127.0.0.0/8, 172.16.0.0/12")
+	ok := func(xff ...string) {
+		t.Helper()
+		h := bearer(keyIP)
+		for _, x := range xff {
+			h = append(h, "X-Forwarded-For", x)
+		}
+		if a := behind.do(t, "GET", "/v2/info", "", h...); a.status != 200 {
+			t.Errorf("XFF %q: %d %s", xff, a.status, a.raw)
+		}
+	}
+	refused := func(xff ...string) {
+		t.Helper()
+		h := bearer(keyIP)
+		for _, x := range xff {
+			h = append(h, "X-Forwarded-For", x)
+		}
+		behind.do(t, "GET", "/v2/info", "", h...).want(t, 403, "IP_NOT_ALLOWED")
+	}
+	ok("10.1.2.3")                      // exact address
+	ok("192.168.44.5")                  // CIDR
+	ok("2001:db8::42")                  // IPv6 CIDR
+	ok("8.8.8.8, 10.1.2.3, 172.16.0.9") // right-most untrusted
+	ok("8.8.8.8", "10.1.2.3")           // several headers read as one list
+	refused("10.1.2.3, 8.8.8.8")        // the client forged the left part
+	refused("10.1.2.4")                 // not listed
+	refused()                           // no header: the trusted peer itself
+	behind.do(t, "GET", "/v2/info", "", append(bearer(keyMain), "X-Forwarded-For", "8.8.8.8")...).want(t, 200, "")
+}
+
+// TestHeaderInjection: internal headers a client sends never reach core.
+func TestHeaderInjection(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	h := append(bearer(keyMain),
+		"X-Slip-Service", "svc-exp", "X-Slip-Branch", "exp-main", "X-Slip-Edge-Token", edgeToken,
+		"X-Slip-Version", "v1", "X-Slip-Client-Ip", "10.1.2.3", "X-Slip-B2b-Client", strings.Repeat("a", 64))
+	a := e.do(t, "GET", "/v2/info", "", h...)
+	if a.status != 200 || get(a.body, "data", "branch", "id") != "a-main" || get(a.body, "data", "application", "id") != "svc-a" {
+		t.Fatalf("identity taken from client headers: %d %s", a.status, a.raw)
+	}
+	// Without a key, forged identity headers get nowhere.
+	e.do(t, "GET", "/v2/info", "", "X-Slip-Service", "svc-a", "X-Slip-Branch", "a-main", "X-Slip-Edge-Token", edgeToken).
+		want(t, 401, "MISSING_API_KEY")
+	if a.header.Get("X-Slip-Overload") != "" || a.header.Get("Server") == "core" {
+		t.Errorf("internal response headers leak: %v", a.header)
+	}
+}
+
+// TestSignedRequests covers spec 5.2 on v2 routes signed with a branch UUID.
+func TestSignedRequests(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	body := `{"payload":"` + slip.Bank{BankCode: "004", TransRef: "SIGNEDREF01"}.Encode() + `","remark":"ค่าสินค้า ✓"}`
+	h := e.signed(keyMain, secretA, "POST", "/v2/verify/bank", body, 0, "")
+	a := e.do(t, "POST", "/v2/verify/bank", body, h...)
+	if a.status != 200 || get(a.body, "data", "remark") != "ค่าสินค้า ✓" {
+		t.Fatalf("signed verify with a non-ASCII body: %d %s", a.status, a.raw)
+	}
+	e.do(t, "POST", "/v2/verify/bank", body, h...).want(t, 401, "DUPLICATE_NONCE")
+
+	// A query string is part of PATH; an empty body hashes the empty string.
+	if a := e.do(t, "GET", "/v2/info?verbose=1", "", e.signed(keyMain, secretA, "GET", "/v2/info?verbose=1", "", 0, "")...); a.status != 200 {
+		t.Errorf("signed GET with a query: %d %s", a.status, a.raw)
+	}
+	e.do(t, "GET", "/v2/info?verbose=2", "", e.signed(keyMain, secretA, "GET", "/v2/info?verbose=1", "", 0, "")...).
+		want(t, 401, "INVALID_SIGNATURE")
+	// Tampered body, wrong secret, wrong method.
+	e.do(t, "POST", "/v2/verify/bank", body+" ", e.signed(keyMain, secretA, "POST", "/v2/verify/bank", body, 0, "")...).
+		want(t, 401, "INVALID_SIGNATURE")
+	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, "svc-a-readonly-secret-0000", "GET", "/v2/info", "", 0, "")...).
+		want(t, 401, "INVALID_SIGNATURE")
+	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "POST", "/v2/info", "", 0, "")...).
+		want(t, 401, "INVALID_SIGNATURE")
+	// Clock skew both ways: 5 minutes is allowed, 5 minutes and a second not.
+	for _, skew := range []time.Duration{5 * time.Minute, -5 * time.Minute} {
+		if a := e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", skew, "")...); a.status != 200 {
+			t.Errorf("skew %v: %d %s", skew, a.status, a.raw)
+		}
+	}
+	for _, skew := range []time.Duration{5*time.Minute + time.Second, -5*time.Minute - time.Second, 24 * time.Hour} {
+		e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", skew, "")...).want(t, 401, "INVALID_TIMESTAMP")
+	}
+	// Malformed headers.
+	good := e.signed(keyMain, secretA, "GET", "/v2/info", "", 0, "")
+	bad := func(i int, v string, code string) {
+		t.Helper()
+		h := append([]string(nil), good...)
+		h[i] = v
+		e.do(t, "GET", "/v2/info", "", h...).want(t, 401, code)
+	}
+	bad(1, "", "MISSING_API_KEY")
+	bad(1, "nope", "INVALID_API_KEY")
+	bad(1, "00000000-0000-4000-8000-000000000000", "INVALID_API_KEY")
+	bad(3, "", "INVALID_TIMESTAMP")
+	bad(3, "12x", "INVALID_TIMESTAMP")
+	bad(5, "not-a-uuid", "INVALID_SIGNATURE")
+	bad(7, "", "INVALID_SIGNATURE")
+	bad(7, strings.Repeat("0", 64), "INVALID_SIGNATURE")
+	// A service without a B2B client cannot sign.
+	e.do(t, "GET", "/v2/info", "", e.signed(keyNoSign, "anything-at-all-000", "GET", "/v2/info", "", 0, "")...).
+		want(t, 401, "INVALID_SIGNATURE")
+
+	// A nonce is remembered for the whole window, and forgotten after it.
+	n := "0b1e8f3c-55d2-4a6e-9f41-000000000001"
+	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", 0, n)...).want(t, 200, "")
+	e.clock.add(4*time.Minute + 59*time.Second)
+	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", -4*time.Minute-59*time.Second, n)...).
+		want(t, 401, "DUPLICATE_NONCE")
+	e.clock.add(2 * time.Minute)
+	// The old timestamp is now outside the window, and a fresh one with the
+	// same nonce is a new request.
+	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", -7*time.Minute, n)...).want(t, 401, "INVALID_TIMESTAMP")
+	if a := e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", 0, n)...); a.status != 200 {
+		t.Errorf("a nonce past its window: %d %s", a.status, a.raw)
+	}
+}
+
+// TestRateLimits: the bank and wallet budgets are token buckets of one
+// second, independent, only on verify routes, with the spec's headers.
+func TestRateLimits(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	for i := range 5 { // rate.bank is 5
+		a := e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("RATEREF%04d", i)), bearer(keyMain)...)
+		if a.status != 200 || a.header.Get("X-RateLimit-Limit") != "5" || a.header.Get("X-RateLimit-Remaining") != strconv.Itoa(4-i) {
+			t.Fatalf("request %d: %d %v %s", i, a.status, a.header, a.raw)
+		}
+		if a.header.Get("X-RateLimit-Reset") == "" {
+			t.Fatalf("request %d: no X-RateLimit-Reset", i)
+		}
+	}
+	a := e.do(t, "POST", "/v2/verify/bank", payload("RATEREF9999"), bearer(keyMain)...)
+	a.want(t, 429, "RATE_LIMIT_EXCEEDED")
+	if ra, _ := strconv.Atoi(a.header.Get("Retry-After")); ra < 1 || a.header.Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("429 headers: %v", a.header)
+	}
+	// v1 draws from the same bank budget and answers in v1 form.
+	e.do(t, "GET", "/verify?payload=x", "", bearer(keyMain)...).want(t, 429, "rate_limit_exceeded")
+	// The wallet budget is untouched; utility routes are unlimited and bare.
+	w := e.do(t, "POST", "/v2/verify/wallet", `{"payload":"`+slip.Wallet{EventType: "P2P", TransactionID: "123456", Date: "20112026"}.Encode()+`"}`, bearer(keyMain)...)
+	if w.status != 200 || w.header.Get("X-RateLimit-Limit") != "3" || w.header.Get("X-RateLimit-Remaining") != "2" {
+		t.Errorf("wallet budget: %d %v %s", w.status, w.header, w.raw)
+	}
+	if i := e.do(t, "GET", "/v2/info", "", bearer(keyMain)...); i.status != 200 || i.header.Get("X-RateLimit-Limit") != "" {
+		t.Errorf("info carries rate headers: %v", i.header)
+	}
+	// Another branch has its own bucket.
+	if a := e.do(t, "POST", "/v2/verify/bank", payload("RATEOTHER01"), bearer("44444444-4444-4444-8444-444444444444")...); a.status != 200 {
+		t.Errorf("another branch limited: %d", a.status)
+	}
+	// Continuous refill: 200 ms gives one request back.
+	e.clock.add(200 * time.Millisecond)
+	if a := e.do(t, "POST", "/v2/verify/bank", payload("RATEREF0100"), bearer(keyMain)...); a.status != 200 {
+		t.Errorf("after 200 ms: %d %s", a.status, a.raw)
+	}
+	e.do(t, "POST", "/v2/verify/bank", payload("RATEREF0101"), bearer(keyMain)...).want(t, 429, "RATE_LIMIT_EXCEEDED")
+}
+
+// TestAuthCache: unknown keys are cached as unknown, so a flood of them asks
+// core once per TTL; records are re-read from core after the TTL, so a key
+// core learns is accepted within it.
+func TestAuthCache(t *testing.T) {
+	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_AUTH_TTL=2s")
+	unknown := "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.do(t, "GET", "/v2/info", "", bearer(unknown)...).want(t, 401, "INVALID_API_KEY")
+		}()
+	}
+	wg.Wait()
+	if s := e.gw.AuthStats(); s.Misses != 1 || s.Negative+s.Misses+s.Shared != 50 {
+		t.Errorf("a flood of one unknown key reached core %d times (stats %+v), want once", s.Misses, s)
+	}
+	e.clock.add(2100 * time.Millisecond)
+	e.do(t, "GET", "/v2/info", "", bearer(unknown)...).want(t, 401, "INVALID_API_KEY")
+	if s := e.gw.AuthStats(); s.Misses != 2 {
+		t.Errorf("after the TTL core was asked %d times in all, want 2", s.Misses)
+	}
+}
+
+// TestAdaptiveLimit slows core down (its bank answers slowly, as the edge's
+// clock sees it): the limit drops, then recovers when core is healthy.
+func TestAdaptiveLimit(t *testing.T) {
+	var e *edge
+	var slow sync.Mutex
+	slowBy := time.Duration(0)
+	sb, err := sandbox.New(sandbox.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := httpbank.Handler(sb)
+	gatewaySrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slow.Lock()
+		d := slowBy
+		slow.Unlock()
+		e.clock.add(d) // core takes d, by the edge's clock
+		inner.ServeHTTP(w, r)
+	}))
+	defer gatewaySrv.Close()
+	core := startCore(t, seed, "SLIP_BANK=http", "SLIP_BANK_URL="+gatewaySrv.URL)
+	e = startEdge(t, core, "SLIP_EDGE_LATENCY_TARGET=250ms", "SLIP_EDGE_ADAPT_INTERVAL=1s", "SLIP_EDGE_MIN_FACTOR=0.1")
+	fast := bearer(keyFast) // a plan rate of 1,000,000/s: the limit shows the factor
+	n := 0
+	limit := func() int {
+		t.Helper()
+		n++
+		a := e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("ADAPT%06d", n)), fast...)
+		if a.status != 200 {
+			t.Fatalf("verify: %d %s", a.status, a.raw)
+		}
+		l, _ := strconv.Atoi(a.header.Get("X-RateLimit-Limit"))
+		return l
+	}
+	if l := limit(); l != 1000000 {
+		t.Fatalf("healthy limit %d, want the plan's 1000000", l)
+	}
+	slow.Lock()
+	slowBy = 400 * time.Millisecond
+	slow.Unlock()
+	for range 4 { // several slow answers cross an interval boundary
+		limit()
+	}
+	dropped := limit()
+	if dropped >= 1000000/2+1 {
+		t.Fatalf("limit after a slow interval: %d, want at most half the plan", dropped)
+	}
+	slow.Lock()
+	slowBy = 0
+	slow.Unlock()
+	// The interval in which core recovered still holds slow answers; from
+	// the one after, the limit only rises.
+	e.clock.add(time.Second)
+	limit()
+	e.clock.add(time.Second)
+	prev := limit()
+	for range 30 {
+		e.clock.add(time.Second)
+		l := limit()
+		if l < prev {
+			t.Fatalf("limit fell while core was healthy: %d after %d", l, prev)
+		}
+		prev = l
+	}
+	if prev != 1000000 {
+		t.Errorf("limit after 30 healthy seconds: %d, want the plan's 1000000", prev)
+	}
+}
+
+// TestHealth: the edge is healthy while core answers.
+func TestHealth(t *testing.T) {
+	core := startCore(t, seed)
+	e := startEdge(t, core)
+	if a := e.do(t, "GET", "/health", ""); a.status != 200 || get(a.body, "data", "core") != "ok" {
+		t.Fatalf("health: %d %s", a.status, a.raw)
+	}
+	core.cmd.Process.Kill()
+	core.cmd.Wait()
+	e.clock.add(2 * time.Second)
+	e.do(t, "GET", "/health", "").want(t, 503, "API_SERVER_ERROR")
+	e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
+}
+
+var _ = bank.ErrNotFound

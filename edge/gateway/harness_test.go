@@ -1,0 +1,233 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/edge/authn"
+	"github.com/slipverify/slipverify/edge/config"
+	"github.com/slipverify/slipverify/edge/gateway"
+)
+
+const (
+	edgeToken = "edge-test-token-0123456789abcdef01234"
+	masterKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+	keyMain   = "11111111-1111-4111-8111-111111111111"
+	keyIP     = "22222222-2222-4222-8222-222222222222"
+	keyOff    = "33333333-3333-4333-8333-333333333333"
+	keyExp    = "55555555-5555-4555-8555-555555555555"
+	keyBan    = "66666666-6666-4666-8666-666666666666"
+	keyUser   = "77777777-7777-4777-8777-777777777777"
+	keyNoSign = "88888888-8888-4888-8888-888888888888"
+	keyFast   = "99999999-9999-4999-8999-999999999999"
+	secretA   = "svc-a-first-client-secret"
+)
+
+var coreBin string
+
+// TestMain builds the real core program once; every test runs it as a
+// process behind an in-process edge.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edge-test")
+	if err != nil {
+		panic(err)
+	}
+	coreBin = filepath.Join(dir, "core")
+	if out, err := exec.Command("go", "build", "-o", coreBin, "../../core/cmd/core").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build core: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// coreProc is the core program running for one test.
+type coreProc struct {
+	addr string
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+}
+
+func startCore(t testing.TB, seed string, env ...string) *coreProc {
+	t.Helper()
+	seedPath, _ := filepath.Abs(seed)
+	c := &coreProc{addr: freeAddr(t), out: new(bytes.Buffer)}
+	c.cmd = exec.Command(coreBin)
+	c.cmd.Env = append(os.Environ(), "SLIP_CORE_ADDR="+c.addr, "SLIP_DATA_DIR="+t.TempDir(), "SLIP_SEED="+seedPath,
+		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)
+	c.cmd.Env = append(c.cmd.Env, env...)
+	logs, err := c.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		c.cmd.Wait()
+	})
+	// core logs "listening" once it accepts connections.
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			c.out.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), `"msg":"listening"`) {
+				ready <- true
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("core exited before listening:\n%s", c.out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("core did not start:\n%s", c.out)
+	}
+	return c
+}
+
+// clock is the edge's settable clock.
+type clock struct{ t atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.t.Store(time.Now().UnixNano())
+	return c
+}
+func (c *clock) now() time.Time      { return time.Unix(0, c.t.Load()) }
+func (c *clock) add(d time.Duration) { c.t.Add(int64(d)) }
+
+// edge is an edge in this process, on a real listener, in front of core.
+type edge struct {
+	url   string
+	gw    *gateway.Gateway
+	clock *clock
+}
+
+func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
+	t.Helper()
+	vars := map[string]string{"SLIP_CORE_ADDR": core.addr, "SLIP_EDGE_TOKEN": edgeToken}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	cfg, err := config.Load(nil, func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	gw, err := gateway.FromConfig(cfg, clk.now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: gw.Handler(), MaxRequestBodySize: 8 << 20}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Shutdown()
+		gw.Close()
+	})
+	return &edge{url: "http://" + ln.Addr().String(), gw: gw, clock: clk}
+}
+
+// answer is a response as a client sees it.
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (e *edge) do(t testing.TB, method, path, body string, header ...string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	a := answer{status: res.StatusCode, header: res.Header, raw: string(raw)}
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %q", method, path, raw)
+	}
+	return a
+}
+
+func bearer(key string) []string { return []string{"Authorization", "Bearer " + key} }
+
+// signed returns the headers of a request signed as a client signs it.
+func (e *edge) signed(key, secret, method, uri, body string, skew time.Duration, nonce string) []string {
+	ts := fmt.Sprint(e.clock.now().Add(skew).Unix())
+	if nonce == "" {
+		nonce = uuid.NewString()
+	}
+	sts := authn.AppendStringToSign(nil, []byte(method), authn.SignedPath([]byte(uri)), []byte(ts), []byte(nonce), []byte(body))
+	return []string{"X-API-Key", key, "X-Timestamp", ts, "X-Nonce", nonce, "X-Signature", authn.NewSigner(secret).Sign(sts)}
+}
+
+func (a answer) code() string {
+	if e, ok := a.body["error"].(map[string]any); ok {
+		return e["code"].(string)
+	}
+	if m, ok := a.body["message"].(string); ok && a.status >= 400 {
+		return m
+	}
+	return ""
+}
+
+func (a answer) want(t testing.TB, status int, code string) {
+	t.Helper()
+	if a.status != status || a.code() != code {
+		t.Errorf("want %d %s, got %d %s", status, code, a.status, a.raw)
+	}
+}
+
+func get(v any, keys ...string) any {
+	for _, k := range keys {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
