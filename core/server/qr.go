@@ -2,8 +2,6 @@ package server
 
 import (
 	"encoding/base64"
-	"encoding/json"
-	"slices"
 
 	"github.com/valyala/fasthttp"
 
@@ -20,26 +18,24 @@ type QR struct {
 
 // generateQR answers POST /qr/generate {type: "promptpay", target, amount?}.
 func (s *Server) generateQR(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(ctx.PostBody(), &f); err != nil || f == nil {
-		return nil, api.Errorf(api.Validation, "body: must be a JSON object")
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
 	}
 	var fe api.FieldErrors
-	for name := range f {
-		if !slices.Contains([]string{"type", "target", "amount"}, name) {
-			fe.Add(name, "unknown field")
-		}
-	}
-	var kind, target string
-	if json.Unmarshal(f["type"], &kind) != nil || kind != "promptpay" {
+	f.only(&fe, "type", "target", "amount")
+	if kind, ok := f.str("type"); !ok || kind != "promptpay" {
 		fe.Add("type", `must be "promptpay"`)
 	}
-	if json.Unmarshal(f["target"], &target) != nil || target == "" {
+	target, ok := f.str("target")
+	if !ok || target == "" {
 		fe.Add("target", "is required: a phone number, a national or tax ID, or an e-wallet ID")
 	}
 	var amount *float64
-	if raw, ok := f["amount"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &amount) != nil {
+	if f.has("amount") && !f.null("amount") {
+		if n, ok := f.number("amount"); ok {
+			amount = &n
+		} else {
 			fe.Add("amount", "must be a number")
 		}
 	}

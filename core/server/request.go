@@ -96,11 +96,7 @@ func parseVerify(ctx *fasthttp.RequestCtx, c caller) (verify.Request, error) {
 	if c.version == api.V1 {
 		allowed = v1Fields
 	}
-	for _, n := range f.names() {
-		if !slices.Contains(allowed, n) {
-			fe.Add(n, "unknown field")
-		}
-	}
+	f.only(&fe, allowed...)
 	sources := 0
 	if image != nil {
 		sources++
@@ -189,13 +185,30 @@ func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error)
 	if bytes.HasPrefix(ctx.Request.Header.ContentType(), []byte("multipart/form-data")) {
 		return readMultipart(ctx, v)
 	}
-	var f fields
-	body := ctx.PostBody()
-	if err := json.Unmarshal(body, &f.json); err != nil || f.json == nil {
-		return f, nil, api.Errorf(api.Validation, "body: must be a JSON object")
-	}
-	return f, nil, nil
+	f, err := jsonFields(ctx.PostBody())
+	return f, nil, err
 }
+
+// jsonFields reads a JSON object body.
+func jsonFields(body []byte) (fields, error) {
+	var f fields
+	if err := json.Unmarshal(body, &f.json); err != nil || f.json == nil {
+		return f, api.Errorf(api.Validation, "body: must be a JSON object")
+	}
+	return f, nil
+}
+
+// only records every field not in allowed as unknown.
+func (f fields) only(fe *api.FieldErrors, allowed ...string) {
+	for _, n := range f.names() {
+		if !slices.Contains(allowed, n) {
+			fe.Add(n, "unknown field")
+		}
+	}
+}
+
+// null reports whether a JSON field is present and null.
+func (f fields) null(name string) bool { return string(f.json[name]) == "null" }
 
 func readMultipart(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error) {
 	form, err := ctx.MultipartForm()

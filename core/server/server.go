@@ -52,7 +52,17 @@ type caller struct {
 	version   api.Version
 	serviceID string
 	branchID  string
+	clientID  string // B2B client (its key's digest), on /b2b routes
 }
+
+// need says which identity headers a route requires.
+type need uint8
+
+const (
+	anyone  need = iota // the edge token only
+	branch              // a branch key's service and branch
+	service             // a B2B client's service
+)
 
 // handler answers a request with the data of a success or an error.
 type handler func(ctx *fasthttp.RequestCtx, c caller) (any, error)
@@ -63,19 +73,20 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.HandleMethodNotAllowed = false // an unknown method is an unknown endpoint
 	r.GET("/health", s.health)
 	r.GET("/v2/health", s.health)
-	r.GET("/banks", s.guard(api.V2, false, s.bankList))
-	r.GET("/v2/banks", s.guard(api.V2, false, s.bankList))
-	r.POST("/qr/generate", s.guard(api.V2, false, s.generateQR))
-	r.POST("/v2/qr/generate", s.guard(api.V2, false, s.generateQR))
-	r.POST("/v2/verify/bank", s.guard(api.V2, true, s.verifyBank))
-	r.POST("/v2/verify/wallet", s.guard(api.V2, true, s.verifyWallet))
-	r.GET("/v2/info", s.guard(api.V2, true, s.info))
-	r.GET("/verify", s.guard(api.V1, true, s.verifyBank))
-	r.POST("/verify", s.guard(api.V1, true, s.verifyBank))
-	r.POST("/verify/wallet", s.guard(api.V1, true, s.verifyWallet))
-	r.GET("/me", s.guard(api.V1, true, s.info))
-	r.GET(api.PathBranchAuth+"{digest}", s.guard(api.V2, false, s.branchAuth))
-	r.GET(api.PathClientAuth+"{digest}", s.guard(api.V2, false, s.clientAuth))
+	r.GET("/banks", s.guard(api.V2, anyone, s.bankList))
+	r.GET("/v2/banks", s.guard(api.V2, anyone, s.bankList))
+	r.POST("/qr/generate", s.guard(api.V2, anyone, s.generateQR))
+	r.POST("/v2/qr/generate", s.guard(api.V2, anyone, s.generateQR))
+	r.POST("/v2/verify/bank", s.guard(api.V2, branch, s.verifyBank))
+	r.POST("/v2/verify/wallet", s.guard(api.V2, branch, s.verifyWallet))
+	r.GET("/v2/info", s.guard(api.V2, branch, s.info))
+	r.GET("/verify", s.guard(api.V1, branch, s.verifyBank))
+	r.POST("/verify", s.guard(api.V1, branch, s.verifyBank))
+	r.POST("/verify/wallet", s.guard(api.V1, branch, s.verifyWallet))
+	r.GET("/me", s.guard(api.V1, branch, s.info))
+	s.manageRoutes(r)
+	r.GET(api.PathBranchAuth+"{digest}", s.guard(api.V2, anyone, s.branchAuth))
+	r.GET(api.PathClientAuth+"{digest}", s.guard(api.V2, anyone, s.clientAuth))
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.NotFound))
 	}
@@ -108,7 +119,7 @@ func hasPrefix(p []byte, prefix string) bool {
 
 // guard admits a request only with the edge token and, when identity is
 // needed, the identity headers, then runs h and writes its answer.
-func (s *Server) guard(v api.Version, identity bool, h handler) fasthttp.RequestHandler {
+func (s *Server) guard(v api.Version, who need, h handler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		c := caller{version: v}
 		token := ctx.Request.Header.Peek(api.HeaderEdgeToken)
@@ -120,13 +131,12 @@ func (s *Server) guard(v api.Version, identity bool, h handler) fasthttp.Request
 			s.respond(ctx, v, nil, api.E(api.InvalidAPIKey))
 			return
 		}
-		if identity {
-			c.serviceID = string(ctx.Request.Header.Peek(api.HeaderService))
-			c.branchID = string(ctx.Request.Header.Peek(api.HeaderBranch))
-			if c.serviceID == "" || c.branchID == "" {
-				s.respond(ctx, v, nil, api.E(api.MissingAPIKey))
-				return
-			}
+		c.serviceID = string(ctx.Request.Header.Peek(api.HeaderService))
+		c.branchID = string(ctx.Request.Header.Peek(api.HeaderBranch))
+		c.clientID = string(ctx.Request.Header.Peek(api.HeaderB2BClient))
+		if who == branch && (c.serviceID == "" || c.branchID == "") || who == service && (c.serviceID == "" || c.clientID == "") {
+			s.respond(ctx, v, nil, api.E(api.MissingAPIKey))
+			return
 		}
 		data, err := h(ctx, c)
 		s.respond(ctx, v, data, err)
@@ -140,9 +150,13 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 		ctx.Response.Header.SetBytesV(api.HeaderRequestID, id)
 	}
 	if err == nil {
+		status := fasthttp.StatusOK
+		if c, ok := data.(created); ok {
+			status, data = fasthttp.StatusCreated, c.data
+		}
 		body, err2 := api.RenderOK(v, data)
 		if err2 == nil {
-			ctx.SetStatusCode(fasthttp.StatusOK)
+			ctx.SetStatusCode(status)
 			ctx.SetBody(body)
 			return
 		}

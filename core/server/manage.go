@@ -1,0 +1,477 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/fasthttp/router"
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/store"
+)
+
+// manageRoutes adds the b2b management routes (the edge checks each one's
+// permission) and the /bank-accounts utility routes of a branch key.
+func (s *Server) manageRoutes(r *router.Router) {
+	b2b := func(h handler) fasthttp.RequestHandler { return s.guard(api.V2, service, h) }
+	r.GET("/b2b/branches", b2b(s.listBranches))
+	r.POST("/b2b/branches", b2b(s.createBranch))
+	r.GET("/b2b/branches/{branch}", b2b(s.getBranch))
+	r.PATCH("/b2b/branches/{branch}", b2b(s.patchBranch))
+	r.DELETE("/b2b/branches/{branch}", b2b(s.deleteBranch))
+	r.GET("/b2b/branches/{branch}/quota", b2b(s.getQuota))
+	r.PUT("/b2b/branches/{branch}/quota", b2b(s.putQuota))
+	r.POST("/b2b/branches/{branch}/quota/adjust", b2b(s.adjustQuota))
+	r.POST("/b2b/branches/{branch}/quota/reset", b2b(s.resetQuota))
+	r.GET("/b2b/bank-accounts", b2b(s.listAccounts))
+	r.POST("/b2b/bank-accounts", b2b(s.createAccount))
+	r.PUT("/b2b/branches/{branch}/bank-accounts/{account}", b2b(s.linkAccount(true)))
+	r.DELETE("/b2b/branches/{branch}/bank-accounts/{account}", b2b(s.linkAccount(false)))
+	for _, prefix := range []string{"", "/v2"} {
+		own := func(h handler) fasthttp.RequestHandler { return s.guard(api.V2, branch, h) }
+		r.GET(prefix+"/bank-accounts", own(s.listAccounts))
+		r.POST(prefix+"/bank-accounts", own(s.createAccount))
+		r.PUT(prefix+"/bank-accounts/{account}/link", own(s.linkAccount(true)))
+	}
+}
+
+// created marks data answered with 201 Created.
+type created struct{ data any }
+
+// BranchView is a branch as the management API shows it. Key is set only
+// in the answer that creates the branch; secrets are never shown.
+type BranchView struct {
+	ID               string   `json:"id"`
+	Name             string   `json:"name"`
+	Main             bool     `json:"main"`
+	Active           bool     `json:"active"`
+	IPAllow          []string `json:"ipAllow"`
+	WebhookURL       *string  `json:"webhookUrl"`
+	HasWebhookSecret bool     `json:"hasWebhookSecret"`
+	QuotaRecord
+	Key string `json:"key,omitempty"`
+}
+
+// QuotaRecord is the branch quota record of spec 2.2.
+type QuotaRecord struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	LimitQuota     *int64 `json:"limitQuota"`
+	UsedQuota      int64  `json:"usedQuota"`
+	TotalUsedQuota int64  `json:"totalUsedQuota"`
+}
+
+// ServiceQuota is a service's quota in the quota answer.
+type ServiceQuota struct {
+	LimitQuota     int64 `json:"limitQuota"`
+	UsedQuota      int64 `json:"usedQuota"`
+	TotalUsedQuota int64 `json:"totalUsedQuota"`
+}
+
+func quotaRecord(q store.BranchQuota) QuotaRecord {
+	return QuotaRecord{ID: q.Branch.ID, Name: q.Branch.Name, LimitQuota: q.Branch.LimitQuota,
+		UsedQuota: q.Usage.Branch.Used, TotalUsedQuota: q.Usage.Branch.Total}
+}
+
+func (s *Server) view(c caller, b store.Branch) (BranchView, error) {
+	q, err := s.store.Quota(c.serviceID, b.ID)
+	if err != nil {
+		return BranchView{}, manageError(err, "branch")
+	}
+	return BranchView{ID: b.ID, Name: b.Name, Main: b.Main, Active: b.Active, IPAllow: b.IPAllow,
+		WebhookURL: b.WebhookURL, HasWebhookSecret: len(b.WebhookSecret) > 0, QuotaRecord: quotaRecord(q)}, nil
+}
+
+func (s *Server) listBranches(_ *fasthttp.RequestCtx, c caller) (any, error) {
+	list, err := s.store.Branches(c.serviceID)
+	if err != nil {
+		return nil, manageError(err, "branch")
+	}
+	out := make([]BranchView, 0, len(list))
+	for _, b := range list {
+		v, err := s.view(c, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (s *Server) getBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	b, err := s.store.Branch(c.serviceID, param(ctx, "branch"))
+	if err != nil {
+		return nil, manageError(err, "branch")
+	}
+	return s.view(c, b)
+}
+
+// branchFields are the fields of branch create and PATCH.
+var branchFields = []string{"name", "active", "ipAllow", "webhookUrl", "webhookSecret", "limitQuota"}
+
+// applyBranch validates the branch fields of f and applies them to b,
+// naming every failing field.
+func (s *Server) applyBranch(f fields, b *store.Branch) error {
+	var fe api.FieldErrors
+	f.only(&fe, branchFields...)
+	if f.has("name") {
+		n, ok := f.str("name")
+		if !ok || strings.TrimSpace(n) == "" || utf8.RuneCountInString(n) > 100 {
+			fe.Add("name", "must be a string of 1 to 100 characters")
+		}
+		b.Name = n
+	}
+	if f.has("active") {
+		a, ok := f.boolean("active")
+		if !ok {
+			fe.Add("active", "must be a boolean")
+		}
+		b.Active = a
+	}
+	if f.has("ipAllow") {
+		var list []string
+		if err := jsonInto(f, "ipAllow", &list); err != nil || len(list) == 0 {
+			fe.Add("ipAllow", `must be a non-empty array of addresses, CIDR ranges or "*"`)
+		}
+		for _, e := range list {
+			if !validIPEntry(e) {
+				fe.Add("ipAllow", "entry "+strconv.Quote(e)+` is not an address, a CIDR range or "*"`)
+			}
+		}
+		b.IPAllow = list
+	}
+	if f.has("webhookUrl") {
+		if f.null("webhookUrl") {
+			b.WebhookURL = nil
+		} else if u, ok := f.str("webhookUrl"); !ok || !httpsURL(u) {
+			fe.Add("webhookUrl", "must be an https URL or null")
+		} else {
+			b.WebhookURL = &u
+		}
+	}
+	if f.has("webhookSecret") {
+		if f.null("webhookSecret") {
+			b.WebhookSecret = nil
+		} else if sec, ok := f.str("webhookSecret"); !ok || len(sec) < 16 || len(sec) > 256 {
+			fe.Add("webhookSecret", "must be a string of 16 to 256 characters or null")
+		} else {
+			b.WebhookSecret = s.box.Seal(sec, "webhook/"+b.ID)
+		}
+	}
+	if f.has("limitQuota") {
+		l, err := limitField(f, "limitQuota")
+		if err != "" {
+			fe.Add("limitQuota", err)
+		}
+		b.LimitQuota = l
+	}
+	return fe.Err()
+}
+
+func (s *Server) createBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	key := uuid.NewString()
+	b := store.Branch{ID: "br-" + randomHex(6), ServiceID: c.serviceID, Active: true, IPAllow: []string{"*"},
+		KeyDigest: store.Digest(key)}
+	if !f.has("name") {
+		f.json["name"] = []byte(`""`) // reported as a missing name
+	}
+	if err := s.applyBranch(f, &b); err != nil {
+		return nil, err
+	}
+	if err := s.store.CreateBranch(b); err != nil {
+		return nil, manageError(err, "branch")
+	}
+	v, err := s.view(c, b)
+	v.Key = key
+	return created{v}, err
+}
+
+func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.store.UpdateBranch(c.serviceID, param(ctx, "branch"), func(b *store.Branch) error {
+		if f.has("active") && b.Main {
+			if a, _ := f.boolean("active"); !a {
+				return api.Errorf(api.Validation, "active: the main branch cannot be deactivated")
+			}
+		}
+		return s.applyBranch(f, b)
+	})
+	if err != nil {
+		return nil, manageError(err, "branch")
+	}
+	return s.view(c, b)
+}
+
+func (s *Server) deleteBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	id := param(ctx, "branch")
+	if err := s.store.DeleteBranch(c.serviceID, id); err != nil {
+		return nil, manageError(err, "branch")
+	}
+	return map[string]any{"id": id, "deleted": true}, nil
+}
+
+func (s *Server) getQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	q, err := s.store.Quota(c.serviceID, param(ctx, "branch"))
+	if err != nil {
+		return nil, manageError(err, "branch")
+	}
+	return map[string]any{"branch": quotaRecord(q), "service": ServiceQuota{
+		LimitQuota: q.Service.QuotaLimit, UsedQuota: q.Usage.Service.Used, TotalUsedQuota: q.Usage.Service.Total}}, nil
+}
+
+// changeQuota runs a quota change atomically with verifications and answers
+// the branch quota record.
+func (s *Server) changeQuota(ctx *fasthttp.RequestCtx, c caller, change func(store.BranchQuota) (*int64, bool, error)) (any, error) {
+	q, err := s.store.ChangeQuota(c.serviceID, param(ctx, "branch"), change)
+	if err != nil {
+		return nil, manageError(err, "branch")
+	}
+	return quotaRecord(q), nil
+}
+
+func (s *Server) putQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "limitQuota")
+	var limit *int64
+	if !f.has("limitQuota") {
+		fe.Add("limitQuota", "is required: a number, or null to remove the branch's own limit")
+	} else if l, msg := limitField(f, "limitQuota"); msg != "" {
+		fe.Add("limitQuota", msg)
+	} else {
+		limit = l
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) {
+		if limit != nil && *limit < q.Usage.Branch.Used {
+			return nil, false, api.Errorf(api.Validation, "limitQuota: must not be below the current usedQuota ("+itoa(q.Usage.Branch.Used)+")")
+		}
+		return limit, false, nil
+	})
+}
+
+func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "amount")
+	n, ok := f.number("amount")
+	if !f.has("amount") || !ok || n != float64(int64(n)) || n == 0 {
+		fe.Add("amount", "is required: a non-zero whole number (positive adds to the limit, negative subtracts)")
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) {
+		if q.Branch.LimitQuota == nil {
+			return nil, false, api.Errorf(api.Validation, "amount: the branch has no limit of its own (limitQuota is null); set one with PUT first")
+		}
+		l := *q.Branch.LimitQuota + int64(n)
+		if l < q.Usage.Branch.Used {
+			return nil, false, api.Errorf(api.Validation, "amount: the limit would fall to "+itoa(l)+", below the current usedQuota ("+itoa(q.Usage.Branch.Used)+")")
+		}
+		return &l, false, nil
+	})
+}
+
+func (s *Server) resetQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	if len(ctx.PostBody()) > 0 {
+		if f, err := jsonFields(ctx.PostBody()); err != nil {
+			return nil, err
+		} else {
+			var fe api.FieldErrors
+			f.only(&fe)
+			if err := fe.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) { return q.Branch.LimitQuota, true, nil })
+}
+
+// AccountView is a bank account as the API shows it.
+type AccountView struct {
+	ID         string            `json:"id"`
+	BankCode   string            `json:"bankCode"`
+	BankNumber string            `json:"bankNumber"`
+	Name       store.AccountName `json:"name"`
+	Branches   []string          `json:"branches"`
+	Active     bool              `json:"active"`
+}
+
+func accountView(a store.BankAccount) AccountView {
+	if a.Branches == nil {
+		a.Branches = []string{}
+	}
+	return AccountView{ID: a.ID, BankCode: a.BankCode, BankNumber: a.BankNumber, Name: a.Name, Branches: a.Branches, Active: a.Active}
+}
+
+// listAccounts lists the service's accounts (b2b) or those linked to the
+// calling branch (utility).
+func (s *Server) listAccounts(_ *fasthttp.RequestCtx, c caller) (any, error) {
+	list, err := s.store.Accounts(c.serviceID, c.branchID)
+	if err != nil {
+		return nil, manageError(err, "account")
+	}
+	out := make([]AccountView, 0, len(list))
+	for _, a := range list {
+		out = append(out, accountView(a))
+	}
+	return out, nil
+}
+
+var bankNumber = regexp.MustCompile(`^[0-9]{6,20}$`)
+
+// createAccount creates an account: under /b2b linked to the branches
+// given, under /bank-accounts linked to the calling branch.
+func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	allowed := []string{"bankCode", "bankNumber", "name"}
+	if c.branchID == "" {
+		allowed = append(allowed, "branches")
+	}
+	f.only(&fe, allowed...)
+	a := store.BankAccount{ID: "acc-" + randomHex(6), ServiceID: c.serviceID, Active: true, Branches: []string{}}
+	code, ok := f.str("bankCode")
+	if !ok || code == "" {
+		fe.Add("bankCode", "is required: a code from GET /banks")
+	}
+	num, ok := f.str("bankNumber")
+	if !ok || !bankNumber.MatchString(num) {
+		fe.Add("bankNumber", "is required: 6 to 20 digits")
+	}
+	if err := jsonInto(f, "name", &a.Name); err != nil || strings.TrimSpace(a.Name.TH) == "" {
+		fe.Add("name", "is required: {th, en?} with the Thai name")
+	}
+	if f.has("branches") {
+		if err := jsonInto(f, "branches", &a.Branches); err != nil {
+			fe.Add("branches", "must be an array of branch ids")
+		}
+	}
+	if c.branchID != "" {
+		a.Branches = []string{c.branchID}
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	if _, ok := bank.Lookup(code); !ok {
+		return nil, api.E(api.InvalidBankCode)
+	}
+	a.BankCode, a.BankNumber = code, num
+	if err := s.store.CreateAccount(a); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, api.Errorf(api.Validation, "branches: every branch must be a branch of the service")
+		}
+		return nil, manageError(err, "account")
+	}
+	return created{accountView(a)}, nil
+}
+
+// linkAccount links or unlinks an account: under /b2b the path names the
+// branch, under /bank-accounts it is the calling branch.
+func (s *Server) linkAccount(link bool) handler {
+	return func(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+		br := c.branchID
+		if br == "" {
+			br = param(ctx, "branch")
+			if _, err := s.store.Branch(c.serviceID, br); err != nil {
+				return nil, manageError(err, "branch")
+			}
+		}
+		a, err := s.store.LinkAccount(c.serviceID, br, param(ctx, "account"), link)
+		if err != nil {
+			return nil, manageError(err, "account")
+		}
+		return accountView(a), nil
+	}
+}
+
+// manageError maps store errors to the catalog; what names the missing kind.
+func manageError(err error, what string) error {
+	var e *api.Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, store.ErrNotFound) && what == "account":
+		return api.E(api.BankAccountNotFound)
+	case errors.Is(err, store.ErrNotFound):
+		return api.Errorf(api.NotFound, "branch not found")
+	case errors.Is(err, store.ErrAccountDuplicate):
+		return api.E(api.BankAccountDuplicate)
+	case errors.Is(err, store.ErrRule):
+		return api.Errorf(api.Validation, strings.TrimPrefix(err.Error(), store.ErrRule.Error()+": "))
+	}
+	return &api.Error{Code: api.InternalServerError, Cause: err}
+}
+
+func param(ctx *fasthttp.RequestCtx, name string) string {
+	v, _ := ctx.UserValue(name).(string)
+	return v
+}
+
+func jsonInto(f fields, name string, v any) error { return json.Unmarshal(f.json[name], v) }
+
+func limitField(f fields, name string) (*int64, string) {
+	if f.null(name) {
+		return nil, ""
+	}
+	n, ok := f.number(name)
+	if !ok || n < 0 || n != float64(int64(n)) {
+		return nil, "must be a whole number of 0 or more, or null"
+	}
+	l := int64(n)
+	return &l, ""
+}
+
+func validIPEntry(e string) bool {
+	if e == "*" {
+		return true
+	}
+	if _, err := netip.ParseAddr(e); err == nil {
+		return true
+	}
+	p, err := netip.ParsePrefix(e)
+	return err == nil && p == p.Masked()
+}
+
+func httpsURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https" && u.Host != ""
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
