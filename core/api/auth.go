@@ -35,3 +35,18 @@ type ClientAuth struct {
 	Secret       string   `json:"secret"`
 	Permissions  []string `json:"permissions"`
 }
+
+// Permissions a B2B client may hold, in bit order of PermissionBit.
+var Permissions = []string{"branch:read", "branch:write", "quota:read", "quota:write",
+	"bank-account:read", "bank-account:write"}
+
+// PermissionBit returns the bit of a permission name, or 0 for an unknown
+// name.
+func PermissionBit(name string) uint8 {
+	for i, p := range Permissions {
+		if p == name {
+			return 1 << i
+		}
+	}
+	return 0
+}

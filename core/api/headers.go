@@ -13,6 +13,11 @@ const (
 	HeaderB2BClient = "X-Slip-B2b-Client"
 )
 
+// InternalHeaders are the headers only the edge may set on a request to
+// core; the edge deletes them from every client request.
+var InternalHeaders = []string{HeaderEdgeToken, HeaderService, HeaderBranch, HeaderVersion,
+	HeaderClientIP, HeaderRequestID, HeaderB2BClient}
+
 // HeaderOverload is set by core on a response ("1") while it holds more
 // requests in flight than it is configured to; the edge lowers its rate
 // limits when it sees it.

@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"slices"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
@@ -69,10 +69,6 @@ type BankAccount struct {
 	Name       store.AccountName `json:"name"`
 	Branches   []string          `json:"branches"`
 }
-
-// Permissions a B2B client may hold.
-var Permissions = []string{"branch:read", "branch:write", "quota:read", "quota:write",
-	"bank-account:read", "bank-account:write"}
 
 var (
 	uuidV4   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -160,7 +156,7 @@ func (f File) check() error {
 				bad("service %s: b2b client secret must be at least 16 characters", s.ID)
 			}
 			for _, p := range c.Permissions {
-				if !slices.Contains(Permissions, p) {
+				if api.PermissionBit(p) == 0 {
 					bad("service %s: unknown b2b permission %q", s.ID, p)
 				}
 			}
