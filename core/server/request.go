@@ -15,6 +15,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/receiver"
 	"github.com/slipverify/slipverify/core/verify"
 )
 
@@ -26,8 +28,9 @@ const maxRemark = 255
 
 // The fields each version's verify request takes.
 var (
-	v2Fields = []string{"payload", "url", "base64", "remark", "checkDuplicate", "matchAmount"}
-	v1Fields = []string{"payload", "url", "base64", "checkDuplicate"}
+	v2Fields     = []string{"payload", "url", "base64", "remark", "checkDuplicate", "matchAmount"}
+	v2BankFields = append(v2Fields[:len(v2Fields):len(v2Fields)], "matchAccount", "bankAccountId", "bankCode", "extraVerify", "matchMode")
+	v1Fields     = []string{"payload", "url", "base64", "checkDuplicate"}
 )
 
 // fields reads request fields from a JSON object, or from form or query
@@ -85,7 +88,7 @@ func (f fields) number(name string) (float64, bool) {
 // image in part "image" (v2) or "file" (v1), or, for GET, query parameters.
 // It names every failing field. A v1 client sending a checkDuplicate that is
 // not a boolean gets invalid_check_duplicate.
-func parseVerify(ctx *fasthttp.RequestCtx, c caller) (verify.Request, error) {
+func parseVerify(ctx *fasthttp.RequestCtx, c caller, bankSlip bool) (verify.Request, error) {
 	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID}
 	var fe api.FieldErrors
 	f, image, err := readFields(ctx, c.version)
@@ -93,8 +96,11 @@ func parseVerify(ctx *fasthttp.RequestCtx, c caller) (verify.Request, error) {
 		return r, err
 	}
 	allowed := v2Fields
-	if c.version == api.V1 {
+	switch {
+	case c.version == api.V1:
 		allowed = v1Fields
+	case bankSlip:
+		allowed = v2BankFields
 	}
 	f.only(&fe, allowed...)
 	sources := 0
@@ -170,7 +176,59 @@ func parseVerify(ctx *fasthttp.RequestCtx, c caller) (verify.Request, error) {
 	if cdBad && c.version == api.V1 {
 		return r, api.E(api.InvalidCheckDuplicate)
 	}
-	return r, fe.Err()
+	if err := fe.Err(); err != nil {
+		return r, err
+	}
+	return r, parseReceiver(f, &r)
+}
+
+// parseReceiver reads the receiver check of a v2 bank verification:
+// matchAccount, or bankAccountId, with bankCode, extraVerify and matchMode.
+func parseReceiver(f fields, r *verify.Request) error {
+	var fe api.FieldErrors
+	rc := &verify.ReceiverCheck{}
+	match := false
+	if f.has("matchAccount") {
+		var ok bool
+		if match, ok = f.boolean("matchAccount"); !ok {
+			fe.Add("matchAccount", "must be a boolean")
+		}
+	}
+	if f.has("bankAccountId") {
+		if id, ok := f.str("bankAccountId"); !ok || id == "" {
+			fe.Add("bankAccountId", "must be a non-empty string")
+		} else {
+			rc.AccountID, match = id, true
+		}
+	}
+	for name, dst := range map[string]*string{"bankCode": &rc.BankCode, "extraVerify": &rc.ExtraVerify, "matchMode": &rc.MatchMode} {
+		if !f.has(name) {
+			continue
+		}
+		v, ok := f.str(name)
+		if !ok || v == "" {
+			fe.Add(name, "must be a non-empty string")
+		}
+		*dst = v
+	}
+	if !match && (rc.BankCode != "" || rc.ExtraVerify != "" || rc.MatchMode != "") {
+		fe.Add("matchAccount", "bankCode, extraVerify and matchMode apply only with matchAccount: true or bankAccountId")
+	}
+	if err := fe.Err(); err != nil {
+		return err
+	}
+	if rc.BankCode != "" {
+		if _, ok := bank.Lookup(rc.BankCode); !ok {
+			return api.E(api.InvalidBankCode)
+		}
+	}
+	if _, ok := receiver.ParseMode(rc.MatchMode); rc.MatchMode != "" && !ok {
+		return api.Errorf(api.InvalidMatchMode, "matchMode: must be NAME, NUMBER or NAME_NUMBER")
+	}
+	if match {
+		r.Receiver = rc
+	}
+	return nil
 }
 
 // readFields reads the request's fields and its uploaded image, if any.

@@ -185,7 +185,7 @@ func (s *Server) bankList(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 }
 
 func (s *Server) verifyBank(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	req, err := parseVerify(ctx, c)
+	req, err := parseVerify(ctx, c, true)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (s *Server) verifyBank(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 }
 
 func (s *Server) verifyWallet(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	req, err := parseVerify(ctx, c)
+	req, err := parseVerify(ctx, c, false)
 	if err != nil {
 		return nil, err
 	}

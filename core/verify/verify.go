@@ -37,6 +37,7 @@ type Request struct {
 	Remark              string
 	CheckDuplicate      bool
 	MatchAmount         *float64
+	Receiver            *ReceiverCheck // v2 bank only; nil: no receiver check
 }
 
 // Verifier verifies slips. It is safe for concurrent use.
@@ -58,7 +59,9 @@ type BankResult struct {
 	IsDuplicate     bool    `json:"isDuplicate"`
 	AmountInSlip    float64 `json:"amountInSlip"`
 	IsAmountMatched bool    `json:"isAmountMatched"`
-	RawSlip         RawSlip `json:"rawSlip"`
+	// IsAccountMatched is set when the request asked for a receiver check.
+	IsAccountMatched *bool   `json:"isAccountMatched,omitempty"`
+	RawSlip          RawSlip `json:"rawSlip"`
 }
 
 // WalletResult is the verification data of a wallet slip.
@@ -88,6 +91,12 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
 	if err != nil {
 		return BankResult{}, api.E(api.InvalidPayload)
 	}
+	var cands []candidate
+	if r.Receiver != nil {
+		if cands, err = v.candidates(r); err != nil {
+			return BankResult{}, err
+		}
+	}
 	var raw RawSlip
 	seen, err := v.settle(ctx, r, store.SlipKey("bank", p.BankCode, p.TransRef), &raw,
 		func(ctx context.Context) (any, error) {
@@ -101,13 +110,18 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
 		return BankResult{}, err
 	}
 	raw.Payload = payload
-	return BankResult{
+	res := BankResult{
 		Remark:          r.Remark,
 		IsDuplicate:     seen,
 		AmountInSlip:    raw.Amount.Amount,
 		IsAmountMatched: amountMatches(r.MatchAmount, raw.Amount.Amount),
 		RawSlip:         raw,
-	}, nil
+	}
+	if r.Receiver != nil {
+		m := accountMatched(cands, raw.Receiver)
+		res.IsAccountMatched = &m
+	}
+	return res, nil
 }
 
 // Wallet verifies a wallet slip.
