@@ -1,6 +1,7 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PROGRAMS := core edge
+TOOLS    := edge/cmd/slipsign
 FUZZTIME ?= 2m
 
 .PHONY: help build run test bench fuzz
@@ -10,7 +11,7 @@ help: ## list the targets
 
 build: ## build every program into bin/
 	@mkdir -p bin
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ $(foreach p,$(PROGRAMS),./$(p)/cmd/$(p))
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ $(foreach p,$(PROGRAMS),./$(p)/cmd/$(p)) $(foreach t,$(TOOLS),./$(t))
 
 run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 	deploy/dev/run.sh

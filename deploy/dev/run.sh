@@ -31,25 +31,42 @@ stop() {
 }
 trap stop INT TERM
 
-# wait_ready URL: poll until URL answers 200 or a tier died.
+# alive: every tier is running (an exited, unreaped tier is a zombie, which
+# kill -0 would still find).
+alive() {
+	local p state
+	for p in "${pids[@]}"; do
+		state=$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null) || return 1
+		[ -n "$state" ] && [ "$state" != Z ] || return 1
+	done
+}
+
+# wait_ready URL: poll until URL answers 200, or fail when a tier died.
 wait_ready() {
 	for _ in $(seq 1 200); do
-		curl -fsS "$1" >/dev/null 2>&1 && return 0
-		kill -0 "${pids[@]}" 2>/dev/null || return 1
+		curl -fsS --max-time 1 "$1" >/dev/null 2>&1 && return 0
+		alive || return 1
 		sleep 0.1
 	done
 	return 1
 }
 
+# fail stops the stack when a tier does not come up.
+fail() {
+	echo "stack: $1 did not start; stopping" >&2
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	wait "${pids[@]}" 2>/dev/null || true
+	exit 1
+}
+
 bin/core &
 pids+=($!)
-wait_ready "http://$SLIP_CORE_ADDR/health" || true
+wait_ready "http://$SLIP_CORE_ADDR/health" || fail core
 
 bin/edge &
 pids+=($!)
-if wait_ready "http://$SLIP_EDGE_ADDR/health"; then
-	echo "stack: ready on http://$SLIP_EDGE_ADDR" >&2
-fi
+wait_ready "http://$SLIP_EDGE_ADDR/health" || fail edge
+echo "stack: ready on http://$SLIP_EDGE_ADDR" >&2
 
 # A tier that exits on its own stops the stack.
 set +e
