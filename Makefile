@@ -16,9 +16,14 @@ build: ## build every program into bin/
 run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 	deploy/dev/run.sh
 
+# LONG are the packages whose full tests are slow under the race detector
+# (the image corpus, whole-stack runs): they run in full without it.
+LONG := ./core/qrscan ./deploy/... ./edge/openapi
+
 test: ## run every test (vet, unit, integration, end to end)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -short -count=1 ./...
+	$(GO) test -count=1 $(LONG)
 
 bench: ## run the Go benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -26,7 +31,7 @@ bench: ## run the Go benchmarks with allocations
 # FUZZ lists each fuzz test as package:Target.
 FUZZ := core/slip:FuzzParse core/slip:FuzzEncode core/server:FuzzVerifyBody \
 	core/promptpay:FuzzPayload core/egress:FuzzHostClassification \
-	edge/authn:FuzzSignedHeaders edge/nonce:FuzzParseUUID edge/iplist:FuzzParse edge/iplist:FuzzClientIP
+	core/qrscan:FuzzScan edge/authn:FuzzSignedHeaders edge/nonce:FuzzParseUUID edge/iplist:FuzzParse edge/iplist:FuzzClientIP
 
 fuzz: ## run each fuzz test for FUZZTIME (default 2m)
 	@set -e; for f in $(FUZZ); do \

@@ -10,20 +10,24 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
 )
 
 // Config is core's configuration.
 type Config struct {
-	Addr        string        // listener for the edge
-	DataDir     string        // holds core.db
-	Seed        string        // seed file loaded at start; empty loads none
-	Bank        string        // bank connector: sandbox or http
-	BankURL     string        // upstream bank gateway for Bank=http
-	BankTimeout time.Duration // one upstream lookup
-	EdgeToken   string        // shared secret the edge sends
-	MasterKey   string        // 64 hex digits sealing stored secrets
-	MaxInflight int           // concurrent requests above which core signals overload
+	Addr         string        // listener for the edge
+	DataDir      string        // holds core.db
+	Seed         string        // seed file loaded at start; empty loads none
+	Bank         string        // bank connector: sandbox or http
+	BankURL      string        // upstream bank gateway for Bank=http
+	BankTimeout  time.Duration // one upstream lookup
+	EdgeToken    string        // shared secret the edge sends
+	MasterKey    string        // 64 hex digits sealing stored secrets
+	MaxInflight  int           // concurrent requests above which core signals overload
+	EgressAllow  string        // private ranges image URLs may reach
+	EgressCA     string        // extra CA roots (PEM) for https image URLs
+	FetchTimeout time.Duration // one image URL fetch
 	envflag.Common
 }
 
@@ -38,6 +42,9 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout),
 		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "shared secret the edge sends in X-Slip-Edge-Token (required, 32+ characters)", &c.EdgeToken),
 		envflag.Def("SLIP_CORE_MAX_INFLIGHT", "max-inflight", "256", "concurrent requests above which core tells the edge it is overloaded", &c.MaxInflight),
+		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
+		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs", &c.EgressCA),
+		envflag.Def("SLIP_IMAGE_FETCH_TIMEOUT", "image-fetch-timeout", "10s", "timeout of one image URL fetch", &c.FetchTimeout),
 		envflag.Def("SLIP_MASTER_KEY", "master-key", "", "64 hex digits that seal stored secrets (required)", &c.MasterKey),
 	}
 }
@@ -79,6 +86,12 @@ func (c Config) Validate() error {
 	}
 	if len(c.EdgeToken) < 32 {
 		bad("SLIP_EDGE_TOKEN: required, at least 32 characters")
+	}
+	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
+		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)
+	}
+	if c.FetchTimeout <= 0 {
+		bad("SLIP_IMAGE_FETCH_TIMEOUT: must be positive")
 	}
 	if c.MaxInflight < 1 {
 		bad("SLIP_CORE_MAX_INFLIGHT: must be at least 1")

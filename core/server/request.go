@@ -16,12 +16,10 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/qrscan"
 	"github.com/slipverify/slipverify/core/receiver"
 	"github.com/slipverify/slipverify/core/verify"
 )
-
-// MaxImageBytes is the largest image a client may send: 4 MiB.
-const MaxImageBytes = 4 << 20
 
 // maxRemark bounds the remark a client may have echoed back.
 const maxRemark = 255
@@ -299,7 +297,7 @@ func readMultipart(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, err
 }
 
 func readPart(h *multipart.FileHeader) ([]byte, error) {
-	if h.Size > MaxImageBytes {
+	if h.Size > qrscan.MaxBytes {
 		return nil, api.E(api.ImageSizeTooLarge)
 	}
 	file, err := h.Open()
@@ -316,7 +314,7 @@ func readPart(h *multipart.FileHeader) ([]byte, error) {
 
 // decodeBase64 decodes an image sent as base64, with or without a data URL
 // prefix. It returns nil for text that is not base64, and refuses an image
-// over MaxImageBytes before decoding it.
+// over qrscan.MaxBytes before decoding it.
 func decodeBase64(s string) ([]byte, error) {
 	if strings.HasPrefix(s, "data:") {
 		if i := strings.Index(s, ";base64,"); i > 0 {
@@ -327,14 +325,14 @@ func decodeBase64(s string) ([]byte, error) {
 	if !strings.HasSuffix(s, "=") && len(s)%4 != 0 {
 		enc = base64.RawStdEncoding
 	}
-	if enc.DecodedLen(len(s)) > MaxImageBytes+2 {
+	if enc.DecodedLen(len(s)) > qrscan.MaxBytes+2 {
 		return nil, api.E(api.ImageSizeTooLarge)
 	}
 	img, err := enc.DecodeString(s)
 	if err != nil {
 		return nil, nil
 	}
-	if len(img) > MaxImageBytes {
+	if len(img) > qrscan.MaxBytes {
 		return nil, api.E(api.ImageSizeTooLarge)
 	}
 	return img, nil

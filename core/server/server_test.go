@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
+	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/server"
 	"github.com/slipverify/slipverify/core/slip"
@@ -107,7 +109,11 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &verify.Verifier{Store: st, Upstream: sb}
+	fetch, err := egress.New(egress.Config{Policy: egress.NewPolicy([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}), MaxRedirects: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &verify.Verifier{Store: st, Upstream: sb, Images: verify.Images{Egress: fetch}}
 	h := server.New(v, st, box, edgeToken, 64, slog.New(slog.DiscardHandler)).Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -459,22 +465,6 @@ func TestErrorsV1(t *testing.T) {
 	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("004", "UPSTREAMREF1")}}, 500, "api_server_error")
 	f(call{branch: "br-2", body: map[string]any{"base64": strings.Repeat("A", 6<<20)}}, 400, "image_size_too_large")
 	f(call{branch: "br-2", method: "GET", path: "/nope"}, 404, "not_found")
-}
-
-func TestMultipartAndImageSources(t *testing.T) {
-	c := startCore(t, nil)
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "--XX\r\nContent-Disposition: form-data; name=\"checkDuplicate\"\r\n\r\nmaybe\r\n")
-	fmt.Fprintf(&buf, "--XX\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n\r\n\x89PNG\r\n--XX--\r\n")
-	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: buf.Bytes(), contentType: "multipart/form-data; boundary=XX"})
-	a.v2err(t, 400, "VALIDATION_ERROR")
-	if msg := get(a.body, "error", "message").(string); !strings.Contains(msg, "checkDuplicate: must be a boolean") {
-		t.Errorf("multipart field not validated: %s", msg)
-	}
-	// An image with a payload is two sources.
-	a = c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
-		body: map[string]any{"payload": bankPayload("004", "X1"), "base64": base64.StdEncoding.EncodeToString([]byte("img"))}})
-	a.v2err(t, 400, "VALIDATION_ERROR")
 }
 
 func TestBanksAndHealth(t *testing.T) {

@@ -24,9 +24,10 @@ type Source struct {
 	URL     string // an image to fetch
 }
 
-// ImageReader finds the slip QR payload in an image source (Image or URL).
+// ImageReader finds the slip QR payload in an image source (Image or URL);
+// accept tells a slip's payload from other QR codes in the same image.
 type ImageReader interface {
-	Payload(ctx context.Context, src Source) (string, error)
+	Payload(ctx context.Context, src Source, accept func(string) bool) (string, error)
 }
 
 // Request is one verification as the client asked for it.
@@ -83,7 +84,7 @@ type Duplicate struct {
 
 // Bank verifies a bank slip.
 func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
-	payload, err := v.payload(ctx, r.Source)
+	payload, err := v.payload(ctx, r.Source, isBankSlip)
 	if err != nil {
 		return BankResult{}, err
 	}
@@ -126,7 +127,7 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
 
 // Wallet verifies a wallet slip.
 func (v *Verifier) Wallet(ctx context.Context, r Request) (WalletResult, error) {
-	payload, err := v.payload(ctx, r.Source)
+	payload, err := v.payload(ctx, r.Source, isWalletSlip)
 	if err != nil {
 		return WalletResult{}, err
 	}
@@ -226,15 +227,18 @@ func (v *Verifier) settle(ctx context.Context, r Request, key string, out any,
 }
 
 // payload returns the QR payload of src.
-func (v *Verifier) payload(ctx context.Context, src Source) (string, error) {
+func (v *Verifier) payload(ctx context.Context, src Source, accept func(string) bool) (string, error) {
 	if src.Payload != "" {
 		return src.Payload, nil
 	}
 	if v.Images == nil {
 		return "", api.Errorf(api.Validation, "image: image and URL sources are not enabled on this server; send payload")
 	}
-	return v.Images.Payload(ctx, src)
+	return v.Images.Payload(ctx, src, accept)
 }
+
+func isBankSlip(p string) bool   { _, err := slip.ParseBank(p); return err == nil }
+func isWalletSlip(p string) bool { _, err := slip.ParseWallet(p); return err == nil }
 
 func policyOf(r Request) store.Policy {
 	switch {

@@ -17,6 +17,8 @@ import (
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/config"
+	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/qrscan"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/server"
@@ -77,7 +79,15 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		log.Info("seed loaded", "file", cfg.Seed, "inserted", n)
 	}
 
-	v := &verify.Verifier{Store: st, Upstream: upstream}
+	allow, _ := egress.ParsePrefixes(cfg.EgressAllow) // checked by Validate
+	fetch, err := egress.New(egress.Config{
+		Policy: egress.NewPolicy(allow), CAFile: cfg.EgressCA, Timeout: cfg.FetchTimeout,
+		MaxBytes: qrscan.MaxBytes, MaxRedirects: 3,
+	})
+	if err != nil {
+		return err
+	}
+	v := &verify.Verifier{Store: st, Upstream: upstream, Images: verify.Images{Egress: fetch}}
 	srv := &fasthttp.Server{
 		Handler:            server.New(v, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
 		Name:               "core",

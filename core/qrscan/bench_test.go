@@ -1,0 +1,77 @@
+package qrscan
+
+import (
+	"bytes"
+	"errors"
+	"image/png"
+	"testing"
+)
+
+// BenchmarkScan scans the corpus images of each condition, all formats in
+// turn, and reports the share decoded as "decoded/op" (1 = all).
+func BenchmarkScan(b *testing.B) {
+	samples := corpus(b)
+	for _, c := range conditions {
+		var set []*sample
+		for _, s := range samples {
+			if s.cond == c.name {
+				set = append(set, s)
+			}
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ok, n := 0, 0
+			for i := 0; b.Loop(); i++ {
+				s := set[i%len(set)]
+				got, err := Scan(s.data, isSlip)
+				n++
+				if err == nil && got == s.payload {
+					ok++
+				}
+			}
+			b.ReportMetric(float64(ok)/float64(n), "decoded/op")
+		})
+	}
+}
+
+// BenchmarkDecodeOnly is the floor under BenchmarkScan: decoding the
+// image files alone, per format.
+func BenchmarkDecodeOnly(b *testing.B) {
+	samples := corpus(b)
+	for _, f := range formats {
+		var set []*sample
+		for _, s := range samples {
+			if s.format == f && s.cond == "clean" {
+				set = append(set, s)
+			}
+		}
+		if len(set) == 0 {
+			continue
+		}
+		b.Run(f, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				s := set[i%len(set)]
+				if _, err := decodeImage(sniff(s.data), s.data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkScanNoQR is the slow path: a 1080×2340 screenshot-sized PNG
+// with no QR code (but look-alike finder patterns), where every strategy
+// runs before ErrNoQR.
+func BenchmarkScanNoQR(b *testing.B) {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, busyImage(1080, 2340)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Scan(buf.Bytes(), isSlip); !errors.Is(err, ErrNoQR) {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package qrscan
+
+import (
+	"image"
+	"image/color"
+	"math"
+)
+
+// plane is an 8-bit grey image, row after row without padding.
+type plane struct {
+	pix  []byte
+	w, h int
+}
+
+// grow returns buf with length n, reusing its memory when it can.
+func grow(buf []byte, n int) []byte {
+	if cap(buf) >= n {
+		return buf[:n]
+	}
+	return make([]byte, n)
+}
+
+// toGray converts m to grey, composited over white where it is
+// transparent, shrunk by an integer factor k (a k×k box average) when k > 1.
+// Common decoder outputs have fast paths; others go through color.Color.
+func toGray(m image.Image, k int) plane {
+	b := m.Bounds()
+	w, h := b.Dx()/k, b.Dy()/k
+	if w == 0 || h == 0 {
+		return plane{w: 0, h: 0}
+	}
+	out := plane{pix: make([]byte, w*h), w: w, h: h}
+	row := make([]byte, b.Dx())
+	var acc []uint32
+	if k > 1 {
+		acc = make([]uint32, w)
+	}
+	luma := lumaRow(m)
+	for y := 0; y < h*k; y++ {
+		luma(b.Min.Y+y, row)
+		if k == 1 {
+			copy(out.pix[y*w:], row[:w])
+			continue
+		}
+		for x := range acc {
+			s := uint32(0)
+			for _, v := range row[x*k : x*k+k] {
+				s += uint32(v)
+			}
+			acc[x] += s
+		}
+		if y%k == k-1 {
+			o := out.pix[(y/k)*w:]
+			n := uint32(k * k)
+			for x, s := range acc {
+				o[x] = uint8((s + n/2) / n)
+				acc[x] = 0
+			}
+		}
+	}
+	return out
+}
+
+// lumaRow returns a function that writes the luma of row y of m into row.
+func lumaRow(m image.Image) func(y int, row []byte) {
+	b := m.Bounds()
+	w := b.Dx()
+	switch m := m.(type) {
+	case *image.Gray:
+		return func(y int, row []byte) {
+			o := m.PixOffset(b.Min.X, y)
+			copy(row, m.Pix[o:o+w])
+		}
+	case *image.YCbCr:
+		return func(y int, row []byte) {
+			o := m.YOffset(b.Min.X, y)
+			copy(row, m.Y[o:o+w])
+		}
+	case *image.NYCbCrA:
+		return func(y int, row []byte) {
+			o, ao := m.YOffset(b.Min.X, y), m.AOffset(b.Min.X, y)
+			for x := range w {
+				a := uint32(m.A[ao+x])
+				row[x] = uint8((uint32(m.Y[o+x])*a + 255*(255-a) + 127) / 255)
+			}
+		}
+	case *image.RGBA: // premultiplied
+		return func(y int, row []byte) {
+			p := m.Pix[m.PixOffset(b.Min.X, y):]
+			for x := range w {
+				q := p[4*x : 4*x+4 : 4*x+4]
+				row[x] = uint8(lum(q[0], q[1], q[2]) + 255 - uint32(q[3]))
+			}
+		}
+	case *image.NRGBA:
+		return func(y int, row []byte) {
+			p := m.Pix[m.PixOffset(b.Min.X, y):]
+			for x := range w {
+				q := p[4*x : 4*x+4 : 4*x+4]
+				a := uint32(q[3])
+				row[x] = uint8((lum(q[0], q[1], q[2])*a + 255*(255-a) + 127) / 255)
+			}
+		}
+	case *image.Paletted:
+		var lut [256]uint8
+		for i, c := range m.Palette {
+			lut[i] = grayOf(c)
+		}
+		return func(y int, row []byte) {
+			p := m.Pix[m.PixOffset(b.Min.X, y):]
+			for x := range w {
+				row[x] = lut[p[x]]
+			}
+		}
+	}
+	return func(y int, row []byte) {
+		for x := range w {
+			row[x] = grayOf(m.At(b.Min.X+x, y))
+		}
+	}
+}
+
+// lum is the luma of an 8-bit colour (BT.601 weights).
+func lum(r, g, b uint8) uint32 {
+	return (77*uint32(r) + 150*uint32(g) + 29*uint32(b) + 128) >> 8
+}
+
+// grayOf is the luma of c composited over white.
+func grayOf(c color.Color) uint8 {
+	r, g, b, a := c.RGBA() // premultiplied, 16-bit
+	l := (19595*r + 38470*g + 7471*b + 1<<15) >> 16
+	return uint8((l + 0xffff - a) >> 8)
+}
+
+// half shrinks src by 2 in each direction (2×2 box average) into dst.
+func half(src plane, dst []byte) plane {
+	w, h := src.w/2, src.h/2
+	dst = grow(dst, w*h)
+	for y := range h {
+		r0 := src.pix[2*y*src.w:]
+		r1 := src.pix[(2*y+1)*src.w:]
+		o := dst[y*w:]
+		for x := range w {
+			o[x] = uint8((uint32(r0[2*x]) + uint32(r0[2*x+1]) + uint32(r1[2*x]) + uint32(r1[2*x+1]) + 2) / 4)
+		}
+	}
+	return plane{pix: dst, w: w, h: h}
+}
+
+// invert writes the negative of src into dst.
+func invert(src plane, dst []byte) plane {
+	dst = grow(dst, src.w*src.h)
+	for i, v := range src.pix[:src.w*src.h] {
+		dst[i] = 255 - v
+	}
+	return plane{pix: dst, w: src.w, h: src.h}
+}
+
+// scaleRect copies the rectangle r of src, scaled by k with bilinear
+// interpolation, into dst.
+func scaleRect(src plane, r image.Rectangle, k float64, dst []byte) plane {
+	w, h := int(float64(r.Dx())*k), int(float64(r.Dy())*k)
+	dst = grow(dst, w*h)
+	inv := 1 / k
+	for y := range h {
+		fy := (float64(y)+0.5)*inv - 0.5 + float64(r.Min.Y)
+		y0 := int(math.Floor(fy))
+		ty := fy - float64(y0)
+		y0c, y1c := clampInt(y0, 0, src.h-1), clampInt(y0+1, 0, src.h-1)
+		r0, r1 := src.pix[y0c*src.w:], src.pix[y1c*src.w:]
+		o := dst[y*w:]
+		for x := range w {
+			fx := (float64(x)+0.5)*inv - 0.5 + float64(r.Min.X)
+			x0 := int(math.Floor(fx))
+			tx := fx - float64(x0)
+			x0c, x1c := clampInt(x0, 0, src.w-1), clampInt(x0+1, 0, src.w-1)
+			top := float64(r0[x0c])*(1-tx) + float64(r0[x1c])*tx
+			bot := float64(r1[x0c])*(1-tx) + float64(r1[x1c])*tx
+			o[x] = uint8(top*(1-ty) + bot*ty + 0.5)
+		}
+	}
+	return plane{pix: dst, w: w, h: h}
+}
+
+// normalize stretches the contrast of src locally into dst: each pixel is
+// mapped from the range of the darkest to the brightest pixel around it
+// (blocks of about cell pixels, interpolated) to 0..255. It evens out
+// uneven light and the washed-out blacks of a photographed screen.
+func normalize(src plane, cell int, dst []byte) plane {
+	w, h := src.w, src.h
+	dst = grow(dst, w*h)
+	bw, bh := (w+cell-1)/cell, (h+cell-1)/cell
+	lo := make([]uint8, bw*bh)
+	hi := make([]uint8, bw*bh)
+	for by := range bh {
+		for bx := range bw {
+			mn, mx := uint8(255), uint8(0)
+			for y := by * cell; y < min(h, (by+1)*cell); y++ {
+				for _, v := range src.pix[y*w+bx*cell : y*w+min(w, (bx+1)*cell)] {
+					mn, mx = min(mn, v), max(mx, v)
+				}
+			}
+			lo[by*bw+bx], hi[by*bw+bx] = mn, mx
+		}
+	}
+	// Widen each block's range to its 3×3 neighbourhood, so a block inside a
+	// large dark or light area borrows its neighbours' contrast.
+	lo2, hi2 := make([]uint8, bw*bh), make([]uint8, bw*bh)
+	for by := range bh {
+		for bx := range bw {
+			mn, mx := uint8(255), uint8(0)
+			for yy := max(0, by-1); yy <= min(bh-1, by+1); yy++ {
+				for xx := max(0, bx-1); xx <= min(bw-1, bx+1); xx++ {
+					mn, mx = min(mn, lo[yy*bw+xx]), max(mx, hi[yy*bw+xx])
+				}
+			}
+			lo2[by*bw+bx], hi2[by*bw+bx] = mn, mx
+		}
+	}
+	for y := range h {
+		fy := (float64(y)+0.5)/float64(cell) - 0.5
+		y0 := clampInt(int(math.Floor(fy)), 0, bh-1)
+		y1 := clampInt(y0+1, 0, bh-1)
+		ty := math.Max(0, math.Min(1, fy-float64(y0)))
+		for x := range w {
+			fx := (float64(x)+0.5)/float64(cell) - 0.5
+			x0 := clampInt(int(math.Floor(fx)), 0, bw-1)
+			x1 := clampInt(x0+1, 0, bw-1)
+			tx := math.Max(0, math.Min(1, fx-float64(x0)))
+			l := bilerp(lo2, bw, x0, x1, y0, y1, tx, ty)
+			u := bilerp(hi2, bw, x0, x1, y0, y1, tx, ty)
+			v := float64(src.pix[y*w+x])
+			if u-l < 24 { // flat: leave it mid-grey-ish so it binarizes consistently
+				dst[y*w+x] = uint8(clampF((v-l)*255/24, 0, 255))
+				continue
+			}
+			dst[y*w+x] = uint8(clampF((v-l)*255/(u-l), 0, 255))
+		}
+	}
+	return plane{pix: dst, w: w, h: h}
+}
+
+func bilerp(g []uint8, stride, x0, x1, y0, y1 int, tx, ty float64) float64 {
+	a := float64(g[y0*stride+x0])*(1-tx) + float64(g[y0*stride+x1])*tx
+	b := float64(g[y1*stride+x0])*(1-tx) + float64(g[y1*stride+x1])*tx
+	return a*(1-ty) + b*ty
+}
+
+func clampInt(v, lo, hi int) int { return max(lo, min(hi, v)) }
+
+func clampF(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }

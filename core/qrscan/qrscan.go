@@ -1,0 +1,112 @@
+// Package qrscan finds the QR code of a transfer slip in an uploaded image.
+//
+// Scan takes the image's bytes, checks them the way the interface asks
+// (JPEG, PNG, GIF or WebP by content, at most 4 MiB), refuses images that
+// would take more than a fixed memory budget to decode before decoding
+// them, and then looks for QR codes with a sequence of strategies, cheapest
+// first, until one yields a payload the caller accepts as a slip.
+package qrscan
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// MaxBytes is the largest image accepted: 4 MiB.
+const MaxBytes = 4 << 20
+
+// Budget is the memory one Scan may allocate for one image, in bytes:
+// decoding plus every working buffer. Images whose header declares more
+// pixels than fit are refused with ErrTooManyPixels before decoding.
+const Budget = 64 << 20
+
+// Errors of Scan; test them with errors.Is.
+var (
+	// ErrFormat means the image is not a JPEG, PNG, GIF or WebP file, or is
+	// a damaged one (INVALID_IMAGE_FORMAT, invalid_image).
+	ErrFormat = errors.New("qrscan: not a valid JPEG, PNG, GIF or WebP image")
+	// ErrTooLarge means the image is over MaxBytes, or declares more pixels
+	// than can be decoded within Budget (IMAGE_SIZE_TOO_LARGE,
+	// image_size_too_large).
+	ErrTooLarge = errors.New("qrscan: image too large")
+	// ErrTooManyPixels is the ErrTooLarge of an image under MaxBytes whose
+	// dimensions would need more than Budget to decode: a decompression
+	// bomb, or a photo too big to process. errors.Is(err, ErrTooLarge)
+	// holds for it too.
+	ErrTooManyPixels = fmt.Errorf("%w: too many pixels", ErrTooLarge)
+	// ErrNoQR means no QR code was found (SLIP_NOT_FOUND, qrcode_not_found).
+	ErrNoQR = errors.New("qrscan: no QR code found")
+)
+
+// Read reads an image from r, at most MaxBytes of it: it fails with
+// ErrTooLarge as soon as byte MaxBytes+1 arrives, without reading the rest.
+func Read(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxBytes {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxBytes)
+	}
+	return b, nil
+}
+
+// Scan returns the payload of the slip QR code in img.
+//
+// It returns the first payload for which accept returns true, preferring it
+// to any other QR code in the image (a payment QR or a link printed beside
+// the slip's). If it finds QR codes but accept takes none of them, it
+// returns the first one found and a nil error, so that the caller reports
+// an invalid slip rather than a missing one. A nil accept takes any payload.
+//
+// Errors: ErrTooLarge (over MaxBytes), ErrFormat (not one of the four
+// formats by its magic bytes, or undecodable), ErrTooManyPixels (its
+// declared dimensions do not fit the memory Budget; checked before
+// decoding), ErrNoQR. Scan is safe for concurrent use; img is not kept.
+func Scan(img []byte, accept func(payload string) bool) (payload string, err error) {
+	if len(img) > MaxBytes {
+		return "", fmt.Errorf("%w: %d bytes, over the %d allowed", ErrTooLarge, len(img), MaxBytes)
+	}
+	f := sniff(img)
+	if f == 0 {
+		return "", ErrFormat
+	}
+	cfg, err := decodeConfig(f, img)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrFormat, f, err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return "", fmt.Errorf("%w: %s: %d×%d pixels", ErrFormat, f, cfg.Width, cfg.Height)
+	}
+	cost, err := decodeCost(f, img, cfg.Width, cfg.Height)
+	if err != nil {
+		return "", err
+	}
+	if cost += workCost(cfg.Width, cfg.Height); cost > Budget {
+		return "", fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to scan, over %d MiB",
+			ErrTooManyPixels, f, cfg.Width, cfg.Height, cost>>20, Budget>>20)
+	}
+	defer func() {
+		// gozxing is a port of Java code that signals some failures by
+		// panicking (index out of range on odd geometry); one bad image
+		// must not take the process down.
+		if r := recover(); r != nil {
+			payload, err = "", fmt.Errorf("%w: decoder failure: %v", ErrNoQR, r)
+			if panicHook != nil {
+				panicHook(r)
+			}
+		}
+	}()
+	m, err := decodeImage(f, img)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrFormat, f, err)
+	}
+	if b := m.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+		return "", fmt.Errorf("%w: %s: decoded %v, header says %d×%d", ErrFormat, f, b.Size(), cfg.Width, cfg.Height)
+	}
+	return scanImage(m, accept)
+}
+
+// panicHook, when set by a test, hears of every panic Scan recovers.
+var panicHook func(any)

@@ -1,0 +1,201 @@
+package qrscan
+
+import (
+	"image"
+	"math"
+
+	"github.com/makiuchi-d/gozxing/qrcode/decoder"
+)
+
+// maxWorkPixels caps the grey plane the strategies work on: a larger image
+// is shrunk by a whole factor to fit. It holds a 1440×3200 screenshot (the
+// largest common phone screen) at full resolution, so small QR codes keep
+// every pixel they have.
+const maxWorkPixels = 4800 << 10
+
+// shrinkFactor is the whole factor that brings a w×h image within maxWorkPixels.
+func shrinkFactor(w, h int) int {
+	k := max(1, int(math.Sqrt(float64(w)*float64(h)/maxWorkPixels)))
+	for int64(w/k)*int64(h/k) > maxWorkPixels {
+		k++
+	}
+	return k
+}
+
+// workCost is the memory the strategies need for a w×h image, beyond
+// decoding it: the grey plane and its half-size copy, a scratch plane,
+// gozxing's bit matrices and block thresholds for each pass, and the
+// magnified windows of zoom. TestMemoryBudget checks it.
+func workCost(w, h int) int64 {
+	k := shrinkFactor(w, h)
+	p := int64(w/k) * int64(h/k)
+	return 6*p + 4<<20
+}
+
+// passHook, when set by a test, is told which strategy found the payload.
+var passHook func(name string)
+
+// scanner holds one image's planes and scratch buffers across strategies.
+type scanner struct {
+	full, small plane
+	a, b        []byte
+	dec         *decoder.Decoder
+	accept      func(string) bool
+	payload     string
+	first       string
+	found       bool
+	missed      []center // finder patterns not decoded, in full-plane coordinates
+}
+
+func scanImage(m image.Image, accept func(string) bool) (string, error) {
+	b := m.Bounds()
+	full := toGray(m, shrinkFactor(b.Dx(), b.Dy()))
+	if full.w == 0 || full.h == 0 {
+		return "", ErrNoQR
+	}
+	s := &scanner{full: full, small: full, dec: decoder.NewDecoder(), accept: accept}
+	if max(full.w, full.h) >= 1600 {
+		s.small = half(full, nil)
+	}
+	if s.run() {
+		return s.payload, nil
+	}
+	if s.found {
+		return s.first, nil
+	}
+	return "", ErrNoQR
+}
+
+// try runs one strategy: binarize p with b and look for codes. Finder
+// patterns it could not decode are kept, in full-plane coordinates (p is
+// the full plane shrunk by shrink), for zoom; with shrink 0, they are not.
+func (s *scanner) try(name string, p plane, b binarizer, skip int, shrink float64) bool {
+	if p.w < 21 || p.h < 21 {
+		return false
+	}
+	m, err := binarize(p, b)
+	if err != nil {
+		return false
+	}
+	n := len(s.missed)
+	missed := &s.missed
+	if shrink == 0 {
+		missed = nil
+	}
+	hit := findCodes(m, skip, s.dec, func(t string) bool {
+		if s.accept == nil || s.accept(t) {
+			s.payload = t
+			return true
+		}
+		if !s.found {
+			s.first, s.found = t, true
+		}
+		return false
+	}, missed)
+	if shrink != 1 {
+		for i := n; i < len(s.missed); i++ {
+			c := &s.missed[i]
+			c.x, c.y, c.module = c.x*shrink, c.y*shrink, c.module*shrink
+		}
+	}
+	if hit && passHook != nil {
+		passHook(name)
+	}
+	return hit
+}
+
+// run tries the strategies, cheapest and most often useful first, until
+// one finds an accepted payload.
+func (s *scanner) run() bool {
+	full, small := s.full, s.small
+	shrunk := small.w != full.w
+	k := float64(full.w) / float64(small.w)
+	// Dark codes on light ground: half size (fast, and enough for most
+	// screenshots), full size, then a closer look at what did not decode.
+	if s.try("small", small, hybrid, 2, k) {
+		return true
+	}
+	if shrunk && s.try("full", full, hybrid, 2, 1) {
+		return true
+	}
+	if s.zoom(false) {
+		return true
+	}
+	// Light codes on dark ground (dark mode, inverted colours).
+	s.missed = s.missed[:0]
+	inv := invert(small, s.a)
+	s.a = inv.pix
+	if s.try("small-inv", inv, hybrid, 2, k) {
+		return true
+	}
+	if shrunk {
+		inv = invert(full, s.a)
+		s.a = inv.pix
+		if s.try("full-inv", inv, hybrid, 2, 1) {
+			return true
+		}
+	}
+	if s.zoom(true) {
+		return true
+	}
+	// Last resorts, for what the corpus does not show: one global
+	// threshold (blur), and local contrast stretching (harsh light). Any
+	// rotation needs no pass of its own: the finder-pattern search works
+	// at every angle. Magnifying the whole image (in tiles) was measured
+	// and dropped: zoom already reads codes down to 40 pixels (1.4 pixels
+	// a module), tiles found nothing more below that, and tripled the time
+	// of an image without a code.
+	if s.try("full-global", full, global, 2, 1) {
+		return true
+	}
+	n := normalize(full, 32, s.a)
+	s.a = n.pix
+	return s.try("norm", n, hybrid, 2, 1)
+}
+
+// maxZooms caps the windows zoom looks at.
+const maxZooms = 8
+
+// zoom looks closer at finder patterns that did not decode: it magnifies a
+// window around them so that modules are about 13 pixels, and tries again
+// (inverted, for the inverted passes' patterns). Codes of 2 pixels a
+// module, or blurred ones, are found at their own size but sampled badly.
+func (s *scanner) zoom(inverted bool) bool {
+	var wins []image.Rectangle
+	var mods []float64
+	bounds := image.Rect(0, 0, s.full.w, s.full.h)
+	for _, c := range s.missed {
+		if c.module > 8 || len(wins) == maxZooms {
+			continue
+		}
+		pt := image.Pt(int(c.x), int(c.y))
+		inside := false
+		for _, w := range wins {
+			inside = inside || pt.In(w)
+		}
+		if inside {
+			continue
+		}
+		r := int(c.module*40) + 8
+		wins = append(wins, image.Rect(pt.X-r, pt.Y-r, pt.X+r, pt.Y+r).Intersect(bounds))
+		mods = append(mods, c.module)
+	}
+	for i, w := range wins {
+		k := max(1.5, min(3, 13/mods[i]))
+		z := scaleRect(s.full, w, k, s.b)
+		if inverted {
+			z = invert(z, z.pix)
+		}
+		s.b = z.pix
+		name := "zoom"
+		if inverted {
+			name = "zoom-inv"
+		}
+		for _, b := range []binarizer{hybrid, global} {
+			if s.try(name, z, b, 2, 0) {
+				return true
+			}
+		}
+	}
+	return false
+}
