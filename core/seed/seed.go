@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"regexp"
 
@@ -138,6 +139,11 @@ func (f File) check() error {
 				bad("branch %s: key used twice", b.ID)
 			}
 			keys[b.Key] = true
+			for _, e := range b.IPAllow {
+				if !ValidIPEntry(e) {
+					bad("branch %s: ipAllow entry %q is not an address, a CIDR range or \"*\"", b.ID, e)
+				}
+			}
 			if b.LimitQuota != nil && *b.LimitQuota < 0 {
 				bad("branch %s: limitQuota must not be negative", b.ID)
 			}
@@ -189,9 +195,13 @@ func (f File) Records(box *secret.Box) store.Records {
 			QuotaLimit: s.Quota.Limit, CycleAnchorDay: s.Quota.CycleAnchorDay, Rate: s.Rate,
 		})
 		for _, b := range s.Branches {
+			ips := b.IPAllow
+			if len(ips) == 0 {
+				ips = []string{"*"} // no list: every address, as a new branch gets
+			}
 			br := store.Branch{
 				ID: b.ID, ServiceID: s.ID, Name: b.Name, Main: b.Main, Active: b.Active,
-				IPAllow: b.IPAllow, LimitQuota: b.LimitQuota, WebhookURL: b.WebhookURL,
+				IPAllow: ips, LimitQuota: b.LimitQuota, WebhookURL: b.WebhookURL,
 				KeyDigest: store.Digest(b.Key),
 			}
 			if b.WebhookSecret != nil {
@@ -213,4 +223,17 @@ func (f File) Records(box *secret.Box) store.Records {
 		}
 	}
 	return r
+}
+
+// ValidIPEntry reports whether e is "*", an address or a CIDR range with no
+// host bits.
+func ValidIPEntry(e string) bool {
+	if e == "*" {
+		return true
+	}
+	if _, err := netip.ParseAddr(e); err == nil {
+		return true
+	}
+	p, err := netip.ParsePrefix(e)
+	return err == nil && p == p.Masked()
 }

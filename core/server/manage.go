@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -145,7 +145,7 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 			fe.Add("ipAllow", `must be a non-empty array of addresses, CIDR ranges or "*"`)
 		}
 		for _, e := range list {
-			if !validIPEntry(e) {
+			if !seed.ValidIPEntry(e) {
 				fe.Add("ipAllow", "entry "+strconv.Quote(e)+` is not an address, a CIDR range or "*"`)
 			}
 		}
@@ -450,17 +450,6 @@ func limitField(f fields, name string) (*int64, string) {
 	}
 	l := int64(n)
 	return &l, ""
-}
-
-func validIPEntry(e string) bool {
-	if e == "*" {
-		return true
-	}
-	if _, err := netip.ParseAddr(e); err == nil {
-		return true
-	}
-	p, err := netip.ParsePrefix(e)
-	return err == nil && p == p.Masked()
 }
 
 func httpsURL(s string) bool {

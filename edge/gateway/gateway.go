@@ -25,6 +25,7 @@ import (
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/edge/iplist"
 	"github.com/slipverify/slipverify/edge/nonce"
+	"github.com/slipverify/slipverify/edge/openapi"
 	"github.com/slipverify/slipverify/edge/ratelimit"
 )
 
@@ -100,6 +101,11 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 		}
 		r.Handle(rt.Method, rt.Path, func(ctx *fasthttp.RequestCtx) { g.serve(ctx, rt, idx) })
 	}
+	// The API's own description, for anyone: no key, no limit.
+	r.GET("/openapi.json", func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBody(openapi.Document())
+	})
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		start := g.cfg.Now()
 		g.reject(ctx, versionOfPath(ctx.Path()), api.NotFound)
@@ -249,7 +255,7 @@ func (g *Gateway) signed(ctx *fasthttp.RequestCtx, k authcache.Kind, now time.Ti
 		return nil, api.DuplicateNonce
 	case nonce.ErrOutsideWindow:
 		return nil, api.InvalidTimestamp
-	default: // the store is full: refuse rather than forget
+	default: // the store is full: refuse rather than forget (429 with Retry-After)
 		return nil, api.RateLimitExceeded
 	}
 }
@@ -285,6 +291,9 @@ func (g *Gateway) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 func (g *Gateway) reject(ctx *fasthttp.RequestCtx, v api.Version, code api.Code) {
 	r := g.rejects[code]
 	ctx.SetContentType("application/json")
+	if code == api.RateLimitExceeded {
+		ctx.Response.Header.Set("Retry-After", "1") // the limiter sets its own value after this
+	}
 	if v == api.V1 {
 		ctx.SetStatusCode(r.v1Status)
 		ctx.SetBody(r.v1)

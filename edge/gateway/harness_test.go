@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
+	"github.com/slipverify/slipverify/edge/openapi"
 )
 
 const (
@@ -42,6 +44,21 @@ const (
 )
 
 var coreBin string
+
+var (
+	specOnce sync.Once
+	spec     *openapi.Spec
+	specErr  error
+)
+
+// apiDoc is the edge's OpenAPI document.
+func apiDoc(t testing.TB) *openapi.Spec {
+	specOnce.Do(func() { spec, specErr = openapi.Load() })
+	if specErr != nil {
+		t.Fatal(specErr)
+	}
+	return spec
+}
 
 // TestMain builds the real core program once; every test runs it as a
 // process behind an in-process edge.
@@ -191,6 +208,20 @@ func (e *edge) do(t testing.TB, method, path, body string, header ...string) ans
 	a := answer{status: res.StatusCode, header: res.Header, raw: string(raw)}
 	if err := json.Unmarshal(raw, &a.body); err != nil {
 		t.Fatalf("%s %s: body is not JSON: %q", method, path, raw)
+	}
+	// Every answer a client receives must be what the API document says; an
+	// unknown endpoint's answer, the error envelope of its version.
+	doc := apiDoc(t)
+	if _, known := doc.Operation(method, path); !known {
+		schema := "V1Error"
+		if strings.HasPrefix(path, "/v2/") || strings.HasPrefix(path, "/b2b/") {
+			schema = "V2Error"
+		}
+		if err := doc.ValidateSchema(schema, raw); err != nil || res.StatusCode != 404 {
+			t.Errorf("%s %s (no such endpoint) %d: %v\n%s", method, path, res.StatusCode, err, raw)
+		}
+	} else if err := doc.ValidateResponse(method, path, res.StatusCode, raw); err != nil {
+		t.Errorf("%s %s %d: the answer does not follow openapi.json: %v\n%s", method, path, res.StatusCode, err, raw)
 	}
 	return a
 }

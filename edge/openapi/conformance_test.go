@@ -1,0 +1,600 @@
+package openapi_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/edge/authn"
+	"github.com/slipverify/slipverify/edge/openapi"
+)
+
+// The conformance test runs the real core and edge programs and checks that
+// what they answer on every documented route is what openapi.json says.
+
+const (
+	edgeToken = "openapi-conformance-edge-token-0123456789"
+	masterKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+	kMain  = "11111111-1111-4111-8111-111111111111"
+	kOff   = "33333333-3333-4333-8333-333333333333"
+	kIP    = "22222222-2222-4222-8222-222222222222"
+	kExp   = "55555555-5555-4555-8555-555555555555"
+	kBan   = "66666666-6666-4666-8666-666666666666"
+	kUser  = "77777777-7777-4777-8777-777777777777"
+	kTiny  = "88888888-8888-4888-8888-888888888888"
+	kSlow  = "99999999-9999-4999-8999-999999999999"
+	kSlow2 = "9a9a9a9a-9a9a-4a9a-8a9a-9a9a9a9a9a9a"
+	kNone  = "44444444-4444-4444-8444-444444444444" // not in the seed
+
+	clientFull   = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	secretFull   = "conformance-client-secret-01"
+	clientRead   = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	secretRead   = "conformance-readonly-secret"
+	allPerms     = `["branch:read","branch:write","quota:read","quota:write","bank-account:read","bank-account:write"]`
+	listedRef    = "LISTEDREF0001"
+	pendingRef   = "PENDINGREF01"
+	notFoundRef  = "NOTFOUNDREF1"
+	upstreamRef  = "UPSTREAMREF1"
+	receiverJSON = `{"bank":{"id":"014","name":"Siam Commercial Bank","short":"SCB"},"account":{"name":{"th":"บริษัท ทดสอบสลิป จำกัด","en":"SLIP TEST CO LTD"},"bank":{"type":"BANKAC","account":"xxx-x-x5678-x"}},"merchantId":null}`
+	senderJSON   = `{"bank":{"id":"004","short":"KBANK"},"account":{"name":{"th":"นาย ทดสอบ ระบบ"},"bank":{"type":"BANKAC","account":"xxx-x-x1234-x"}}}`
+)
+
+func seedJSON(now time.Time) string {
+	branch := func(id, key string, main, active bool, ip string) string {
+		return fmt.Sprintf(`{"id":%q,"name":%q,"main":%t,"key":%q,"active":%t,"ipAllow":[%q],"limitQuota":null,"webhookUrl":null,"webhookSecret":null}`,
+			id, id, main, key, active, ip)
+	}
+	service := func(id, state string, userBanned bool, limit, rate int, branches, extra string) string {
+		return fmt.Sprintf(`{"id":%q,"name":%q,"state":%q,"userBanned":%t,"quota":{"limit":%d,"cycleAnchorDay":1},"rate":{"bank":%d,"wallet":%d},"branches":[%s]%s}`,
+			id, id, state, userBanned, limit, rate, rate, branches, extra)
+	}
+	main := service("svc", "active", false, 100000, 1000,
+		strings.Join([]string{branch("br-main", kMain, true, true, "*"), branch("br-off", kOff, false, false, "*"),
+			branch("br-ip", kIP, false, true, "10.9.9.9")}, ","),
+		`,"b2bClients":[{"key":"`+clientFull+`","secret":"`+secretFull+`","permissions":`+allPerms+`},`+
+			`{"key":"`+clientRead+`","secret":"`+secretRead+`","permissions":["quota:read"]}],`+
+			`"bankAccounts":[{"id":"acc-1","bankCode":"014","bankNumber":"1234565678","name":{"th":"บริษัท ทดสอบสลิป จำกัด","en":"SLIP TEST CO LTD"},"branches":["br-main"]},`+
+			`{"id":"acc-gsb","bankCode":"030","bankNumber":"0200123456","name":{"th":"ร้าน ออมสิน","en":""},"branches":["br-main"]}]`)
+	slipJSON := func(code, ref, date string) string {
+		return fmt.Sprintf(`{"bankCode":%q,"transRef":%q,"amount":100.5,"date":%q,"ref1":"INV-1","sender":%s,"receiver":%s}`,
+			code, ref, date, senderJSON, receiverJSON)
+	}
+	return `{"services":[` + strings.Join([]string{main,
+		service("svc-exp", "expired", false, 100, 10, branch("exp-main", kExp, true, true, "*"), ""),
+		service("svc-ban", "banned", false, 100, 10, branch("ban-main", kBan, true, true, "*"), ""),
+		service("svc-user", "active", true, 100, 10, branch("user-main", kUser, true, true, "*"), ""),
+		service("svc-tiny", "active", false, 1, 10, branch("tiny-main", kTiny, true, true, "*"), ""),
+		service("svc-slow", "active", false, 1000, 1, branch("slow-main", kSlow, true, true, "*")+","+
+			branch("slow-sub", kSlow2, false, true, "*"), ""),
+	}, ",") + `],"sandbox":{"pendingBank":"006","slips":[` +
+		slipJSON("004", listedRef, "2026-11-20T11:35:51+07:00") + "," +
+		slipJSON("006", pendingRef, now.Add(-time.Minute).Format(time.RFC3339)) +
+		`],"notFound":["` + notFoundRef + `"],"upstreamError":["` + upstreamRef + `"]}}`
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// programs builds core and edge once per test binary.
+func programs(t *testing.T) (core, edge string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "openapi-conformance"); buildErr != nil {
+			return
+		}
+		for _, p := range []string{"core", "edge"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, p), "../../"+p+"/cmd/"+p).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("build %s: %v\n%s", p, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "core"), filepath.Join(buildDir, "edge")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs a program until the test ends, keeping its log for failures.
+func start(t *testing.T, bin string, env ...string) {
+	t.Helper()
+	logs := new(syncBuffer)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", filepath.Base(bin), logs.String())
+		}
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
+}
+
+// stack is core and edge running for one test, and the document to hold
+// their answers to.
+type stack struct {
+	url  string
+	spec *openapi.Spec
+	seen map[string]bool // "METHOD /templated/path status"
+}
+
+func startStack(t *testing.T) *stack {
+	coreBin, edgeBin := programs(t)
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "seed.json")
+	if err := os.WriteFile(seed, []byte(seedJSON(time.Now())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	coreAddr, edgeAddr := freeAddr(t), freeAddr(t)
+	start(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+dir, "SLIP_SEED="+seed,
+		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox", "SLIP_EGRESS_ALLOW_CIDRS=")
+	start(t, edgeBin, "SLIP_EDGE_ADDR="+edgeAddr, "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+edgeToken,
+		"SLIP_EDGE_METRICS_ADDR="+freeAddr(t), "SLIP_EDGE_DRAIN=0s", "SLIP_TRUSTED_PROXIES=")
+	st := &stack{url: "http://" + edgeAddr, spec: load(t), seen: map[string]bool{}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := http.Get(st.url + "/health")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return st
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stack did not become healthy: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// req is one request of the conformance run.
+type req struct {
+	method, path string
+	body         []byte
+	contentType  string
+	header       []string
+}
+
+// do sends r, then checks the answer against the document: the status is
+// documented, the body validates, the documented headers are sent, and
+// the status and code are the ones expected.
+func (st *stack) do(t *testing.T, r req, status int, code string) map[string]any {
+	t.Helper()
+	hr, err := http.NewRequest(r.method, st.url+r.path, bytes.NewReader(r.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.body != nil {
+		ct := r.contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		hr.Header.Set("Content-Type", ct)
+	}
+	for i := 0; i+1 < len(r.header); i += 2 {
+		hr.Header.Set(r.header[i], r.header[i+1])
+	}
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	name := r.method + " " + r.path
+	if err := st.spec.ValidateResponse(r.method, r.path, res.StatusCode, raw); err != nil {
+		t.Errorf("%s: %v\nbody: %s", name, err, raw)
+	}
+	op, ok := st.spec.Operation(r.method, r.path)
+	if !ok {
+		t.Fatalf("%s: no operation", name)
+	}
+	st.seen[fmt.Sprintf("%s %s %d", op.Method, op.Path, res.StatusCode)] = true
+	var m map[string]any
+	json.Unmarshal(raw, &m)
+	got := ""
+	if e, ok := m["error"].(map[string]any); ok {
+		got, _ = e["code"].(string)
+	} else if msg, ok := m["message"].(string); ok {
+		got = msg
+	}
+	// The edge sends the rate headers on every answer of a limited route
+	// after the limit was taken: not on refusals of authentication, state
+	// and IP (401, 403 other than the quota), which come first.
+	limitTaken := op.Budget != "" && res.StatusCode != 401 &&
+		(res.StatusCode != 403 || got == "QUOTA_EXCEEDED" || got == "quota_exceeded")
+	for _, h := range op.Responses[strconv.Itoa(res.StatusCode)].Headers {
+		if limitTaken && res.Header.Get(h) == "" {
+			t.Errorf("%s %d: documented header %s not sent", name, res.StatusCode, h)
+		}
+	}
+	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
+		if res.Header.Get(h) != "" && !slices.Contains(op.Responses[strconv.Itoa(res.StatusCode)].Headers, h) {
+			t.Errorf("%s %d: sent %s, which is not documented", name, res.StatusCode, h)
+		}
+	}
+	if res.StatusCode != status || got != code {
+		t.Errorf("%s: got %d %q, want %d %q\nbody: %s", name, res.StatusCode, got, status, code, raw)
+	}
+	return m
+}
+
+func bearer(key string) []string { return []string{"Authorization", "Bearer " + key} }
+
+func uuid4() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// signed returns the headers of a request signed as spec 5.2 says; skew
+// moves the timestamp, nonce "" makes a fresh one.
+func signed(key, secret, method, uri string, body []byte, skew time.Duration, nonce string) []string {
+	ts := strconv.FormatInt(time.Now().Add(skew).Unix(), 10)
+	if nonce == "" {
+		nonce = uuid4()
+	}
+	sts := authn.AppendStringToSign(nil, []byte(method), authn.SignedPath([]byte(uri)), []byte(ts), []byte(nonce), body)
+	return []string{"X-API-Key", key, "X-Timestamp", ts, "X-Nonce", nonce, "X-Signature", authn.NewSigner(secret).Sign(sts)}
+}
+
+func js(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func payload(code, ref string) string { return slip.Bank{BankCode: code, TransRef: ref}.Encode() }
+
+var refSeq struct {
+	sync.Mutex
+	n int
+}
+
+// fresh returns a payload of a slip no test verified before: the sandbox
+// answers it with a synthetic slip.
+func fresh() string {
+	refSeq.Lock()
+	defer refSeq.Unlock()
+	refSeq.n++
+	return payload("004", fmt.Sprintf("FRESH%08d%d", refSeq.n, time.Now().UnixNano()%1e6))
+}
+
+func form(t *testing.T, part string, file []byte, fields map[string]string) ([]byte, string) {
+	var b bytes.Buffer
+	w := multipart.NewWriter(&b)
+	if part != "" {
+		fw, err := w.CreateFormFile(part, "slip.png")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw.Write(file)
+	}
+	for k, v := range fields {
+		w.WriteField(k, v)
+	}
+	w.Close()
+	return b.Bytes(), w.FormDataContentType()
+}
+
+// TestConformance runs every documented operation against core and edge.
+func TestConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs core and edge")
+	}
+	st := startStack(t)
+	post := func(path string, body any, h ...string) req {
+		return req{method: "POST", path: path, body: js(body), header: h}
+	}
+	get := func(path string, h ...string) req { return req{method: "GET", path: path, header: h} }
+	notImage := []byte("this is not an image at all")
+
+	t.Run("health", func(t *testing.T) {
+		st.do(t, get("/health"), 200, "")
+		st.do(t, get("/v2/health"), 200, "")
+	})
+
+	t.Run("v2 bank", func(t *testing.T) {
+		const p = "/v2/verify/bank"
+		listed := payload("004", listedRef)
+		d := st.do(t, post(p, map[string]any{"payload": listed, "remark": "order 1", "matchAmount": 100.5}, bearer(kMain)...), 200, "")
+		if get := d["data"].(map[string]any); get["isAmountMatched"] != true || get["remark"] != "order 1" {
+			t.Errorf("answer: %v", get)
+		}
+		d = st.do(t, post(p, map[string]any{"payload": listed}, bearer(kMain)...), 200, "")
+		if d["data"].(map[string]any)["isDuplicate"] != true {
+			t.Errorf("second verification is not a duplicate: %v", d)
+		}
+		d = st.do(t, post(p, map[string]any{"payload": fresh(), "matchAccount": true}, bearer(kMain)...), 200, "")
+		if _, ok := d["data"].(map[string]any)["isAccountMatched"]; !ok {
+			t.Errorf("matchAccount answer lacks isAccountMatched: %v", d)
+		}
+		st.do(t, post(p, map[string]any{"payload": listed, "bankAccountId": "acc-1"}, bearer(kMain)...), 200, "")
+		b := js(map[string]any{"payload": fresh()})
+		st.do(t, req{method: "POST", path: p, body: b, header: signed(kMain, secretFull, "POST", p, b, 0, "")}, 200, "")
+		body, ct := form(t, "", nil, map[string]string{"payload": fresh(), "checkDuplicate": "true"})
+		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 200, "")
+
+		st.do(t, post(p, map[string]any{"payload": listed, "bankAccountId": "acc-1", "matchMode": "NAME"}, bearer(kMain)...), 400, "INVALID_MATCH_MODE")
+		st.do(t, post(p, map[string]any{"payload": listed, "matchAccount": true, "bankCode": "999"}, bearer(kMain)...), 400, "INVALID_BANK_CODE")
+		st.do(t, post(p, map[string]any{"payload": listed, "bankAccountId": "acc-gsb"}, bearer(kMain)...), 400, "INVALID_EXTRA_VERIFY")
+		st.do(t, post(p, map[string]any{"payload": listed, "bankAccountId": "acc-none"}, bearer(kMain)...), 404, "BANK_ACCOUNT_NOT_FOUND")
+		st.do(t, post(p, map[string]any{"payload": "not a slip"}, bearer(kMain)...), 404, "SLIP_NOT_FOUND")
+		st.do(t, post(p, map[string]any{"payload": payload("004", notFoundRef)}, bearer(kMain)...), 404, "SLIP_NOT_FOUND")
+		st.do(t, post(p, map[string]any{"payload": payload("006", pendingRef)}, bearer(kMain)...), 404, "SLIP_PENDING")
+		st.do(t, post(p, map[string]any{"payload": payload("004", upstreamRef)}, bearer(kMain)...), 500, "API_SERVER_ERROR")
+		st.do(t, post(p, map[string]any{"payload": listed, "amount": 1}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+		st.do(t, req{method: "POST", path: p, body: []byte("[1]"), header: bearer(kMain)}, 400, "VALIDATION_ERROR")
+		st.do(t, post(p, map[string]any{"url": "ftp://example.com/slip.png"}, bearer(kMain)...), 400, "URL_PROTOCOL_NOT_ALLOWED")
+		st.do(t, post(p, map[string]any{"url": "http://127.0.0.1:9/slip.png"}, bearer(kMain)...), 400, "URL_INVALID_IP_RANGE")
+		st.do(t, post(p, map[string]any{"base64": base64.StdEncoding.EncodeToString(notImage)}, bearer(kMain)...), 400, "INVALID_IMAGE_FORMAT")
+		body, ct = form(t, "image", notImage, nil)
+		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 400, "INVALID_IMAGE_FORMAT")
+		big := base64.StdEncoding.EncodeToString(make([]byte, 4<<20+1))
+		st.do(t, post(p, map[string]any{"base64": big}, bearer(kMain)...), 400, "IMAGE_SIZE_TOO_LARGE")
+
+		st.do(t, post(p, map[string]any{"payload": listed}), 401, "MISSING_API_KEY")
+		st.do(t, post(p, map[string]any{"payload": listed}, bearer(kNone)...), 401, "INVALID_API_KEY")
+		st.do(t, post(p, map[string]any{"payload": listed}, bearer("not-a-uuid")...), 401, "INVALID_API_KEY")
+		st.do(t, post(p, map[string]any{"payload": listed}, bearer(kOff)...), 403, "BRANCH_INACTIVE")
+		st.do(t, post(p, map[string]any{"payload": listed}, bearer(kIP)...), 403, "IP_NOT_ALLOWED")
+		st.do(t, post(p, map[string]any{"payload": listed}, bearer(kExp)...), 403, "SERVICE_EXPIRED")
+		st.do(t, post(p, map[string]any{"payload": listed}, bearer(kBan)...), 403, "SERVICE_BANNED")
+		st.do(t, post(p, map[string]any{"payload": listed}, bearer(kUser)...), 403, "USER_BANNED")
+		b = js(map[string]any{"payload": listed})
+		st.do(t, req{method: "POST", path: p, body: b, header: signed(kMain, "wrong-secret-0000000", "POST", p, b, 0, "")}, 401, "INVALID_SIGNATURE")
+		st.do(t, req{method: "POST", path: p, body: b, header: signed(kMain, secretFull, "POST", p, b, -10*time.Minute, "")}, 401, "INVALID_TIMESTAMP")
+		h := signed(kMain, secretFull, "POST", p, b, 0, "")
+		st.do(t, req{method: "POST", path: p, body: b, header: h}, 200, "")
+		st.do(t, req{method: "POST", path: p, body: b, header: h}, 401, "DUPLICATE_NONCE")
+
+		st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kTiny)...), 200, "")
+		st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kTiny)...), 403, "QUOTA_EXCEEDED")
+		st.do(t, post(p, map[string]any{"payload": "not a slip"}, bearer(kSlow)...), 404, "SLIP_NOT_FOUND")
+		st.do(t, post(p, map[string]any{"payload": "not a slip"}, bearer(kSlow)...), 429, "RATE_LIMIT_EXCEEDED")
+	})
+
+	t.Run("v2 wallet", func(t *testing.T) {
+		const p = "/v2/verify/wallet"
+		w := slip.Wallet{EventType: "P2P", TransactionID: "50012345678901", Date: "20112026"}.Encode()
+		st.do(t, post(p, map[string]any{"payload": w, "matchAmount": 1}, bearer(kMain)...), 200, "")
+		st.do(t, post(p, map[string]any{"payload": w}, bearer(kMain)...), 200, "")
+		st.do(t, post(p, map[string]any{"payload": payload("004", listedRef)}, bearer(kMain)...), 404, "SLIP_NOT_FOUND")
+		st.do(t, post(p, map[string]any{"payload": w, "matchAccount": true}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+		st.do(t, post(p, map[string]any{"payload": w}, bearer(kOff)...), 403, "BRANCH_INACTIVE")
+		st.do(t, post(p, map[string]any{"payload": "x"}, bearer(kSlow)...), 404, "SLIP_NOT_FOUND")
+		st.do(t, post(p, map[string]any{"payload": "x"}, bearer(kSlow)...), 429, "RATE_LIMIT_EXCEEDED")
+	})
+
+	t.Run("info", func(t *testing.T) {
+		st.do(t, get("/v2/info", bearer(kMain)...), 200, "")
+		st.do(t, req{method: "GET", path: "/v2/info", header: signed(kMain, secretFull, "GET", "/v2/info", nil, 0, "")}, 200, "")
+		st.do(t, get("/v2/info", bearer(kIP)...), 403, "IP_NOT_ALLOWED")
+		st.do(t, get("/v2/info"), 401, "MISSING_API_KEY")
+		st.do(t, get("/me", bearer(kMain)...), 200, "")
+		st.do(t, get("/me", bearer(kTiny)...), 200, "")
+		st.do(t, get("/me"), 401, "unauthorized")
+		st.do(t, get("/me", bearer(kOff)...), 403, "application_deactivated")
+		st.do(t, get("/me", bearer(kExp)...), 403, "application_expired")
+		st.do(t, get("/me", bearer(kIP)...), 403, "access_denied")
+	})
+
+	t.Run("v1", func(t *testing.T) {
+		dup := fresh()
+		st.do(t, get("/verify?payload="+payload("004", listedRef), bearer(kMain)...), 200, "")
+		st.do(t, get("/verify?checkDuplicate=true&payload="+dup, bearer(kMain)...), 200, "")
+		st.do(t, get("/verify?checkDuplicate=true&payload="+dup, bearer(kMain)...), 400, "duplicate_slip")
+		st.do(t, get("/verify?payload=abc", bearer(kMain)...), 400, "invalid_payload")
+		st.do(t, get("/verify?payload=abc&checkDuplicate=yes", bearer(kMain)...), 400, "invalid_check_duplicate")
+		st.do(t, get("/verify?payload="+payload("004", notFoundRef), bearer(kMain)...), 404, "slip_not_found")
+
+		const p = "/verify"
+		again := fresh()
+		st.do(t, post(p, map[string]any{"payload": again, "checkDuplicate": true}, bearer(kMain)...), 200, "")
+		d := st.do(t, post(p, map[string]any{"payload": again, "checkDuplicate": true}, bearer(kMain)...), 400, "duplicate_slip")
+		if _, ok := d["data"].(map[string]any); !ok {
+			t.Errorf("duplicate_slip without data: %v", d)
+		}
+		st.do(t, post(p, map[string]any{"payload": again}, bearer(kMain)...), 200, "")
+		st.do(t, post(p, map[string]any{"payload": again, "checkDuplicate": "yes"}, bearer(kMain)...), 400, "invalid_check_duplicate")
+		st.do(t, post(p, map[string]any{"payload": again, "remark": "v2 only"}, bearer(kMain)...), 400, "invalid_request")
+		st.do(t, post(p, map[string]any{"payload": payload("006", pendingRef)}, bearer(kMain)...), 404, "slip_pending")
+		st.do(t, post(p, map[string]any{"payload": payload("004", upstreamRef)}, bearer(kMain)...), 500, "api_server_error")
+		st.do(t, post(p, map[string]any{"url": "ftp://example.com/x.png"}, bearer(kMain)...), 400, "invalid_url")
+		body, ct := form(t, "file", notImage, nil)
+		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 400, "invalid_image")
+		body, ct = form(t, "image", notImage, nil)
+		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 400, "invalid_request")
+		st.do(t, post(p, map[string]any{"payload": again}), 401, "unauthorized")
+		st.do(t, post(p, map[string]any{"payload": again}, bearer(kUser)...), 403, "application_deactivated")
+		st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kTiny)...), 403, "quota_exceeded")
+		st.do(t, post(p, map[string]any{"payload": "x"}, bearer(kSlow2)...), 400, "invalid_payload")
+		st.do(t, post(p, map[string]any{"payload": "x"}, bearer(kSlow2)...), 429, "rate_limit_exceeded")
+
+		w := slip.Wallet{EventType: "P2P", TransactionID: "50012345678902", Date: "21112026"}.Encode()
+		st.do(t, post("/verify/wallet", map[string]any{"payload": w, "checkDuplicate": true}, bearer(kMain)...), 200, "")
+		st.do(t, post("/verify/wallet", map[string]any{"payload": w, "checkDuplicate": true}, bearer(kMain)...), 400, "duplicate_slip")
+		st.do(t, post("/verify/wallet", map[string]any{"payload": w}, bearer(kIP)...), 403, "access_denied")
+	})
+
+	t.Run("utility", func(t *testing.T) {
+		for _, prefix := range []string{"", "/v2"} {
+			st.do(t, get(prefix+"/banks", bearer(kMain)...), 200, "")
+			st.do(t, post(prefix+"/qr/generate", map[string]any{"type": "promptpay", "target": "0812345678", "amount": 10.5}, bearer(kMain)...), 200, "")
+			st.do(t, post(prefix+"/qr/generate", map[string]any{"type": "promptpay", "target": "0812345678"}, bearer(kMain)...), 200, "")
+			st.do(t, post(prefix+"/qr/generate", map[string]any{"type": "card"}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+			st.do(t, get(prefix+"/bank-accounts", bearer(kMain)...), 200, "")
+		}
+		st.do(t, get("/banks"), 401, "MISSING_API_KEY")
+		st.do(t, get("/v2/banks", bearer(kOff)...), 403, "BRANCH_INACTIVE")
+		st.do(t, req{method: "GET", path: "/banks", header: signed(kMain, secretFull, "GET", "/banks", nil, 0, "")}, 200, "")
+
+		acc := map[string]any{"bankCode": "004", "bankNumber": "9876543210", "name": map[string]any{"th": "ร้าน ใหม่", "en": "NEW SHOP"}}
+		d := st.do(t, post("/bank-accounts", acc, bearer(kMain)...), 201, "")
+		st.do(t, post("/v2/bank-accounts", acc, bearer(kMain)...), 409, "BANK_ACCOUNT_DUPLICATE")
+		st.do(t, post("/v2/bank-accounts", map[string]any{"bankCode": "030", "bankNumber": "0200999999", "name": map[string]any{"th": "ร้าน สอง"}}, bearer(kMain)...), 201, "")
+		st.do(t, post("/v2/bank-accounts", map[string]any{"bankCode": "004", "bankNumber": "12", "name": map[string]any{"th": "x"}}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+		st.do(t, post("/bank-accounts", map[string]any{"bankCode": "999", "bankNumber": "1234567", "name": map[string]any{"th": "x"}}, bearer(kMain)...), 400, "INVALID_BANK_CODE")
+		id, _ := d["data"].(map[string]any)["id"].(string)
+		st.do(t, req{method: "PUT", path: "/bank-accounts/" + id + "/link", header: bearer(kMain)}, 200, "")
+		st.do(t, req{method: "PUT", path: "/v2/bank-accounts/acc-1/link", header: bearer(kMain)}, 200, "")
+		st.do(t, req{method: "PUT", path: "/v2/bank-accounts/acc-none/link", header: bearer(kMain)}, 404, "BANK_ACCOUNT_NOT_FOUND")
+	})
+
+	t.Run("b2b", func(t *testing.T) {
+		b2b := func(method, path string, body any, status int, code string) map[string]any {
+			t.Helper()
+			var b []byte
+			if body != nil {
+				b = js(body)
+			}
+			return st.do(t, req{method: method, path: path, body: b, header: signed(clientFull, secretFull, method, path, b, 0, "")}, status, code)
+		}
+		b2b("GET", "/b2b/branches", nil, 200, "")
+		d := b2b("POST", "/b2b/branches", map[string]any{"name": "Siam Square", "ipAllow": []string{"10.0.0.0/8", "*"},
+			"webhookUrl": "https://shop.example/hook", "webhookSecret": "0123456789abcdef", "limitQuota": 50}, 201, "")
+		id, _ := d["data"].(map[string]any)["id"].(string)
+		b2b("POST", "/b2b/branches", map[string]any{}, 400, "VALIDATION_ERROR")
+		b2b("GET", "/b2b/branches/"+id, nil, 200, "")
+		b2b("GET", "/b2b/branches/br-none", nil, 404, "NOT_FOUND")
+		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"name": "Siam 2", "webhookUrl": nil, "limitQuota": nil}, 200, "")
+		b2b("PATCH", "/b2b/branches/br-main", map[string]any{"active": false}, 400, "VALIDATION_ERROR")
+		b2b("PATCH", "/b2b/branches/br-none", map[string]any{"name": "x"}, 404, "NOT_FOUND")
+		q := "/b2b/branches/" + id + "/quota"
+		b2b("GET", q, nil, 200, "")
+		b2b("GET", "/b2b/branches/br-main/quota", nil, 200, "")
+		b2b("GET", "/b2b/branches/br-none/quota", nil, 404, "NOT_FOUND")
+		b2b("POST", q+"/adjust", map[string]any{"amount": 5}, 400, "VALIDATION_ERROR") // limitQuota is null
+		b2b("PUT", q, map[string]any{"limitQuota": 100}, 200, "")
+		b2b("PUT", q, map[string]any{}, 400, "VALIDATION_ERROR")
+		b2b("PUT", "/b2b/branches/br-main/quota", map[string]any{"limitQuota": 0}, 400, "VALIDATION_ERROR") // below usedQuota
+		b2b("PUT", "/b2b/branches/br-none/quota", map[string]any{"limitQuota": 1}, 404, "NOT_FOUND")
+		b2b("POST", q+"/adjust", map[string]any{"amount": -10}, 200, "")
+		b2b("POST", q+"/adjust", map[string]any{"amount": 1.5}, 400, "VALIDATION_ERROR")
+		b2b("POST", q+"/reset", nil, 200, "")
+		b2b("POST", "/b2b/branches/br-main/quota/reset", map[string]any{}, 200, "")
+		b2b("POST", q+"/reset", map[string]any{"x": 1}, 400, "VALIDATION_ERROR")
+		b2b("PUT", q, map[string]any{"limitQuota": nil}, 200, "")
+
+		b2b("GET", "/b2b/bank-accounts", nil, 200, "")
+		acc := map[string]any{"bankCode": "PROMPTPAY", "bankNumber": "0812345678", "name": map[string]any{"th": "ร้าน พร้อมเพย์"}, "branches": []string{id}}
+		d = b2b("POST", "/b2b/bank-accounts", acc, 201, "")
+		b2b("POST", "/b2b/bank-accounts", acc, 409, "BANK_ACCOUNT_DUPLICATE")
+		b2b("POST", "/b2b/bank-accounts", map[string]any{"bankCode": "BAD", "bankNumber": "0812345679", "name": map[string]any{"th": "x"}}, 400, "INVALID_BANK_CODE")
+		b2b("POST", "/b2b/bank-accounts", map[string]any{"bankCode": "004", "bankNumber": "0812345679", "name": map[string]any{"th": "x"}, "branches": []string{"br-none"}}, 400, "VALIDATION_ERROR")
+		accID, _ := d["data"].(map[string]any)["id"].(string)
+		link := "/b2b/branches/br-main/bank-accounts/" + accID
+		b2b("PUT", link, nil, 200, "")
+		b2b("DELETE", link, nil, 200, "")
+		b2b("DELETE", link, nil, 404, "BANK_ACCOUNT_NOT_FOUND")
+		b2b("PUT", "/b2b/branches/br-none/bank-accounts/"+accID, nil, 404, "NOT_FOUND")
+		b2b("PUT", "/b2b/branches/br-main/bank-accounts/acc-none", nil, 404, "BANK_ACCOUNT_NOT_FOUND")
+
+		b2b("DELETE", "/b2b/branches/"+id, nil, 200, "")
+		b2b("DELETE", "/b2b/branches/"+id, nil, 404, "NOT_FOUND")
+		b2b("DELETE", "/b2b/branches/br-main", nil, 400, "VALIDATION_ERROR")
+
+		st.do(t, req{method: "GET", path: "/b2b/branches", header: signed(clientRead, secretRead, "GET", "/b2b/branches", nil, 0, "")}, 403, "PERMISSION_DENIED")
+		st.do(t, req{method: "GET", path: "/b2b/branches/br-main/quota", header: signed(clientRead, secretRead, "GET", "/b2b/branches/br-main/quota", nil, 0, "")}, 200, "")
+		st.do(t, req{method: "GET", path: "/b2b/branches", header: signed(kMain, secretFull, "GET", "/b2b/branches", nil, 0, "")}, 401, "INVALID_API_KEY")
+		st.do(t, req{method: "GET", path: "/b2b/branches", header: bearer(kMain)}, 401, "MISSING_API_KEY")
+		st.do(t, req{method: "GET", path: "/b2b/branches", header: signed(clientFull, secretRead, "GET", "/b2b/branches", nil, 0, "")}, 401, "INVALID_SIGNATURE")
+	})
+
+	t.Run("openapi.json", func(t *testing.T) {
+		res, err := http.Get(st.url + "/openapi.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Skipf("the edge does not serve /openapi.json yet (%d)", res.StatusCode)
+		}
+		if !bytes.Equal(raw, openapi.Document()) {
+			t.Errorf("GET /openapi.json is not the embedded document")
+		}
+		st.seen["GET /openapi.json 200"] = true
+	})
+
+	// Every operation answered at least one success.
+	for _, e := range st.spec.Paths() {
+		op, _ := st.spec.Operation(e.Method, e.Path)
+		ok := false
+		for status := range op.Responses {
+			ok = ok || status[0] == '2' && st.seen[fmt.Sprintf("%s %s %s", e.Method, e.Path, status)]
+		}
+		if !ok && e.Path != "/openapi.json" {
+			t.Errorf("%s %s: no success answer was checked", e.Method, e.Path)
+		}
+	}
+	var seen []string
+	for k := range st.seen {
+		seen = append(seen, k)
+	}
+	slices.Sort(seen)
+	t.Logf("checked %d (operation, status) pairs", len(seen))
+}
