@@ -10,6 +10,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -112,6 +113,25 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 		g.metrics.observe(len(Routes), ctx.Response.StatusCode(), g.cfg.Now().Sub(start))
 	}
 	return r.Handler
+}
+
+// ErrorHandler answers requests fasthttp refuses before any handler runs.
+// A body over the server's limit is refused from its Content-Length, before
+// it is read: IMAGE_SIZE_TOO_LARGE on verify routes (whose bodies carry
+// images), VALIDATION_ERROR elsewhere.
+func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	v := versionOfPath(ctx.Path())
+	code := api.Validation
+	for i := range Routes {
+		if Routes[i].Budget != Unlimited && Routes[i].Path == string(ctx.Path()) {
+			v, code = Routes[i].Version, api.ImageSizeTooLarge
+		}
+	}
+	if !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		code = api.Validation // a request fasthttp could not parse
+	}
+	g.reject(ctx, v, code)
+	ctx.SetConnectionClose()
 }
 
 // versionOfPath tells the version of a path no route claims.

@@ -1,7 +1,10 @@
 package gateway_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -337,3 +340,35 @@ func TestHealth(t *testing.T) {
 }
 
 var _ = bank.ErrNotFound
+
+// TestOversizedBody: a body over the edge's limit is refused from its
+// Content-Length, before it is sent: the client gets its answer having sent
+// only the headers.
+func TestOversizedBody(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	ask := func(path string) string {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"base64\":\"", path, keyMain, 50<<20)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer before the body was sent: %v", path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return fmt.Sprint(res.StatusCode, " ", string(b))
+	}
+	if got := ask("/v2/verify/bank"); !strings.HasPrefix(got, "400 ") || !strings.Contains(got, `"IMAGE_SIZE_TOO_LARGE"`) {
+		t.Errorf("v2: %s", got)
+	}
+	if got := ask("/verify"); got != `400 {"status":400,"message":"image_size_too_large"}` {
+		t.Errorf("v1: %s", got)
+	}
+	if got := ask("/b2b/branches"); !strings.Contains(got, `"VALIDATION_ERROR"`) {
+		t.Errorf("b2b: %s", got)
+	}
+}

@@ -172,7 +172,7 @@ func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &fasthttp.Server{Handler: gw.Handler(), MaxRequestBodySize: 8 << 20}
+	srv := &fasthttp.Server{Handler: gw.Handler(), ErrorHandler: gw.ErrorHandler, MaxRequestBodySize: 8 << 20}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	srv := &fasthttp.Server{
 		Handler:               gw.Handler(),
+		ErrorHandler:          gw.ErrorHandler,
 		Name:                  "edge",
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
