@@ -6,11 +6,14 @@ package envflag
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -116,4 +119,34 @@ func Drift(file map[string]string, vars []Var) []string {
 // to dst.
 func Def(env, flagName, def, usage string, dst any) Var {
 	return Var{Env: env, Flag: flagName, Default: def, Usage: usage, Dst: dst}
+}
+
+// Main runs a tier's program: run gets a context cancelled by SIGINT or
+// SIGTERM, the arguments and the environment; an error is printed and the
+// process exits 1.
+func Main(program string, run func(ctx context.Context, args []string, getenv func(string) string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, program+":", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// Done handles -version and -validate: it prints the version, or checks the
+// configuration with validate (and reports every problem). done is true
+// when the program should stop here, with err as its result.
+func (c Common) Done(program, version string, validate func() error) (done bool, err error) {
+	if c.ShowVersion {
+		fmt.Println(program, version)
+		return true, nil
+	}
+	if err := validate(); err != nil {
+		return true, err
+	}
+	if c.CheckOnly {
+		fmt.Println(program + ": configuration is valid")
+	}
+	return c.CheckOnly, nil
 }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"github.com/slipverify/slipverify/core/bank/banktest"
 	"io"
 	"net"
 	"net/http"
@@ -517,49 +517,5 @@ func FuzzDecodeReply(f *testing.F) {
 func BenchmarkRoundTrip(b *testing.B) {
 	srv := httptest.NewServer(Handler(newSandbox(b)))
 	defer srv.Close()
-	c := newConnector(b, Config{URL: srv.URL})
-	ctx := context.Background()
-	refs := make([]string, 1024)
-	for i := range refs {
-		refs[i] = fmt.Sprintf("LOAD%016d", i)
-	}
-	b.Run("listed", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := c.Bank(ctx, "004", "LISTED1"); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("synthetic", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := c.Bank(ctx, "014", refs[i%len(refs)]); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	})
-	b.Run("not-found", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := c.Bank(ctx, "004", "NF1"); !errors.Is(err, bank.ErrNotFound) {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("synthetic-parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				if _, err := c.Bank(ctx, "014", refs[i%len(refs)]); err != nil {
-					b.Error(err)
-					return
-				}
-				i++
-			}
-		})
-	})
+	banktest.Benchmark(b, newConnector(b, Config{URL: srv.URL}), banktest.Refs{ListedBank: "004", ListedRef: "LISTED1", NotFoundRef: "NF1"})
 }

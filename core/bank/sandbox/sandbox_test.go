@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/slipverify/slipverify/core/bank/banktest"
 	"math"
 	"os"
 	"reflect"
@@ -512,59 +513,6 @@ func TestLookupAllocations(t *testing.T) {
 }
 
 func BenchmarkSandboxBank(b *testing.B) {
-	var c bank.Connector = newBank(b, exampleConfig(b), (&clock{time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}).now)
-	ctx := context.Background()
-	refs := make([]string, 1024)
-	for i := range refs {
-		refs[i] = fmt.Sprintf("LOAD%016d", i)
-	}
-	b.Run("listed", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := c.Bank(ctx, "004", "LS2FLLDUC7V3LSUPD7VW"); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("synthetic", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := c.Bank(ctx, "014", refs[i%len(refs)]); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	})
-	b.Run("synthetic-parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				if _, err := c.Bank(ctx, "014", refs[i%len(refs)]); err != nil {
-					b.Error(err)
-					return
-				}
-				i++
-			}
-		})
-	})
-	b.Run("not-found", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := c.Bank(ctx, "004", "NF6URRAO24VO8087SEE8"); !errors.Is(err, bank.ErrNotFound) {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("wallet-synthetic", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := c.Wallet(ctx, refs[i%len(refs)]); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	})
+	c := newBank(b, exampleConfig(b), (&clock{time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}).now)
+	banktest.Benchmark(b, c, banktest.Refs{ListedBank: "004", ListedRef: "LS2FLLDUC7V3LSUPD7VW", NotFoundRef: "NF6URRAO24VO8087SEE8"})
 }

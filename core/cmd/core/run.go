@@ -38,16 +38,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.ShowVersion {
-		fmt.Println("core", version)
-		return nil
-	}
-	if err := cfg.Validate(); err != nil {
+	if done, err := cfg.Done("core", version, cfg.Validate); done {
 		return err
-	}
-	if cfg.CheckOnly {
-		fmt.Println("core: configuration is valid")
-		return nil
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "core")
 

@@ -4,22 +4,9 @@
 // core.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/slipverify/slipverify/core/envflag"
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, "edge:", err)
-		os.Exit(1)
-	}
-}
+func main() { envflag.Main("edge", run) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -23,16 +22,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.ShowVersion {
-		fmt.Println("edge", version)
-		return nil
-	}
-	if err := cfg.Validate(); err != nil {
+	if done, err := cfg.Done("edge", version, cfg.Validate); done {
 		return err
-	}
-	if cfg.CheckOnly {
-		fmt.Println("edge: configuration is valid")
-		return nil
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "edge")
 	gw, err := gateway.FromConfig(cfg, time.Now, log)
