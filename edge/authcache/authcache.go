@@ -55,6 +55,25 @@ type Principal struct {
 	// NonceClient scopes the key's nonces.
 	NonceClient string
 	Perms       uint8 // api.PermissionBit set
+	// Signed marks the copy of a branch principal used by a signed request
+	// (AsSigned): its credential is X-API-Key, not Authorization.
+	Signed bool
+	// The identity as header values, built once.
+	ServiceIDBytes, BranchIDBytes, ClientIDBytes []byte
+	signed                                       *Principal
+}
+
+// AsSigned returns the principal of a signed request by the same key.
+func (p *Principal) AsSigned() *Principal { return p.signed }
+
+// ready fills the derived fields of a new principal.
+func (p *Principal) ready() *Principal {
+	p.ServiceIDBytes, p.BranchIDBytes, p.ClientIDBytes = []byte(p.ServiceID), []byte(p.BranchID), []byte(p.ClientID)
+	s := *p
+	s.Signed, s.signed = true, nil
+	p.signed = &s
+	s.signed = &s
+	return p
 }
 
 type entry struct {
@@ -119,13 +138,12 @@ func (c *Cache) Close() { c.rc.Close() }
 // does not know, and another error when core cannot be asked.
 //
 // Fast path: a cached key costs one hash lookup and no allocation.
-func (c *Cache) Lookup(k Kind, key []byte) (*Principal, error) {
+func (c *Cache) Lookup(k Kind, key []byte, now time.Time) (*Principal, error) {
 	if len(key) > 128 {
 		return nil, ErrUnknown
 	}
 	h := c.hash(k, key)
-	now := c.cfg.Now().UnixNano()
-	if e, ok := c.rc.Get(h); ok && e.expires > now && e.key[0] == byte(k) && e.key[1:] == string(key) {
+	if e, ok := c.rc.Get(h); ok && e.expires > now.UnixNano() && e.key[0] == byte(k) && e.key[1:] == string(key) {
 		if e.p == nil {
 			c.negative.Add(1)
 			return nil, ErrUnknown
@@ -211,7 +229,7 @@ func (c *Cache) fetch(k Kind, key string) (*Principal, error) {
 		if err := json.Unmarshal(res.Body(), &env); err != nil {
 			return nil, fmt.Errorf("authcache: core's answer: %w", err)
 		}
-		return clientPrincipal(env.Data), nil
+		return clientPrincipal(env.Data).ready(), nil
 	}
 	var env struct{ Data api.BranchAuth }
 	if err := json.Unmarshal(res.Body(), &env); err != nil {
@@ -238,7 +256,7 @@ func branchPrincipal(a api.BranchAuth) (*Principal, error) {
 	if a.SigningSecret != "" {
 		p.Signer = authn.NewSigner(a.SigningSecret)
 	}
-	return p, nil
+	return p.ready(), nil
 }
 
 func clientPrincipal(a api.ClientAuth) *Principal {

@@ -172,7 +172,8 @@ func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &fasthttp.Server{Handler: gw.Handler(), ErrorHandler: gw.ErrorHandler, MaxRequestBodySize: 8 << 20}
+	srv := &fasthttp.Server{Handler: gw.Handler(), ErrorHandler: gw.ErrorHandler, MaxRequestBodySize: 8 << 20,
+		Logger: discardLogger{}, NoDefaultServerHeader: true}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -262,3 +263,9 @@ func get(v any, keys ...string) any {
 	}
 	return v
 }
+
+// discardLogger silences fasthttp's messages about requests the tests
+// refuse on purpose.
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}

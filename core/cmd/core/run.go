@@ -81,13 +81,13 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	v := &verify.Verifier{Store: st, Upstream: upstream, Images: verify.Images{Egress: fetch}}
 	srv := &fasthttp.Server{
-		Handler:            server.New(v, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
-		Name:               "core",
-		ReadTimeout:        30 * time.Second,
-		WriteTimeout:       30 * time.Second,
-		IdleTimeout:        2 * time.Minute,
-		MaxRequestBodySize: maxBody,
-		NoDefaultDate:      true,
+		Handler:               server.New(v, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
+		NoDefaultServerHeader: true, // the edge names itself to clients
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		MaxRequestBodySize:    maxBody,
+		NoDefaultDate:         true,
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

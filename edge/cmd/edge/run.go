@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -36,6 +37,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	srv := &fasthttp.Server{
 		Handler:               gw.Handler(),
 		ErrorHandler:          gw.ErrorHandler,
+		Logger:                printfLogger{log},
 		Name:                  "edge",
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
@@ -75,4 +77,12 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	defer cancel()
 	log.Info("shutting down")
 	return srv.ShutdownWithContext(sctx)
+}
+
+// printfLogger sends fasthttp's own messages (refused connections, bodies
+// over the limit) to the structured log.
+type printfLogger struct{ log *slog.Logger }
+
+func (l printfLogger) Printf(format string, args ...any) {
+	l.log.Warn(fmt.Sprintf(format, args...), "source", "fasthttp")
 }
