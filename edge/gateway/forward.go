@@ -59,7 +59,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Prin
 		h.SetConnectionClose()
 	}
 	if err != nil {
-		g.cfg.Adaptive.Observe(end.Sub(start), true)
+		g.cfg.Adaptive.ObserveAt(end.Sub(start), true, end)
 		g.cfg.Log.Error("forward to core failed", "path", string(ctx.Path()), "err", err)
 		ctx.Response.Reset()
 		g.reject(ctx, rt.Version, api.APIServerError)
@@ -72,7 +72,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Prin
 		overloaded = true
 		rh.Del(api.HeaderOverload)
 	}
-	g.cfg.Adaptive.Observe(end.Sub(start), overloaded)
+	g.cfg.Adaptive.ObserveAt(end.Sub(start), overloaded, end)
 	return end
 }
 

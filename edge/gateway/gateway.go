@@ -194,7 +194,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 		if rt.Budget == WalletBudget {
 			key, rate = p.WalletKey, p.RateWall
 		}
-		d = g.cfg.Limits.Take(key, g.cfg.Adaptive.Rate(rate))
+		d = g.cfg.Limits.TakeAt(key, g.cfg.Adaptive.RateAt(rate, start), start)
 		if !d.Allowed {
 			g.reject(ctx, rt.Version, api.RateLimitExceeded)
 			setRateHeaders(&ctx.Response.Header, d)

@@ -95,7 +95,12 @@ func (a *Adaptive) epochAt(t time.Time) int64 {
 // said it was overloaded (its overload header, or a 503). It allocates
 // nothing and does not block except to close an interval.
 func (a *Adaptive) Observe(latency time.Duration, overloaded bool) {
-	if e := a.epochAt(a.now()); e > a.epoch.Load() {
+	a.ObserveAt(latency, overloaded, a.now())
+}
+
+// ObserveAt is Observe of a response that ended at t.
+func (a *Adaptive) ObserveAt(latency time.Duration, overloaded bool, t time.Time) {
+	if e := a.epochAt(t); e > a.epoch.Load() {
 		a.roll(e)
 	}
 	a.n.Add(1)
@@ -114,12 +119,17 @@ func (a *Adaptive) Factor() float64 {
 
 // Rate returns the effective rate for a plan rate: max(1, floor(plan ×
 // factor)), computed exactly (the factor is in millionths), ready for Take.
-func (a *Adaptive) Rate(plan float64) float64 {
-	return max(1, math.Floor(plan*float64(a.current())/ppm))
+func (a *Adaptive) Rate(plan float64) float64 { return a.RateAt(plan, a.now()) }
+
+// RateAt is Rate at time t.
+func (a *Adaptive) RateAt(plan float64, t time.Time) float64 {
+	return max(1, math.Floor(plan*float64(a.currentAt(t))/ppm))
 }
 
-func (a *Adaptive) current() int64 {
-	if e := a.epochAt(a.now()); e > a.epoch.Load() {
+func (a *Adaptive) current() int64 { return a.currentAt(a.now()) }
+
+func (a *Adaptive) currentAt(t time.Time) int64 {
+	if e := a.epochAt(t); e > a.epoch.Load() {
 		a.roll(e)
 	}
 	return a.factor.Load()

@@ -152,22 +152,6 @@ func TestRateChange(t *testing.T) {
 	}
 }
 
-func TestTakeBytesSharesBuckets(t *testing.T) {
-	l := New(newClock().Now)
-	key := []byte("branch-7/bank")
-	l.Take("branch-7/bank", 3)
-	d := l.TakeBytes(key, 3)
-	key[0] = 'X' // the limiter kept no reference to the caller's bytes
-	if d.Remaining != 1 {
-		t.Fatalf("TakeBytes after Take: %+v", d)
-	}
-	if d := l.Take("branch-7/bank", 3); d.Remaining != 0 {
-		t.Fatalf("Take after TakeBytes: %+v", d)
-	}
-	if n := l.Len(); n != 1 {
-		t.Fatalf("Len = %d", n)
-	}
-}
 
 func TestIdleBucketsEvicted(t *testing.T) {
 	c := newClock()
@@ -241,7 +225,7 @@ func TestTakeAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() {
 		c.Advance(time.Millisecond)
 		l.Take(skey, 1e6)
-		l.TakeBytes(key, 1e6)
+		l.TakeAt(skey, 1e6, c.Now())
 	}); n != 0 {
 		t.Errorf("Take on an existing key allocates %v times", n)
 	}
@@ -255,13 +239,6 @@ func BenchmarkTake(b *testing.B) {
 			l.Take("0b8f6a7e-4a43-4d7c-9d6e-6a1f3b2c9e10/bank", 1e6)
 		}
 	})
-	b.Run("existing-bytes", func(b *testing.B) {
-		key := []byte("0b8f6a7e-4a43-4d7c-9d6e-6a1f3b2c9e10/bank")
-		b.ReportAllocs()
-		for b.Loop() {
-			l.TakeBytes(key, 1e6)
-		}
-	})
 	b.Run("parallel-one-key", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -271,10 +248,10 @@ func BenchmarkTake(b *testing.B) {
 		})
 	})
 	b.Run("parallel-1000-keys", func(b *testing.B) {
-		keys := make([][]byte, 1000)
+		keys := make([]string, 1000)
 		for i := range keys {
-			keys[i] = []byte("branch-" + strconv.Itoa(i) + "/bank")
-			l.TakeBytes(keys[i], 1e6)
+			keys[i] = "branch-" + strconv.Itoa(i) + "/bank"
+			l.Take(keys[i], 1e6)
 		}
 		var seq atomic.Uint32
 		b.ReportAllocs()
@@ -282,7 +259,7 @@ func BenchmarkTake(b *testing.B) {
 			i := int(seq.Add(7919))
 			for pb.Next() {
 				i++
-				l.TakeBytes(keys[i%len(keys)], 1e6)
+				l.Take(keys[i%len(keys)], 1e6)
 			}
 		})
 	})
