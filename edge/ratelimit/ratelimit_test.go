@@ -152,7 +152,6 @@ func TestRateChange(t *testing.T) {
 	}
 }
 
-
 func TestIdleBucketsEvicted(t *testing.T) {
 	c := newClock()
 	l := New(c.Now)
