@@ -1,7 +1,8 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-PROGRAMS := core edge
-TOOLS    := edge/cmd/slipsign
+# CMDS are the programs make build puts in bin/: the tiers, the dev broker,
+# and slipsign.
+CMDS     := ./core/cmd/core ./edge/cmd/edge ./deploy/cmd/broker ./edge/cmd/slipsign
 FUZZTIME ?= 2m
 
 .PHONY: help build run test bench fuzz
@@ -11,7 +12,7 @@ help: ## list the targets
 
 build: ## build every program into bin/
 	@mkdir -p bin
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ $(foreach p,$(PROGRAMS),./$(p)/cmd/$(p)) $(foreach t,$(TOOLS),./$(t))
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ $(CMDS)
 
 run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 	deploy/dev/run.sh

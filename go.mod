@@ -3,26 +3,31 @@ module github.com/slipverify/slipverify
 go 1.26.0
 
 require (
+	github.com/VictoriaMetrics/metrics v1.35.1
+	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/fasthttp/router v1.5.4
 	github.com/google/uuid v1.6.0
+	github.com/makiuchi-d/gozxing v0.1.1
+	github.com/segmentio/kafka-go v0.4.51
+	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/valyala/fasthttp v1.74.0
 	go.etcd.io/bbolt v1.5.0
+	golang.org/x/image v0.47.0
 )
 
 require (
-	github.com/VictoriaMetrics/metrics v1.35.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/ristretto/v2 v2.4.2 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
-	github.com/klauspost/compress v1.20.0 // indirect
-	github.com/makiuchi-d/gozxing v0.1.1 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/molecule-man/go-brrr v1.0.1 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/savsgio/gotils v0.0.0-20240704082632-aef3928b8a38 // indirect
-	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e // indirect
+	github.com/twmb/franz-go v1.22.2 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
-	golang.org/x/image v0.47.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect

@@ -18,7 +18,7 @@ import (
 )
 
 // Var is one setting: its environment variable, flag, default and meaning,
-// bound to a *string, *int, *float64 or *time.Duration.
+// bound to a *string, *int, *bool, *float64 or *time.Duration.
 type Var struct {
 	Env, Flag, Default, Usage string
 	Dst                       any
@@ -50,6 +50,12 @@ func Load(program string, vars []Var, c *Common, args []string, getenv func(stri
 				return fmt.Errorf("%s: %q is not an integer", v.Env, def)
 			}
 			fs.IntVar(dst, v.Flag, n, usage)
+		case *bool:
+			b, err := strconv.ParseBool(def)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not true or false", v.Env, def)
+			}
+			fs.BoolVar(dst, v.Flag, b, usage)
 		case *float64:
 			n, err := strconv.ParseFloat(def, 64)
 			if err != nil {

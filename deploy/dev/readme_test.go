@@ -7,6 +7,7 @@ import (
 
 	core "github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/deploy/broker"
 	edge "github.com/slipverify/slipverify/edge/config"
 )
 
@@ -25,6 +26,7 @@ func configRows() []string {
 	}
 	add("core", core.Vars())
 	add("edge", edge.Vars())
+	add("broker", broker.Vars())
 	return rows
 }
 

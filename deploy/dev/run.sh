@@ -7,6 +7,7 @@ set -euo pipefail
 export SLIP_DATA_DIR="${SLIP_DATA_DIR:-.data}"
 export SLIP_CORE_ADDR="${SLIP_CORE_ADDR:-127.0.0.1:8081}"
 export SLIP_EDGE_ADDR="${SLIP_EDGE_ADDR:-127.0.0.1:8080}"
+export SLIP_KAFKA_ADDR="${SLIP_KAFKA_ADDR:-127.0.0.1:9092}"
 mkdir -p "$SLIP_DATA_DIR"
 chmod 700 "$SLIP_DATA_DIR"
 
@@ -58,6 +59,22 @@ fail() {
 	wait "${pids[@]}" 2>/dev/null || true
 	exit 1
 }
+
+# wait_tcp HOST:PORT: poll until it accepts connections, or fail when a tier
+# died.
+wait_tcp() {
+	for _ in $(seq 1 200); do
+		(exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null && return 0
+		alive || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# The broker first: every later tier may talk to it.
+bin/broker &
+pids+=($!)
+wait_tcp "${SLIP_KAFKA_ADDR%%,*}" || fail broker
 
 bin/core &
 pids+=($!)

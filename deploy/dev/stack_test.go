@@ -28,7 +28,7 @@ type stack struct {
 }
 
 // ports are the stack's listeners for one test.
-type ports struct{ edge, core, metrics string }
+type ports struct{ edge, core, metrics, kafka string }
 
 func startStack(t *testing.T, dataDir string, p ports) *stack {
 	t.Helper()
@@ -36,7 +36,7 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 	cmd := exec.Command("make", "-s", "run")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "SLIP_DATA_DIR="+dataDir, "SLIP_CORE_ADDR="+p.core,
-		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_EDGE_DRAIN=100ms")
+		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR="+p.kafka)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s := &stack{cmd: cmd, addr: addr, out: new(bytes.Buffer), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
@@ -77,6 +77,7 @@ func (s *stack) stop(t *testing.T) {
 	}
 	out := s.out.String()
 	if !strings.Contains(out, `"msg":"shutting down","tier":"core"`) || !strings.Contains(out, `"msg":"shutting down","tier":"edge"`) ||
+		!strings.Contains(out, `"msg":"shutting down","tier":"broker"`) ||
 		strings.Contains(out, "a tier exited") ||
 		strings.Contains(out, `"level":"ERROR"`) {
 		t.Errorf("the stack did not stop cleanly:\n%s", out)
@@ -122,7 +123,7 @@ func TestMakeRun(t *testing.T) {
 		t.Skip("starts the whole stack")
 	}
 	dataDir := t.TempDir()
-	p := ports{edge: freeAddr(t), core: freeAddr(t), metrics: freeAddr(t)}
+	p := ports{edge: freeAddr(t), core: freeAddr(t), metrics: freeAddr(t), kafka: freeAddr(t)}
 	s := startStack(t, dataDir, p)
 	// The seed's listed KBANK slip (deploy/dev/seed.json).
 	const payload = "0041000600000101030040220LS2FLLDUC7V3LSUPD7VW5102TH91046AA6"
