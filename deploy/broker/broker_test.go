@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,16 +9,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/testnet"
 )
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // start runs the broker until the test ends or stop is called.
 func start(t *testing.T, c Config) (stop func()) {
@@ -81,7 +72,7 @@ func consume(t *testing.T, addr, topic, group string, n int) []string {
 // TestTopicsOverTCP: kafka-go finds the platform's topics and moves
 // messages through the broker over TCP, as the tiers will.
 func TestTopicsOverTCP(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	start(t, Config{Addr: addr, Partitions: 3, Memory: true})
 	conn, err := kafka.Dial("tcp", addr)
 	if err != nil {
@@ -101,7 +92,7 @@ func TestTopicsOverTCP(t *testing.T) {
 // TestDataSurvivesRestart: records and a group's committed offset survive a
 // restart with the same data dir.
 func TestDataSurvivesRestart(t *testing.T) {
-	addr, dir := freeAddr(t), t.TempDir()
+	addr, dir := testnet.FreeAddr(t), t.TempDir()
 	c := Config{Addr: addr, DataDir: dir, Partitions: 1}
 	stop := start(t, c)
 	produce(t, addr, "slip.jobs", kafka.Message{Value: []byte("j1")}, kafka.Message{Value: []byte("j2")})

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // demoKey is the seed's main branch key (deploy/dev/seed.json).
@@ -88,15 +90,6 @@ func (s *stack) stop(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func request(t *testing.T, s *stack, method, path, body string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+s.addr+path, strings.NewReader(body))
@@ -123,7 +116,7 @@ func TestMakeRun(t *testing.T) {
 		t.Skip("starts the whole stack")
 	}
 	dataDir := t.TempDir()
-	p := ports{edge: freeAddr(t), core: freeAddr(t), metrics: freeAddr(t), kafka: freeAddr(t)}
+	p := ports{edge: testnet.FreeAddr(t), core: testnet.FreeAddr(t), metrics: testnet.FreeAddr(t), kafka: testnet.FreeAddr(t)}
 	s := startStack(t, dataDir, p)
 	// The seed's listed KBANK slip (deploy/dev/seed.json).
 	const payload = "0041000600000101030040220LS2FLLDUC7V3LSUPD7VW5102TH91046AA6"

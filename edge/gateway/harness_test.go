@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
+	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
@@ -77,15 +78,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // coreProc is the core program running for one test.
 type coreProc struct {
 	addr string
@@ -96,7 +88,7 @@ type coreProc struct {
 func startCore(t testing.TB, seed string, env ...string) *coreProc {
 	t.Helper()
 	seedPath, _ := filepath.Abs(seed)
-	c := &coreProc{addr: freeAddr(t), out: new(bytes.Buffer)}
+	c := &coreProc{addr: testnet.FreeAddr(t), out: new(bytes.Buffer)}
 	c.cmd = exec.Command(coreBin)
 	c.cmd.Env = append(os.Environ(), "SLIP_CORE_ADDR="+c.addr, "SLIP_DATA_DIR="+t.TempDir(), "SLIP_SEED="+seedPath,
 		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/edge/openapi"
 )
@@ -125,15 +125,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // start runs a program until the test ends, keeping its log for failures.
 func start(t *testing.T, bin string, env ...string) {
 	t.Helper()
@@ -185,11 +176,11 @@ func startStack(t *testing.T) *stack {
 	if err := os.WriteFile(seed, []byte(seedJSON(time.Now())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	coreAddr, edgeAddr := freeAddr(t), freeAddr(t)
+	coreAddr, edgeAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	start(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+dir, "SLIP_SEED="+seed,
 		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox", "SLIP_EGRESS_ALLOW_CIDRS=")
 	start(t, edgeBin, "SLIP_EDGE_ADDR="+edgeAddr, "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+edgeToken,
-		"SLIP_EDGE_METRICS_ADDR="+freeAddr(t), "SLIP_EDGE_DRAIN=0s", "SLIP_TRUSTED_PROXIES=")
+		"SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=0s", "SLIP_TRUSTED_PROXIES=")
 	st := &stack{url: "http://" + edgeAddr, spec: load(t), seen: map[string]bool{}}
 	deadline := time.Now().Add(60 * time.Second)
 	for {

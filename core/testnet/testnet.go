@@ -1,0 +1,20 @@
+// Package testnet helps tests that start real listeners: it is imported
+// only by tests, of any tier.
+package testnet
+
+import (
+	"net"
+	"testing"
+)
+
+// FreeAddr returns a loopback address with a port free at the time of the
+// call, for a program the test starts (which binds it itself).
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
