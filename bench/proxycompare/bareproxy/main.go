@@ -12,11 +12,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/bench/proxycompare/profile"
 )
 
 func main() {
@@ -43,17 +44,7 @@ func main() {
 		}
 	}
 
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
-	}
+	defer profile.Start(*cpuprofile)()
 	srv := &fasthttp.Server{
 		Handler:               handler,
 		Name:                  "bareproxy",

@@ -24,12 +24,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/bench/proxycompare/profile"
 
 	"github.com/slipverify/slipverify/core/api"
 )
@@ -93,17 +94,7 @@ func main() {
 		}
 	}
 
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
-	}
+	defer profile.Start(*cpuprofile)()
 	srv := &fasthttp.Server{
 		Handler:               handler,
 		Name:                  "upstream",
