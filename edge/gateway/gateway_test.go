@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/slip"
@@ -338,8 +337,6 @@ func TestHealth(t *testing.T) {
 	e.do(t, "GET", "/health", "").want(t, 503, "API_SERVER_ERROR")
 	e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
 }
-
-var _ = bank.ErrNotFound
 
 // TestOversizedBody: a body over the edge's limit is refused from its
 // Content-Length, before it is sent: the client gets its answer having sent
