@@ -23,11 +23,19 @@ while IFS='=' read -r name value; do
 done <"$secrets"
 
 pids=()
+# stop_all stops the tiers in the reverse order of their start: the edge
+# drains while core still answers, and core finishes before the broker.
+stop_all() {
+	local i
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${pids[i]}" 2>/dev/null || true
+		wait "${pids[i]}" 2>/dev/null || true
+	done
+}
 stop() {
 	trap - INT TERM
 	echo "stack: stopping" >&2
-	kill -TERM "${pids[@]}" 2>/dev/null || true
-	wait "${pids[@]}" 2>/dev/null || true
+	stop_all
 	exit 0
 }
 trap stop INT TERM
@@ -55,8 +63,7 @@ wait_ready() {
 # fail stops the stack when a tier does not come up.
 fail() {
 	echo "stack: $1 did not start; stopping" >&2
-	kill -TERM "${pids[@]}" 2>/dev/null || true
-	wait "${pids[@]}" 2>/dev/null || true
+	stop_all
 	exit 1
 }
 
@@ -90,6 +97,5 @@ set +e
 wait -n "${pids[@]}"
 rc=$?
 echo "stack: a tier exited ($rc); stopping the rest" >&2
-kill -TERM "${pids[@]}" 2>/dev/null
-wait "${pids[@]}" 2>/dev/null
+stop_all
 exit "$rc"
