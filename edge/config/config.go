@@ -16,7 +16,7 @@ import (
 // Config is the edge's configuration.
 type Config struct {
 	Addr           string        // the public listener
-	MetricsAddr    string        // Prometheus metrics listener; empty disables
+	MetricsAddr    string        // Prometheus metrics listener; "off" disables
 	CoreAddr       string        // core's listener
 	EdgeToken      string        // shared secret sent to core
 	TrustedProxies string        // CIDRs whose X-Forwarded-For is believed
@@ -34,7 +34,7 @@ type Config struct {
 func (c *Config) vars() []envflag.Var {
 	return []envflag.Var{
 		envflag.Def("SLIP_EDGE_ADDR", "addr", "127.0.0.1:8080", "the public listener", &c.Addr),
-		envflag.Def("SLIP_EDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9180", "Prometheus metrics listener (empty: off)", &c.MetricsAddr),
+		envflag.Def("SLIP_EDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9180", "Prometheus metrics listener (off: none)", &c.MetricsAddr),
 		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener", &c.CoreAddr),
 		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "shared secret sent to core (required, 32+ characters)", &c.EdgeToken),
 		envflag.Def("SLIP_TRUSTED_PROXIES", "trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-For is believed", &c.TrustedProxies),
@@ -69,7 +69,7 @@ func (c Config) Validate() error {
 			bad("%s: %v", env, err)
 		}
 	}
-	if c.MetricsAddr != "" {
+	if c.MetricsOn() {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			bad("SLIP_EDGE_METRICS_ADDR: %v", err)
 		}
@@ -112,3 +112,8 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// MetricsOn reports whether the metrics listener is wanted: an empty
+// variable means the default, so "off" (or an empty -metrics-addr flag)
+// turns it off.
+func (c Config) MetricsOn() bool { return c.MetricsAddr != "" && c.MetricsAddr != "off" }

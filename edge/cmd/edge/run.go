@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	if cfg.MetricsAddr != "" {
+	if cfg.MetricsOn() {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			return err
