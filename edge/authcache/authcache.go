@@ -179,7 +179,10 @@ func (c *Cache) miss(k Kind, h uint64, ck string) (*Principal, error) {
 	f.p, f.err = c.fetch(k, ck[1:])
 	switch {
 	case f.err == nil || errors.Is(f.err, ErrUnknown):
-		c.rc.SetWithTTL(h, &entry{key: ck, p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano()}, 1, 2*c.cfg.TTL)
+		// Freshness is the entry's own expiry on the cache's clock; a
+		// ristretto TTL would cost a clock read on every Get. MaxKeys bounds
+		// memory, stale entries are replaced on their next miss.
+		c.rc.Set(h, &entry{key: ck, p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano()}, 1)
 		// ristretto applies writes asynchronously: wait, so callers arriving
 		// once this lookup leaves the flight find the entry.
 		c.rc.Wait()
