@@ -20,17 +20,6 @@ func (v Version) String() string {
 	return "v2"
 }
 
-// ParseVersion reads the value of the HeaderVersion header.
-func ParseVersion(s string) (Version, bool) {
-	switch s {
-	case "v1":
-		return V1, true
-	case "v2":
-		return V2, true
-	}
-	return 0, false
-}
-
 type v2Error struct {
 	Success bool      `json:"success"`
 	Error   v2ErrBody `json:"error"`

@@ -140,33 +140,15 @@ func TestBombs(t *testing.T) {
 	}
 }
 
-// TestSizeLimit checks the 4 MiB limit, on the bytes and on Read.
+// TestSizeLimit checks the 4 MiB limit.
 func TestSizeLimit(t *testing.T) {
 	big := make([]byte, MaxBytes+1)
 	copy(big, "\x89PNG\r\n\x1a\n")
 	if _, err := Scan(big, nil); !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTooManyPixels) {
 		t.Errorf("Scan of MaxBytes+1: %v, want ErrTooLarge", err)
 	}
-	if _, err := Read(bytes.NewReader(big)); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Read of MaxBytes+1: %v, want ErrTooLarge", err)
-	}
-	// Read stops at MaxBytes+1 bytes: an endless reader is not drained.
-	r := &countReader{}
-	if _, err := Read(r); !errors.Is(err, ErrTooLarge) || r.n > MaxBytes+64<<10 {
-		t.Errorf("Read of an endless body: %v after %d bytes", err, r.n)
-	}
-	exact := make([]byte, MaxBytes)
-	if b, err := Read(bytes.NewReader(exact)); err != nil || len(b) != MaxBytes {
-		t.Errorf("Read of MaxBytes: %d bytes, %v", len(b), err)
-	}
 }
 
-type countReader struct{ n int }
-
-func (r *countReader) Read(p []byte) (int, error) {
-	r.n += len(p)
-	return len(p), nil
-}
 
 // maxSide is the side of the largest square image of the kind hdr makes
 // that the budget admits.

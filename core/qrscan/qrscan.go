@@ -10,7 +10,6 @@ package qrscan
 import (
 	"errors"
 	"fmt"
-	"io"
 )
 
 // MaxBytes is the largest image accepted: 4 MiB.
@@ -38,19 +37,6 @@ var (
 	// ErrNoQR means no QR code was found (SLIP_NOT_FOUND, qrcode_not_found).
 	ErrNoQR = errors.New("qrscan: no QR code found")
 )
-
-// Read reads an image from r, at most MaxBytes of it: it fails with
-// ErrTooLarge as soon as byte MaxBytes+1 arrives, without reading the rest.
-func Read(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxBytes {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxBytes)
-	}
-	return b, nil
-}
 
 // Scan returns the payload of the slip QR code in img.
 //
