@@ -49,6 +49,11 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 	}, NewMetrics(auth, adaptive)), nil
 }
 
+// SweepNonces releases the nonces of every client whose window has passed,
+// including clients that went quiet (the store drops them lazily otherwise).
+// The edge calls it once a minute, the nonce store's bucket.
+func (g *Gateway) SweepNonces() { g.cfg.Nonces.Sweep() }
+
 // Metrics returns the gateway's metrics.
 func (g *Gateway) Metrics() *Metrics { return g.metrics }
 

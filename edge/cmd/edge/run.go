@@ -32,6 +32,18 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	defer gw.Close()
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				gw.SweepNonces()
+			}
+		}
+	}()
 	metrics := gw.Metrics()
 
 	srv := &fasthttp.Server{
