@@ -300,15 +300,15 @@ func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 }
 
 func (s *Server) resetQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	if len(ctx.PostBody()) > 0 {
-		if f, err := jsonFields(ctx.PostBody()); err != nil {
+	if len(ctx.PostBody()) > 0 { // reset takes no fields; an empty object is fine
+		f, err := jsonFields(ctx.PostBody())
+		if err != nil {
 			return nil, err
-		} else {
-			var fe api.FieldErrors
-			f.only(&fe)
-			if err := fe.Err(); err != nil {
-				return nil, err
-			}
+		}
+		var fe api.FieldErrors
+		f.only(&fe)
+		if err := fe.Err(); err != nil {
+			return nil, err
 		}
 	}
 	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) { return q.Branch.LimitQuota, true, nil })
