@@ -149,7 +149,6 @@ func TestSizeLimit(t *testing.T) {
 	}
 }
 
-
 // maxSide is the side of the largest square image of the kind hdr makes
 // that the budget admits.
 func maxSide(f format, hdr func(side int) []byte) int {

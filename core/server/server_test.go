@@ -121,7 +121,12 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown() })
+	t.Cleanup(func() {
+		// Connections the client opened but never used would hold Shutdown
+		// until the client's idle timeout: close them first.
+		http.DefaultClient.CloseIdleConnections()
+		srv.Shutdown()
+	})
 	return &core{url: "http://" + ln.Addr().String(), clock: c, store: st, handler: h}
 }
 

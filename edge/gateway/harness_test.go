@@ -172,6 +172,7 @@ func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections() // unused connections would hold Shutdown
 		srv.Shutdown()
 		gw.Close()
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -88,7 +89,14 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	log.Info("shutting down")
-	return srv.ShutdownWithContext(sctx)
+	// Connections still open after the grace (a client that connected and
+	// sent nothing) close with the process; that is not a failed shutdown.
+	err = srv.ShutdownWithContext(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("closing connections still open after the grace")
+		return nil
+	}
+	return err
 }
 
 // printfLogger sends fasthttp's own messages (refused connections, bodies
