@@ -143,15 +143,24 @@ func (c *Cache) Lookup(k Kind, key []byte, now time.Time) (*Principal, error) {
 		return nil, ErrUnknown
 	}
 	h := c.hash(k, key)
-	if e, ok := c.rc.Get(h); ok && e.expires > now.UnixNano() && e.key[0] == byte(k) && e.key[1:] == string(key) {
-		if e.p == nil {
-			c.negative.Add(1)
-			return nil, ErrUnknown
-		}
-		c.hits.Add(1)
-		return e.p, nil
+	if p, err, ok := c.cached(h, k, key, now); ok {
+		return p, err
 	}
-	return c.miss(k, h, string(byte(k))+string(key))
+	return c.miss(k, h, string(byte(k))+string(key), now)
+}
+
+// cached answers from a fresh cache entry for key, if there is one.
+func (c *Cache) cached(h uint64, k Kind, key []byte, now time.Time) (*Principal, error, bool) {
+	e, ok := c.rc.Get(h)
+	if !ok || e.expires <= now.UnixNano() || e.key[0] != byte(k) || e.key[1:] != string(key) {
+		return nil, nil, false
+	}
+	if e.p == nil {
+		c.negative.Add(1)
+		return nil, ErrUnknown, true
+	}
+	c.hits.Add(1)
+	return e.p, nil, true
 }
 
 // hash is the cache key of a key of kind k.
@@ -164,13 +173,19 @@ func (c *Cache) hash(k Kind, key []byte) uint64 {
 }
 
 // miss asks core, one request per key however many callers wait for it.
-func (c *Cache) miss(k Kind, h uint64, ck string) (*Principal, error) {
+func (c *Cache) miss(k Kind, h uint64, ck string, now time.Time) (*Principal, error) {
 	c.mu.Lock()
 	if f, ok := c.flight[ck]; ok {
 		c.mu.Unlock()
 		c.shared.Add(1)
 		<-f.done
 		return f.p, f.err
+	}
+	// A lookup may have stored the entry and left the flight between this
+	// caller's miss and the lock: look again before asking core.
+	if p, err, ok := c.cached(h, k, []byte(ck[1:]), now); ok {
+		c.mu.Unlock()
+		return p, err
 	}
 	f := &call{done: make(chan struct{})}
 	c.flight[ck] = f
