@@ -15,11 +15,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/envflag"
 )
-
-// Topics are the platform's topics (ARCHITECTURE.md), created at start.
-var Topics = []string{"slip.usage", "slip.jobs", "slip.results", "slip.webhook.outcomes", "slip.config"}
 
 // Config is the broker's configuration.
 type Config struct {
@@ -93,7 +91,7 @@ func Run(ctx context.Context, c Config, ready func(addrs []string)) error {
 		kfake.Ports(ports...),
 		kfake.ClusterID("slipverify-dev"),
 		kfake.DefaultNumPartitions(c.Partitions),
-		kfake.SeedTopics(int32(c.Partitions), Topics...),
+		kfake.SeedTopics(int32(c.Partitions), api.Topics...),
 	}
 	if !c.Memory {
 		opts = append(opts, kfake.DataDir(filepath.Join(c.DataDir, "broker")))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/testnet"
 )
@@ -78,9 +79,9 @@ func TestTopicsOverTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, err := conn.ReadPartitions(Topics...)
+	parts, err := conn.ReadPartitions(api.Topics...)
 	conn.Close()
-	if err != nil || len(parts) != 3*len(Topics) {
+	if err != nil || len(parts) != 3*len(api.Topics) {
 		t.Fatalf("partitions of the platform topics: %d, %v", len(parts), err)
 	}
 	produce(t, addr, "slip.usage", kafka.Message{Key: []byte("svc-a"), Value: []byte("e1")}, kafka.Message{Key: []byte("svc-a"), Value: []byte("e2")})

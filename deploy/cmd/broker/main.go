@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/deploy/broker"
 )
@@ -28,7 +29,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "broker")
 	err = broker.Run(ctx, cfg, func(addrs []string) {
-		log.Info("listening", "addrs", strings.Join(addrs, ","), "topics", strings.Join(broker.Topics, ","), "memory", cfg.Memory)
+		log.Info("listening", "addrs", strings.Join(addrs, ","), "topics", strings.Join(api.Topics, ","), "memory", cfg.Memory)
 	})
 	log.Info("shutting down")
 	return err
