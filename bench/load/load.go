@@ -1,0 +1,445 @@
+// Package load drives a request function at a planned load and records what
+// came back.
+//
+// Open loop: requests are due at fixed times (Schedule) whatever the server
+// does, and each request's latency is measured from the time it was due, not
+// from the time it was sent, so a server that stalls is charged for every
+// request that waited behind the stall (no coordinated omission). How late
+// the generator itself was is recorded apart, as Lag, so a generator that
+// could not keep up is seen, not mistaken for a slow server.
+//
+// Closed loop: N workers send back to back, for each of a list of worker
+// counts in turn, to find the peak throughput and draw latency against
+// throughput.
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slipverify/slipverify/bench/hist"
+)
+
+// Request is one request to send: its sequence number (from 0, unique in a
+// run) and the time it was due.
+type Request struct {
+	Seq uint64
+	Due time.Time
+}
+
+// Outcome is how one request ended. Code is "200" style for answers the
+// scenario counts as successful, or status and error code ("429
+// RATE_LIMIT_EXCEEDED") or a transport error class; Func implementations
+// should return constant or interned strings, since codes are counted on the
+// hot path. RateLimit is the X-RateLimit-Limit the answer carried, 0 when
+// none.
+type Outcome struct {
+	Code      string
+	OK        bool
+	RateLimit int32
+}
+
+// Func sends one request and reports its outcome. It must honour ctx.
+type Func func(ctx context.Context, r Request) Outcome
+
+// Clock is the time source of a run; tests inject one.
+type Clock interface {
+	Now() time.Time
+	// SleepUntil returns at t or later, or early when ctx ends.
+	SleepUntil(ctx context.Context, t time.Time)
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }
+
+// SleepUntil sleeps until t or ctx ends.
+func (RealClock) SleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+		tm.Stop()
+	}
+}
+
+// Plan is the load of one run. Open loop when Schedule is set, closed loop
+// when Workers is.
+type Plan struct {
+	// Schedule is the open-loop arrival profile.
+	Schedule *Schedule
+	// MaxInFlight bounds concurrent open-loop requests (default 1024);
+	// requests due while all are busy wait, and their wait counts as latency.
+	MaxInFlight int
+	// Workers lists the closed-loop concurrency of each step, run in turn
+	// for StepDuration each.
+	Workers      []int
+	StepDuration time.Duration
+	// Requests stops the run after this many requests were sent (0: no
+	// limit).
+	Requests uint64
+	// Timeout bounds one request (default 10s, the client timeout the spec
+	// recommends).
+	Timeout time.Duration
+	// Drain is how long requests still in flight or queued at the end of
+	// the profile may take (default Timeout); then they are cancelled and
+	// the queued ones counted as Unsent.
+	Drain time.Duration
+	// Clock defaults to RealClock.
+	Clock Clock
+}
+
+func (p *Plan) check() error {
+	var errs []error
+	if (p.Schedule == nil) == (len(p.Workers) == 0) {
+		errs = append(errs, errors.New("load: a plan needs either a rate schedule (open loop) or worker counts (closed loop)"))
+	}
+	for _, w := range p.Workers {
+		if w < 1 {
+			errs = append(errs, fmt.Errorf("load: worker count %d must be at least 1", w))
+		}
+	}
+	if len(p.Workers) > 0 && p.StepDuration <= 0 && p.Requests == 0 {
+		errs = append(errs, errors.New("load: a closed-loop plan needs a step duration or a request count"))
+	}
+	if p.MaxInFlight < 0 || p.Timeout < 0 || p.Drain < 0 {
+		errs = append(errs, errors.New("load: max in flight, timeout and drain must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Window is what completed in one second of a run.
+type Window struct {
+	Latency  hist.Histogram
+	OK, Fail atomic.Uint64
+	// MinLimit and MaxLimit are the lowest and highest X-RateLimit-Limit
+	// seen (0: none seen).
+	MinLimit, MaxLimit atomic.Int32
+}
+
+func (w *Window) noteLimit(l int32) {
+	if l <= 0 {
+		return
+	}
+	for m := w.MaxLimit.Load(); l > m && !w.MaxLimit.CompareAndSwap(m, l); m = w.MaxLimit.Load() {
+	}
+	for m := w.MinLimit.Load(); (m == 0 || l < m) && !w.MinLimit.CompareAndSwap(m, l); m = w.MinLimit.Load() {
+	}
+}
+
+// Step is one level of load: a stage of the open-loop profile or a worker
+// count of the closed loop.
+type Step struct {
+	// Offered is the stage's mean arrival rate (open loop) or the worker
+	// count (closed loop).
+	Offered    float64
+	Start, End time.Duration // offsets of the step
+	Latency    hist.Histogram
+	OK, Fail   atomic.Uint64
+}
+
+// Result is what a run recorded.
+type Result struct {
+	Start   time.Time
+	Elapsed time.Duration // from start to the last completion
+	// Latency of every completed request: from due time (open loop) or send
+	// time (closed loop) to the answer.
+	Latency hist.Histogram
+	// Service is the time from send to answer: in the open loop it leaves
+	// out the wait behind busy connections and the generator's own lag, so
+	// it understates what clients see; it is shown beside Latency, never
+	// instead of it.
+	Service hist.Histogram
+	// Lag is how late the generator sent each open-loop request (timer
+	// wake-ups, busy workers): large values mean the generator, not the
+	// server, limited the run.
+	Lag      hist.Histogram
+	OK, Fail uint64
+	// Unsent counts requests still queued when the drain ended.
+	Unsent  uint64
+	Codes   map[string]uint64
+	Windows []*Window // one a second, by completion time
+	Steps   []*Step
+}
+
+// recorder is the shared state of a running run.
+type recorder struct {
+	start   time.Time
+	res     *Result
+	windows []atomic.Pointer[Window]
+	codesMu sync.Mutex
+	codes   map[string]*atomic.Uint64
+	codesRO atomic.Pointer[map[string]*atomic.Uint64] // copy-on-write snapshot for lock-free lookups
+}
+
+func newRecorder(start time.Time, seconds int) *recorder {
+	r := &recorder{start: start, res: &Result{Start: start}, windows: make([]atomic.Pointer[Window], seconds), codes: map[string]*atomic.Uint64{}}
+	empty := map[string]*atomic.Uint64{}
+	r.codesRO.Store(&empty)
+	return r
+}
+
+// counter returns the counter of code; the fast path is a map lookup in an
+// immutable snapshot, the slow path (a code seen first) copies it.
+func (r *recorder) counter(code string) *atomic.Uint64 {
+	if c, ok := (*r.codesRO.Load())[code]; ok {
+		return c
+	}
+	r.codesMu.Lock()
+	defer r.codesMu.Unlock()
+	c, ok := r.codes[code]
+	if !ok {
+		c = new(atomic.Uint64)
+		r.codes[code] = c
+		snap := make(map[string]*atomic.Uint64, len(r.codes))
+		for k, v := range r.codes {
+			snap[k] = v
+		}
+		r.codesRO.Store(&snap)
+	}
+	return c
+}
+
+func (r *recorder) window(end time.Time) *Window {
+	sec := int(end.Sub(r.start) / time.Second)
+	if sec < 0 || sec >= len(r.windows) {
+		return nil
+	}
+	if w := r.windows[sec].Load(); w != nil {
+		return w
+	}
+	w := new(Window)
+	if r.windows[sec].CompareAndSwap(nil, w) {
+		return w
+	}
+	return r.windows[sec].Load()
+}
+
+// record counts one completed request. Hot path: no locks, no allocation
+// once the code and the second were seen.
+func (r *recorder) record(o Outcome, lat time.Duration, end time.Time, step *Step) {
+	r.res.Latency.Record(lat)
+	r.counter(o.Code).Add(1)
+	w := r.window(end)
+	if w != nil {
+		w.Latency.Record(lat)
+		w.noteLimit(o.RateLimit)
+	}
+	if step != nil {
+		step.Latency.Record(lat)
+	}
+	if o.OK {
+		if w != nil {
+			w.OK.Add(1)
+		}
+		if step != nil {
+			step.OK.Add(1)
+		}
+	} else {
+		if w != nil {
+			w.Fail.Add(1)
+		}
+		if step != nil {
+			step.Fail.Add(1)
+		}
+	}
+}
+
+func (r *recorder) finish(last time.Time) *Result {
+	res := r.res
+	res.Elapsed = last.Sub(r.start)
+	res.Codes = map[string]uint64{}
+	for code, c := range r.codes {
+		if n := c.Load(); n > 0 {
+			res.Codes[code] = n
+		}
+	}
+	for _, st := range res.Steps {
+		res.OK += st.OK.Load()
+		res.Fail += st.Fail.Load()
+	}
+	n := len(r.windows)
+	for n > 0 && r.windows[n-1].Load() == nil {
+		n--
+	}
+	for i := range n {
+		w := r.windows[i].Load()
+		if w == nil {
+			w = new(Window)
+		}
+		res.Windows = append(res.Windows, w)
+	}
+	return res
+}
+
+// Run executes plan against f and returns what it recorded. It returns
+// early, with what was recorded so far, when ctx ends.
+func Run(ctx context.Context, plan Plan, f Func) (*Result, error) {
+	if err := plan.check(); err != nil {
+		return nil, err
+	}
+	if plan.Clock == nil {
+		plan.Clock = RealClock{}
+	}
+	if plan.Timeout == 0 {
+		plan.Timeout = 10 * time.Second
+	}
+	if plan.Drain == 0 {
+		plan.Drain = plan.Timeout
+	}
+	if plan.MaxInFlight == 0 {
+		plan.MaxInFlight = 1024
+	}
+	if plan.Schedule != nil {
+		return runOpen(ctx, plan, f), nil
+	}
+	return runClosed(ctx, plan, f), nil
+}
+
+type ticket struct {
+	req  Request
+	step *Step
+}
+
+func runOpen(ctx context.Context, plan Plan, f Func) *Result {
+	clk := plan.Clock
+	sched := plan.Schedule
+	start := clk.Now()
+	rec := newRecorder(start, int((sched.Duration()+plan.Drain)/time.Second)+2)
+	var at time.Duration
+	for _, st := range sched.Stages() {
+		rec.res.Steps = append(rec.res.Steps, &Step{Offered: (st.From + st.To) / 2, Start: at, End: at + st.Duration})
+		at += st.Duration
+	}
+	// Requests run under their own context, cancelled once the drain after
+	// the profile is over.
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	tickets := make(chan ticket, plan.MaxInFlight)
+	var lastEnd atomic.Int64
+	var wg sync.WaitGroup
+	for range plan.MaxInFlight {
+		wg.Go(func() {
+			for t := range tickets {
+				sent := clk.Now()
+				rec.res.Lag.Record(sent.Sub(t.req.Due))
+				if reqCtx.Err() != nil {
+					rec.counter("unsent").Add(1)
+					continue
+				}
+				c, stop := context.WithDeadline(reqCtx, sent.Add(plan.Timeout))
+				o := f(c, t.req)
+				stop()
+				end := clk.Now()
+				rec.res.Service.Record(end.Sub(sent))
+				rec.record(o, end.Sub(t.req.Due), end, t.step)
+				storeMax(&lastEnd, end.UnixNano())
+			}
+		})
+	}
+	limit := sched.Total()
+	if plan.Requests > 0 {
+		limit = min(limit, plan.Requests)
+	}
+	for i := uint64(0); i < limit && ctx.Err() == nil; i++ {
+		off, stage, _ := sched.At(i)
+		due := start.Add(off)
+		clk.SleepUntil(ctx, due)
+		select {
+		case tickets <- ticket{Request{Seq: i, Due: due}, rec.res.Steps[stage]}:
+		case <-ctx.Done():
+		}
+	}
+	close(tickets)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	timer := time.NewTimer(plan.Drain) // real time: the drain bounds a wait for real answers
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		cancel()
+		<-done
+	case <-ctx.Done():
+		cancel()
+		<-done
+	}
+	res := rec.finish(lastEndTime(&lastEnd, start))
+	res.Unsent = res.Codes["unsent"]
+	delete(res.Codes, "unsent")
+	return res
+}
+
+func runClosed(ctx context.Context, plan Plan, f Func) *Result {
+	clk := plan.Clock
+	start := clk.Now()
+	total := plan.StepDuration * time.Duration(len(plan.Workers))
+	if plan.StepDuration == 0 {
+		total = time.Hour
+	}
+	rec := newRecorder(start, int((total+plan.Timeout)/time.Second)+2)
+	var seq atomic.Uint64
+	var lastEnd atomic.Int64
+	for _, n := range plan.Workers {
+		if ctx.Err() != nil {
+			break
+		}
+		stepStart := clk.Now()
+		step := &Step{Offered: float64(n), Start: stepStart.Sub(start)}
+		rec.res.Steps = append(rec.res.Steps, step)
+		stepCtx, cancel := ctx, context.CancelFunc(func() {})
+		if plan.StepDuration > 0 {
+			stepCtx, cancel = context.WithDeadline(ctx, stepStart.Add(plan.StepDuration))
+		}
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				for stepCtx.Err() == nil {
+					s := seq.Add(1) - 1
+					if plan.Requests > 0 && s >= plan.Requests {
+						return
+					}
+					sent := clk.Now()
+					// A request runs to its own timeout even past the step's
+					// end, so the last answers of a step are not cut short.
+					c, stop := context.WithDeadline(context.WithoutCancel(ctx), sent.Add(plan.Timeout))
+					o := f(c, Request{Seq: s, Due: sent})
+					stop()
+					end := clk.Now()
+					rec.res.Service.Record(end.Sub(sent))
+					rec.record(o, end.Sub(sent), end, step)
+					storeMax(&lastEnd, end.UnixNano())
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		step.End = clk.Now().Sub(start)
+		if plan.Requests > 0 && seq.Load() >= plan.Requests {
+			break
+		}
+	}
+	return rec.finish(lastEndTime(&lastEnd, start))
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for m := a.Load(); v > m && !a.CompareAndSwap(m, v); m = a.Load() {
+	}
+}
+
+func lastEndTime(a *atomic.Int64, start time.Time) time.Time {
+	if v := a.Load(); v != 0 {
+		return time.Unix(0, v)
+	}
+	return start
+}
