@@ -1,0 +1,30 @@
+package clickhouse
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
+)
+
+// StartTest starts a server of the test's own in a temporary directory,
+// stopped when the test ends. When clickhouse-server is not installed the
+// test is skipped, except in CI (CI set), where it fails: CI installs it.
+func StartTest(tb testing.TB) *Server {
+	tb.Helper()
+	c := Config{Dir: tb.TempDir(), TCPAddr: testnet.FreeAddr(tb), HTTPAddr: testnet.FreeAddr(tb)}
+	if !c.Installed() {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("%s is missing; CI installs it (.ci/run)", c.binary())
+		}
+		tb.Skipf("%s is not installed: apt-get install clickhouse-server clickhouse-client to run this test", c.binary())
+	}
+	s, err := Start(context.Background(), c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Stop(30 * time.Second) })
+	return s
+}
