@@ -3,7 +3,10 @@
 // edge sends to core. It imports nothing of any tier.
 package api
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // Code identifies a client-visible error condition: one row of the catalog.
 // Its string form is the v2 code where the condition has one of its own.
@@ -177,4 +180,25 @@ func (f FieldErrors) Err() error {
 		return nil
 	}
 	return Errorf(Validation, strings.Join(f, "; "))
+}
+
+// Within returns err with its message placed in a part of the request: for
+// a VALIDATION_ERROR every field it names is prefixed with "part.", for
+// other codes the message is prefixed with "part: ". Errors that are not
+// *Error are returned as they are.
+func Within(err error, part string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	_, body := V2Body(e)
+	msg := part + ": " + body.Message
+	if e.Code == Validation && e.Message != "" {
+		fields := strings.Split(e.Message, "; ")
+		for i, f := range fields {
+			fields[i] = part + "." + f
+		}
+		msg = strings.Join(fields, "; ")
+	}
+	return &Error{Code: e.Code, Message: msg, Data: e.Data, Cause: e.Cause}
 }

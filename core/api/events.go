@@ -39,3 +39,56 @@ const (
 	ModeAsync  = "async"
 	OutcomeOK  = "success"
 )
+
+// JobMessage asks a worker to run one attempt of an async job (slip.jobs).
+// A message for an attempt the job is no longer waiting for is stale and
+// skipped, so a redelivered message never runs an attempt twice.
+type JobMessage struct {
+	EventID string `json:"eventId"`
+	JobID   string `json:"jobId"`
+	Attempt int    `json:"attempt"` // from 1
+}
+
+// Callback asks the dispatcher to deliver a job's result (slip.results).
+// Body is the exact webhook body; Signature is the X-Service-Signature
+// value, empty when the branch has no webhook secret. A redelivery repeats
+// Body and Signature byte for byte.
+type Callback struct {
+	EventID   string `json:"eventId"`
+	JobID     string `json:"jobId"`
+	Delivery  int    `json:"delivery"` // from 1
+	URL       string `json:"url"`
+	Body      string `json:"body"`
+	Signature string `json:"signature,omitempty"`
+}
+
+// WebhookOutcome reports one delivery of a Callback
+// (slip.webhook.outcomes). OK is true for a 2xx answer.
+type WebhookOutcome struct {
+	EventID  string    `json:"eventId"`
+	JobID    string    `json:"jobId"`
+	Delivery int       `json:"delivery"`
+	At       time.Time `json:"at"`
+	OK       bool      `json:"ok"`
+	Status   int       `json:"status,omitempty"` // the HTTP status, if one came
+	Error    string    `json:"error,omitempty"`  // the network error or timeout, if any
+}
+
+// WebhookPayload is the body of a result callback (spec 6.2).
+type WebhookPayload struct {
+	JobID     string     `json:"jobId"`
+	BatchID   *string    `json:"batchId"`
+	Status    string     `json:"status"` // success, not_found or failed
+	Data      any        `json:"data"`
+	Error     *ErrorBody `json:"error,omitempty"`
+	Timestamp string     `json:"timestamp"`
+}
+
+// ErrorBody is the {code, message} of an error object.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SignatureHeader carries the HMAC-SHA256 of a callback body (spec 6.3).
+const SignatureHeader = "X-Service-Signature"

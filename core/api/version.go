@@ -22,12 +22,7 @@ func (v Version) String() string {
 
 type v2Error struct {
 	Success bool      `json:"success"`
-	Error   v2ErrBody `json:"error"`
-}
-
-type v2ErrBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Error   ErrorBody `json:"error"`
 }
 
 type v1Body struct {
@@ -50,12 +45,20 @@ func RenderError(v Version, e *Error) (int, []byte) {
 	if v == V1 {
 		return r.V1Status, mustMarshal(v1Body{Status: r.V1Status, Message: r.V1Code, Data: e.Data})
 	}
+	status, body := V2Body(e)
+	return status, mustMarshal(v2Error{Error: body})
+}
+
+// V2Body returns the HTTP status and the v2 error object of e, as an error
+// answer or a failed job carries it.
+func V2Body(e *Error) (int, ErrorBody) {
+	r := Lookup(e.Code)
 	if r.V2Code == "" {
 		r = Lookup(InternalServerError)
 	} else if e.Message != "" {
 		r.Message = e.Message
 	}
-	return r.V2Status, mustMarshal(v2Error{Error: v2ErrBody{Code: r.V2Code, Message: r.Message}})
+	return r.V2Status, ErrorBody{Code: r.V2Code, Message: r.Message}
 }
 
 // RenderOK returns the body of a successful response carrying data:

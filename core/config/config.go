@@ -28,6 +28,13 @@ type Config struct {
 	EgressAllow  string        // private ranges image URLs may reach
 	EgressCA     string        // extra CA roots (PEM) for https image URLs
 	FetchTimeout time.Duration // one image URL fetch
+
+	KafkaAddr     string        // brokers, comma-separated
+	VerifyRetries string        // waits before async attempts 2, 3, ...
+	WebhookRetry  string        // waits before callback deliveries 2, 3, ...
+	JobRetention  time.Duration // how long a job can be polled
+	JobWorkers    int           // async attempts run at once
+	OutboxLimit   int           // messages the outbox holds while the broker is away
 	envflag.Common
 }
 
@@ -46,6 +53,12 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs", &c.EgressCA),
 		envflag.Def("SLIP_IMAGE_FETCH_TIMEOUT", "image-fetch-timeout", "10s", "timeout of one image URL fetch", &c.FetchTimeout),
 		envflag.Def("SLIP_MASTER_KEY", "master-key", "", "64 hex digits that seal stored secrets (required)", &c.MasterKey),
+		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated", &c.KafkaAddr),
+		envflag.Def("SLIP_VERIFY_RETRY_SCHEDULE", "verify-retry-schedule", "30s,60s,120s,240s", "waits before each retry of an async verification (not found or pending)", &c.VerifyRetries),
+		envflag.Def("SLIP_WEBHOOK_RETRY_SCHEDULE", "webhook-retry-schedule", "10s,30s,120s", "waits before each redelivery of a failed callback", &c.WebhookRetry),
+		envflag.Def("SLIP_JOB_RETENTION", "job-retention", "168h", "how long an async job can be polled before it is removed", &c.JobRetention),
+		envflag.Def("SLIP_JOB_WORKERS", "job-workers", "64", "async verification attempts run at once", &c.JobWorkers),
+		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it usage events are dropped and counted", &c.OutboxLimit),
 	}
 }
 
@@ -96,8 +109,36 @@ func (c Config) Validate() error {
 	if c.MaxInflight < 1 {
 		bad("SLIP_CORE_MAX_INFLIGHT: must be at least 1")
 	}
+	if _, _, err := c.Schedules(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.KafkaAddr == "" {
+		bad("SLIP_KAFKA_ADDR: must not be empty")
+	}
+	if c.JobRetention <= 0 {
+		bad("SLIP_JOB_RETENTION: must be positive")
+	}
+	if c.JobWorkers < 1 {
+		bad("SLIP_JOB_WORKERS: must be at least 1")
+	}
+	if c.OutboxLimit < 1 {
+		bad("SLIP_OUTBOX_LIMIT: must be at least 1")
+	}
 	if !hex64.MatchString(c.MasterKey) {
 		bad("SLIP_MASTER_KEY: required, 64 hex digits")
 	}
 	return errors.Join(errs...)
+}
+
+// Schedules returns the async verification and callback retry schedules.
+func (c Config) Schedules() (verifyRetries, webhookRetries []time.Duration, err error) {
+	verifyRetries, err1 := envflag.Schedule(c.VerifyRetries)
+	if err1 != nil {
+		err1 = fmt.Errorf("SLIP_VERIFY_RETRY_SCHEDULE: %w", err1)
+	}
+	webhookRetries, err2 := envflag.Schedule(c.WebhookRetry)
+	if err2 != nil {
+		err2 = fmt.Errorf("SLIP_WEBHOOK_RETRY_SCHEDULE: %w", err2)
+	}
+	return verifyRetries, webhookRetries, errors.Join(err1, err2)
 }

@@ -300,6 +300,19 @@ func (c *Client) CheckCallbackURL(ctx context.Context, rawURL string) error {
 	return nil
 }
 
+// CheckImageURL checks an image URL without contacting anything: its
+// scheme must be http or https (URL_PROTOCOL_NOT_ALLOWED) and a host that is
+// an address must be allowed (URL_INVALID_IP_RANGE). Fetch judges names
+// when it connects. Async submit asks it so a job is refused at once for a
+// URL that could never be fetched.
+func (c *Client) CheckImageURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return &api.Error{Code: api.URLProtocolNotAllowed, Cause: fmt.Errorf("egress: %w", err)}
+	}
+	return c.checkTarget(u, false)
+}
+
 // checkTarget judges u before anything is sent: its scheme (https, or also
 // http unless httpsOnly) and its host. A host that is an address in any
 // spelling is judged by the policy here; a name is judged when dialed.

@@ -18,7 +18,9 @@ import (
 )
 
 // Var is one setting: its environment variable, flag, default and meaning,
-// bound to a *string, *int, *bool, *float64 or *time.Duration.
+// bound to a *string, *int, *bool, *float64 or *time.Duration. A Var with
+// no Env is a flag only (an option of one command, such as a report's
+// format).
 type Var struct {
 	Env, Flag, Default, Usage string
 	Dst                       any
@@ -36,11 +38,13 @@ type Common struct {
 func Load(program string, vars []Var, c *Common, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet(program, flag.ContinueOnError)
 	for _, v := range vars {
-		def := v.Default
-		if e := getenv(v.Env); e != "" {
-			def = e
+		def, usage := v.Default, v.Usage
+		if v.Env != "" {
+			if e := getenv(v.Env); e != "" {
+				def = e
+			}
+			usage += " (" + v.Env + ")"
 		}
-		usage := v.Usage + " (" + v.Env + ")"
 		switch dst := v.Dst.(type) {
 		case *string:
 			fs.StringVar(dst, v.Flag, def, usage)
@@ -155,4 +159,21 @@ func (c Common) Done(program, version string, validate func() error) (done bool,
 		fmt.Println(program + ": configuration is valid")
 	}
 	return c.CheckOnly, nil
+}
+
+// Schedule reads a comma-separated list of durations such as
+// "30s,60s,120s,240s".
+func Schedule(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("%s: must be positive", f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }

@@ -46,8 +46,17 @@ func (s *Server) manageRoutes(r *router.Router) {
 	}
 }
 
+// withStatus marks data answered with a status other than 200.
+type withStatus struct {
+	status int
+	data   any
+}
+
 // created marks data answered with 201 Created.
-type created struct{ data any }
+func created(data any) withStatus { return withStatus{fasthttp.StatusCreated, data} }
+
+// accepted marks data answered with 202 Accepted.
+func accepted(data any) withStatus { return withStatus{fasthttp.StatusAccepted, data} }
 
 // BranchView is a branch as the management API shows it. Key is set only
 // in the answer that creates the branch; secrets are never shown.
@@ -198,7 +207,7 @@ func (s *Server) createBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	}
 	v, err := s.view(c, b)
 	v.Key = key
-	return created{v}, err
+	return created(v), err
 }
 
 func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
@@ -393,7 +402,7 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 		}
 		return nil, manageError(err, "account")
 	}
-	return created{accountView(a)}, nil
+	return created(accountView(a)), nil
 }
 
 // linkAccount links or unlinks an account: under /b2b the path names the

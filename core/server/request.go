@@ -87,11 +87,9 @@ func (f fields) number(name string) (float64, bool) {
 // It names every failing field. A v1 client sending a checkDuplicate that is
 // not a boolean gets invalid_check_duplicate.
 func parseVerify(ctx *fasthttp.RequestCtx, c caller, bankSlip bool) (verify.Request, error) {
-	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID}
-	var fe api.FieldErrors
 	f, image, err := readFields(ctx, c.version)
 	if err != nil {
-		return r, err
+		return verify.Request{Version: c.version}, err
 	}
 	allowed := v2Fields
 	switch {
@@ -100,6 +98,14 @@ func parseVerify(ctx *fasthttp.RequestCtx, c caller, bankSlip bool) (verify.Requ
 	case bankSlip:
 		allowed = v2BankFields
 	}
+	return verifyRequest(f, image, c, allowed)
+}
+
+// verifyRequest reads a verify request from its fields and uploaded image,
+// refusing any field not in allowed.
+func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.Request, error) {
+	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID}
+	var fe api.FieldErrors
 	f.only(&fe, allowed...)
 	sources := 0
 	if image != nil {

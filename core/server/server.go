@@ -17,6 +17,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/verify"
@@ -25,6 +26,7 @@ import (
 // Server serves core's routes.
 type Server struct {
 	verifier  *verify.Verifier
+	jobs      *jobs.Jobs
 	store     *store.Store
 	box       *secret.Box
 	edgeToken []byte
@@ -35,15 +37,16 @@ type Server struct {
 	maxInflight int64
 }
 
-// New returns a Server. box opens the secrets the edge needs; edgeToken is
+// New returns a Server. jobs runs async verification (nil: the async
+// routes do not exist); box opens the secrets the edge needs; edgeToken is
 // the secret the edge sends in api.HeaderEdgeToken; above maxInflight
 // concurrent requests core marks its answers with api.HeaderOverload.
-func New(v *verify.Verifier, st *store.Store, box *secret.Box, edgeToken string, maxInflight int, log *slog.Logger) *Server {
+func New(v *verify.Verifier, j *jobs.Jobs, st *store.Store, box *secret.Box, edgeToken string, maxInflight int, log *slog.Logger) *Server {
 	banks, err := json.Marshal(bank.Banks())
 	if err != nil {
 		panic(err) // a static list of strings always encodes
 	}
-	return &Server{verifier: v, store: st, box: box, edgeToken: []byte(edgeToken), log: log, banks: banks,
+	return &Server{verifier: v, jobs: j, store: st, box: box, edgeToken: []byte(edgeToken), log: log, banks: banks,
 		maxInflight: int64(maxInflight)}
 }
 
@@ -80,6 +83,11 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.POST("/v2/verify/bank", s.guard(api.V2, branch, s.verifyBank))
 	r.POST("/v2/verify/wallet", s.guard(api.V2, branch, s.verifyWallet))
 	r.GET("/v2/info", s.guard(api.V2, branch, s.info))
+	if s.jobs != nil {
+		r.POST("/v2/verify/bank/async", s.guard(api.V2, branch, s.submitAsync))
+		r.POST("/v2/verify/bank/async/batch", s.guard(api.V2, branch, s.submitBatch))
+		r.GET("/v2/verify/bank/jobs/{job}", s.guard(api.V2, branch, s.pollJob))
+	}
 	r.GET("/verify", s.guard(api.V1, branch, s.verifyBank))
 	r.POST("/verify", s.guard(api.V1, branch, s.verifyBank))
 	r.POST("/verify/wallet", s.guard(api.V1, branch, s.verifyWallet))
@@ -151,8 +159,8 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 	}
 	if err == nil {
 		status := fasthttp.StatusOK
-		if c, ok := data.(created); ok {
-			status, data = fasthttp.StatusCreated, c.data
+		if w, ok := data.(withStatus); ok {
+			status, data = w.status, w.data
 		}
 		body, err2 := api.RenderOK(v, data)
 		if err2 == nil {

@@ -114,7 +114,7 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 		t.Fatal(err)
 	}
 	v := &verify.Verifier{Store: st, Upstream: sb, Images: verify.Images{Egress: fetch}}
-	h := server.New(v, st, box, edgeToken, 64, slog.New(slog.DiscardHandler)).Handler()
+	h := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler)).Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

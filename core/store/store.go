@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -38,12 +39,24 @@ var (
 	bucketAccounts     = []byte("accounts")
 	bucketQuota        = []byte("quota")
 	bucketSlips        = []byte("slips")
-	allBuckets         = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketKeys,
-		bucketB2B, bucketB2BByService, bucketAccounts, bucketQuota, bucketSlips}
+	bucketOutbox       = []byte("outbox")
+	bucketJobs         = []byte("jobs")
+	// bucketJobsDue orders the jobs that wait for a time (a retry, a
+	// delivery) by that time; bucketJobsByAge orders jobs by creation for
+	// removal after their retention.
+	bucketJobsDue   = []byte("jobs-due")
+	bucketJobsByAge = []byte("jobs-by-age")
+	allBuckets      = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketKeys,
+		bucketB2B, bucketB2BByService, bucketAccounts, bucketQuota, bucketSlips, bucketOutbox,
+		bucketJobs, bucketJobsDue, bucketJobsByAge}
 )
 
 // maxBatch bounds how many writes share one transaction.
 const maxBatch = 512
+
+// DefaultOutboxLimit bounds the messages waiting in the outbox when Options
+// does not.
+const DefaultOutboxLimit = 1_000_000
 
 // Store is core's state. It is safe for concurrent use.
 type Store struct {
@@ -52,6 +65,13 @@ type Store struct {
 	ops     chan *op // unbuffered: a sent op is always run
 	quit    chan struct{}
 	stopped chan struct{}
+
+	emitted     chan Message  // messages of Emit, for the next transaction
+	outboxReady chan struct{} // see OutboxReady
+	outboxLen   atomic.Int64
+	outboxLimit int64
+	dropped     atomic.Int64
+	enqueued    int64 // messages the running transaction added; committer only
 }
 
 type op struct {
@@ -61,8 +81,14 @@ type op struct {
 }
 
 // Open opens or creates the store at path. now is the clock that decides
-// billing periods and verification times.
+// billing periods, verification and job times. The outbox holds at most
+// DefaultOutboxLimit messages.
 func Open(path string, now func() time.Time) (*Store, error) {
+	return OpenLimit(path, now, DefaultOutboxLimit)
+}
+
+// OpenLimit is Open with the outbox bounded at outboxLimit messages.
+func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -79,52 +105,110 @@ func Open(path string, now func() time.Time) (*Store, error) {
 		}
 		return meta.Put([]byte("schema"), []byte(fmt.Sprint(schemaVersion)))
 	})
+	var waiting int
+	if err == nil {
+		err = db.View(func(tx *bolt.Tx) error {
+			waiting = tx.Bucket(bucketOutbox).Stats().KeyN
+			return nil
+		})
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Store{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{}),
+		emitted: make(chan Message, maxBatch), outboxReady: make(chan struct{}, 1), outboxLimit: outboxLimit}
+	s.outboxLen.Store(int64(waiting))
 	go s.commit()
 	return s, nil
 }
 
-// Close finishes the writes in hand and closes the file.
+// Close finishes the writes in hand, writes the emitted messages and closes
+// the file.
 func (s *Store) Close() error {
 	close(s.quit)
 	<-s.stopped
 	return s.db.Close()
 }
 
-// commit runs queued writes in shared transactions until Close.
+// commit runs queued writes and emitted messages in shared transactions
+// until Close.
 func (s *Store) commit() {
 	defer close(s.stopped)
 	batch := make([]*op, 0, maxBatch)
+	var msgs []Message
 	for {
+		batch, msgs = batch[:0], msgs[:0]
 		select {
 		case <-s.quit:
+			s.flushEmitted()
 			return
 		case o := <-s.ops:
-			batch = append(batch[:0], o)
+			batch = append(batch, o)
+		case m := <-s.emitted:
+			msgs = append(msgs, m)
 		}
 	drain:
-		for len(batch) < maxBatch {
+		for len(batch) < maxBatch && len(msgs) < maxBatch {
 			select {
 			case o := <-s.ops:
 				batch = append(batch, o)
+			case m := <-s.emitted:
+				msgs = append(msgs, m)
 			default:
 				break drain
 			}
 		}
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.update(func(tx *bolt.Tx) error {
 			for _, o := range batch {
 				o.err = o.fn(tx)
 			}
-			return nil
+			return s.enqueue(tx, msgs...)
 		})
+		if err != nil && len(msgs) > 0 {
+			s.dropped.Add(int64(len(msgs)))
+		}
 		for _, o := range batch {
 			o.done <- errors.Join(err, o.err)
 		}
 	}
+}
+
+// flushEmitted writes the messages emitted before Close.
+func (s *Store) flushEmitted() {
+	for {
+		var msgs []Message
+	drain:
+		for len(msgs) < maxBatch {
+			select {
+			case m := <-s.emitted:
+				msgs = append(msgs, m)
+			default:
+				break drain
+			}
+		}
+		if len(msgs) == 0 {
+			return
+		}
+		if err := s.update(func(tx *bolt.Tx) error { return s.enqueue(tx, msgs...) }); err != nil {
+			s.dropped.Add(int64(len(msgs)))
+		}
+	}
+}
+
+// update runs fn in a write transaction on the committer goroutine and
+// accounts for the messages it added to the outbox.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	s.enqueued = 0
+	err := s.db.Update(fn)
+	if err == nil && s.enqueued > 0 {
+		s.outboxLen.Add(s.enqueued)
+		select {
+		case s.outboxReady <- struct{}{}:
+		default:
+		}
+	}
+	return err
 }
 
 // write runs fn in a write transaction shared with other writers. fn must

@@ -24,7 +24,13 @@ type SlipRecord struct {
 	FirstAt  int64           `json:"firstAt"` // Unix seconds
 	Branches []string        `json:"branches"`
 	Result   json.RawMessage `json:"result"`
+	// Job is the async job whose verification recorded the slip, so the
+	// job's repeated attempt (after a crash) is not taken for a duplicate.
+	Job string `json:"job,omitempty"`
 }
+
+// FirstSeenBy reports whether job first recorded the slip.
+func (r *SlipRecord) FirstSeenBy(job string) bool { return job != "" && r.Job == job }
 
 // VerifiedBy reports whether branch verified the slip before.
 func (r *SlipRecord) VerifiedBy(branch string) bool { return slices.Contains(r.Branches, branch) }
@@ -50,6 +56,10 @@ type Verification struct {
 	SlipKey             string // see SlipKey
 	Result              json.RawMessage
 	Policy              Policy
+	JobID               string // the async job verifying, if any
+	// Usage, when set, returns the usage event of this verification, told
+	// whether it consumed quota; it is published with the consumption.
+	Usage func(charged bool) Message
 }
 
 // Consumed tells what Consume did. Seen is the slip's record as it was
@@ -98,7 +108,12 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 			}
 			out.Charged = true
 		}
-		rec := SlipRecord{FirstAt: s.now().Unix(), Branches: []string{v.BranchID}, Result: v.Result}
+		if v.Usage != nil {
+			if err := s.enqueueUsage(tx, v.Usage(out.Charged)); err != nil {
+				return err
+			}
+		}
+		rec := SlipRecord{FirstAt: s.now().Unix(), Branches: []string{v.BranchID}, Result: v.Result, Job: v.JobID}
 		if out.Seen != nil {
 			if out.Seen.VerifiedBy(v.BranchID) {
 				return nil
@@ -109,6 +124,16 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 		return putJSON(slips, string(slipKey), rec)
 	})
 	return out, err
+}
+
+// enqueueUsage adds a usage event to the outbox unless the outbox is full:
+// a verification never fails for want of room to report it.
+func (s *Store) enqueueUsage(tx *bolt.Tx, m Message) error {
+	if s.outboxLen.Load()+s.enqueued >= s.outboxLimit {
+		s.dropped.Add(1)
+		return nil
+	}
+	return s.enqueue(tx, m)
 }
 
 // consume takes one unit of quota from branch and service, or fails with

@@ -10,6 +10,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/quota"
@@ -39,13 +41,15 @@ type Request struct {
 	CheckDuplicate      bool
 	MatchAmount         *float64
 	Receiver            *ReceiverCheck // v2 bank only; nil: no receiver check
+	JobID               string         // the async job this attempt runs for, if any
 }
 
 // Verifier verifies slips. It is safe for concurrent use.
 type Verifier struct {
 	Store    *store.Store
 	Upstream bank.Connector
-	Images   ImageReader // nil: image sources are refused
+	Images   ImageReader      // nil: image sources are refused
+	Now      func() time.Time // the time of usage events; nil: time.Now
 }
 
 // RawSlip is the slip record of a bank verification (spec 2.1 rawSlip).
@@ -83,8 +87,10 @@ type Duplicate struct {
 }
 
 // Bank verifies a bank slip.
-func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
-	payload, err := v.payload(ctx, r.Source, isBankSlip)
+func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error) {
+	reported := false
+	defer func() { v.report(r, api.KindBank, reported, err) }()
+	payload, err := v.payload(ctx, r.Source, IsBankSlip)
 	if err != nil {
 		return BankResult{}, err
 	}
@@ -99,7 +105,7 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
 		}
 	}
 	var raw RawSlip
-	seen, err := v.settle(ctx, r, store.SlipKey("bank", p.BankCode, p.TransRef), &raw,
+	seen, err := v.settle(ctx, r, api.KindBank, store.SlipKey("bank", p.BankCode, p.TransRef), &raw, &reported,
 		func(ctx context.Context) (any, error) {
 			s, err := v.Upstream.Bank(ctx, p.BankCode, p.TransRef)
 			return RawSlip{Payload: payload, Slip: s}, err
@@ -126,7 +132,9 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (BankResult, error) {
 }
 
 // Wallet verifies a wallet slip.
-func (v *Verifier) Wallet(ctx context.Context, r Request) (WalletResult, error) {
+func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err error) {
+	reported := false
+	defer func() { v.report(r, api.KindWallet, reported, err) }()
 	payload, err := v.payload(ctx, r.Source, isWalletSlip)
 	if err != nil {
 		return WalletResult{}, err
@@ -136,7 +144,7 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (WalletResult, error) 
 		return WalletResult{}, api.E(api.InvalidPayload)
 	}
 	var ws bank.WalletSlip
-	seen, err := v.settle(ctx, r, store.SlipKey("wallet", p.TransactionID), &ws,
+	seen, err := v.settle(ctx, r, api.KindWallet, store.SlipKey("wallet", p.TransactionID), &ws, &reported,
 		func(ctx context.Context) (any, error) { return v.Upstream.Wallet(ctx, p.TransactionID) },
 		func() Duplicate {
 			return Duplicate{Payload: payload, TransRef: ws.TransactionID, Amount: ws.Amount, Date: ws.Date}
@@ -156,8 +164,10 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (WalletResult, error) 
 // the caller's state, the duplicate rules, the bank lookup (only for a slip
 // the service has not verified before) and the atomic consumption of quota.
 // It decodes the verified slip into out and reports whether the slip was
-// verified before. dup builds a v1 duplicate_slip answer from out.
-func (v *Verifier) settle(ctx context.Context, r Request, key string, out any,
+// verified before. dup builds a v1 duplicate_slip answer from out. When the
+// verification consumes, its usage event goes out with the consumption and
+// settle sets *reported.
+func (v *Verifier) settle(ctx context.Context, r Request, kind, key string, out any, reported *bool,
 	lookup func(context.Context) (any, error), dup func() Duplicate) (bool, error) {
 	sv, br, err := v.Store.Identity(r.ServiceID, r.BranchID)
 	if err != nil {
@@ -188,7 +198,7 @@ func (v *Verifier) settle(ctx context.Context, r Request, key string, out any,
 		if err := json.Unmarshal(seen.Result, out); err != nil {
 			return true, internal(err)
 		}
-		return true, nil
+		return !seen.FirstSeenBy(r.JobID), nil
 	case seen != nil:
 		result = seen.Result
 	default:
@@ -208,7 +218,10 @@ func (v *Verifier) settle(ctx context.Context, r Request, key string, out any,
 	}
 	c, err := v.Store.Consume(store.Verification{
 		ServiceID: r.ServiceID, BranchID: r.BranchID, SlipKey: key, Result: result, Policy: policy,
+		JobID: r.JobID,
+		Usage: func(charged bool) store.Message { return v.usage(r, kind, api.OutcomeOK, charged) },
 	})
+	*reported = err == nil
 	switch {
 	case errors.Is(err, store.ErrDuplicate):
 		return true, refuse(c.Seen)
@@ -223,7 +236,68 @@ func (v *Verifier) settle(ctx context.Context, r Request, key string, out any,
 	if err := json.Unmarshal(result, out); err != nil {
 		return false, internal(err)
 	}
-	return c.Seen != nil, nil
+	return c.Seen != nil && !c.Seen.FirstSeenBy(r.JobID), nil
+}
+
+// report emits the usage event of an attempt whose event did not go out
+// with a consumption: a refusal, an error or a free self-duplicate.
+func (v *Verifier) report(r Request, kind string, reported bool, err error) {
+	if reported {
+		return
+	}
+	outcome := api.OutcomeOK
+	if err != nil {
+		var e *api.Error
+		if !errors.As(err, &e) {
+			e = api.E(api.InternalServerError)
+		}
+		outcome = e.Code.String()
+	}
+	// A full outbox drops the event and counts it (store.OutboxStats): the
+	// verification's answer does not wait for room to report it.
+	_ = v.Store.Emit(v.usage(r, kind, outcome, false))
+}
+
+// usage returns the usage event of an attempt as an outbox message.
+func (v *Verifier) usage(r Request, kind, outcome string, billable bool) store.Message {
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	mode := api.ModeSync
+	if r.JobID != "" {
+		mode = api.ModeAsync
+	}
+	ev := api.UsageEvent{
+		EventID: uuid.NewString(), OccurredAt: now().UTC(), ServiceID: r.ServiceID, BranchID: r.BranchID,
+		Kind: kind, API: r.Version.String(), Mode: mode, Outcome: outcome, Billable: billable, JobID: r.JobID,
+	}
+	value, err := json.Marshal(ev)
+	if err != nil {
+		panic(err) // strings, a bool and a time always encode
+	}
+	return store.Message{Topic: api.TopicUsage, Key: r.ServiceID, Value: value}
+}
+
+// Admit refuses a verification the caller could not make now: an unknown
+// or refused service or branch, or quota already used up. Async submit
+// asks before it accepts jobs.
+func (v *Verifier) Admit(serviceID, branchID string) error {
+	sv, br, err := v.Store.Identity(serviceID, branchID)
+	if err != nil {
+		return identityError(err)
+	}
+	if err := checkState(sv, br); err != nil {
+		return err
+	}
+	u, err := v.Store.Usage(sv, br.ID)
+	if err != nil {
+		return internal(err)
+	}
+	if !u.Service.Allows(&sv.QuotaLimit) || !u.Branch.Allows(br.LimitQuota) {
+		return api.E(api.QuotaExceeded)
+	}
+	return nil
 }
 
 // payload returns the QR payload of src.
@@ -237,7 +311,8 @@ func (v *Verifier) payload(ctx context.Context, src Source, accept func(string) 
 	return v.Images.Payload(ctx, src, accept)
 }
 
-func isBankSlip(p string) bool   { _, err := slip.ParseBank(p); return err == nil }
+// IsBankSlip reports whether p is a well-formed bank slip payload.
+func IsBankSlip(p string) bool   { _, err := slip.ParseBank(p); return err == nil }
 func isWalletSlip(p string) bool { _, err := slip.ParseWallet(p); return err == nil }
 
 func policyOf(r Request) store.Policy {

@@ -91,7 +91,8 @@ func startCore(t testing.TB, seed string, env ...string) *coreProc {
 	c := &coreProc{addr: testnet.FreeAddr(t), out: new(bytes.Buffer)}
 	c.cmd = exec.Command(coreBin)
 	c.cmd.Env = append(os.Environ(), "SLIP_CORE_ADDR="+c.addr, "SLIP_DATA_DIR="+t.TempDir(), "SLIP_SEED="+seedPath,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)
+		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey,
+		"SLIP_KAFKA_ADDR="+testnet.FreeAddr(t)) // no broker unless env names one
 	c.cmd.Env = append(c.cmd.Env, env...)
 	logs, err := c.cmd.StderrPipe()
 	if err != nil {

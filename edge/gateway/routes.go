@@ -47,6 +47,9 @@ var Routes = []Route{
 	{Method: "POST", Path: "/v2/verify/bank", Version: api.V2, Auth: AuthBranch, Budget: BankBudget},
 	{Method: "POST", Path: "/v2/verify/wallet", Version: api.V2, Auth: AuthBranch, Budget: WalletBudget},
 	{Method: "GET", Path: "/v2/info", Version: api.V2, Auth: AuthBranch},
+	{Method: "POST", Path: "/v2/verify/bank/async", Version: api.V2, Auth: AuthBranch},
+	{Method: "POST", Path: "/v2/verify/bank/async/batch", Version: api.V2, Auth: AuthBranch},
+	{Method: "GET", Path: "/v2/verify/bank/jobs/{job}", Version: api.V2, Auth: AuthBranch},
 
 	{Method: "GET", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},
 	{Method: "POST", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},

@@ -178,7 +178,8 @@ func startStack(t *testing.T) *stack {
 	}
 	coreAddr, edgeAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	start(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+dir, "SLIP_SEED="+seed,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox", "SLIP_EGRESS_ALLOW_CIDRS=")
+		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox", "SLIP_EGRESS_ALLOW_CIDRS=",
+		"SLIP_KAFKA_ADDR="+testnet.FreeAddr(t)) // no broker: jobs wait in core's outbox
 	start(t, edgeBin, "SLIP_EDGE_ADDR="+edgeAddr, "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+edgeToken,
 		"SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=0s", "SLIP_TRUSTED_PROXIES=")
 	st := &stack{url: "http://" + edgeAddr, spec: load(t), seen: map[string]bool{}}
@@ -418,6 +419,27 @@ func TestConformance(t *testing.T) {
 		st.do(t, post(p, map[string]any{"payload": w}, bearer(kOff)...), 403, "BRANCH_INACTIVE")
 		st.do(t, post(p, map[string]any{"payload": "x"}, bearer(kSlow)...), 404, "SLIP_NOT_FOUND")
 		st.do(t, post(p, map[string]any{"payload": "x"}, bearer(kSlow)...), 429, "RATE_LIMIT_EXCEEDED")
+	})
+
+	t.Run("async", func(t *testing.T) {
+		const p, batch = "/v2/verify/bank/async", "/v2/verify/bank/async/batch"
+		hook := "https://93.184.216.34/hook" // an address literal: checked without a lookup
+		one := st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": hook}, bearer(kMain)...), 202, "")
+		jobID, _ := one["data"].(map[string]any)["jobId"].(string)
+		body := js(map[string]any{"items": []any{map[string]any{"payload": fresh()}, map[string]any{"payload": fresh()}}, "callbackUrl": hook})
+		st.do(t, req{method: "POST", path: batch, body: body, header: signed(kMain, secretFull, "POST", batch, body, 0, "")}, 202, "")
+		st.do(t, get("/v2/verify/bank/jobs/"+jobID, bearer(kMain)...), 200, "")
+		st.do(t, get("/v2/verify/bank/jobs/"+jobID, bearer(kIP)...), 403, "IP_NOT_ALLOWED")
+		st.do(t, get("/v2/verify/bank/jobs/"+uuid4(), bearer(kMain)...), 404, "JOB_NOT_FOUND")
+		st.do(t, get("/v2/verify/bank/jobs/"+jobID), 401, "MISSING_API_KEY")
+		st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": "http://93.184.216.34/hook"}, bearer(kMain)...), 400, "INVALID_CALLBACK_URL")
+		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": "https://10.0.0.1/hook"}, bearer(kMain)...), 400, "INVALID_CALLBACK_URL")
+		st.do(t, post(p, map[string]any{"payload": "x", "callbackUrl": hook}, bearer(kMain)...), 404, "SLIP_NOT_FOUND")
+		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": hook}, bearer(kOff)...), 403, "BRANCH_INACTIVE")
+		st.do(t, post(batch, map[string]any{"items": []any{}, "callbackUrl": hook}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+		st.do(t, post(batch, map[string]any{"items": []any{}}), 401, "MISSING_API_KEY")
+		st.do(t, post(p, map[string]any{"payload": fresh()}), 401, "MISSING_API_KEY")
 	})
 
 	t.Run("info", func(t *testing.T) {

@@ -10,20 +10,24 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/qrscan"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/server"
 	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/core/verify"
 )
 
@@ -61,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
-	st, err := store.Open(filepath.Join(cfg.DataDir, "core.db"), time.Now)
+	st, err := store.OpenLimit(filepath.Join(cfg.DataDir, "core.db"), time.Now, int64(cfg.OutboxLimit))
 	if err != nil {
 		return err
 	}
@@ -81,8 +85,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	v := &verify.Verifier{Store: st, Upstream: upstream, Images: verify.Images{Egress: fetch}}
+	verifyRetries, webhookRetries, _ := cfg.Schedules() // checked by Validate
+	j := &jobs.Jobs{Store: st, Verifier: v, Box: box, Egress: fetch, Now: time.Now, Log: log,
+		VerifyRetries: verifyRetries, DeliveryRetries: webhookRetries, Retention: cfg.JobRetention}
 	srv := &fasthttp.Server{
-		Handler:               server.New(v, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
+		Handler:               server.New(v, j, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
 		NoDefaultServerHeader: true, // the edge names itself to clients
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
@@ -94,12 +101,46 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
+	// The background work: the outbox publisher runs until everything else
+	// has stopped, so what they wrote last still reaches the broker.
+	brokers := stream.Brokers(cfg.KafkaAddr)
+	writer := stream.NewWriter(brokers)
+	defer writer.Close()
+	pubCtx, stopPub := context.WithCancel(context.Background())
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- (&stream.Publisher{Store: st, Writer: writer, Log: log}).Run(pubCtx) }()
+	defer func() { stopPub(); <-pubDone }()
+
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	errc := make(chan error, 4)
+	work := sync.WaitGroup{}
+	background := func(name string, fn func(context.Context) error) {
+		work.Add(1)
+		go func() {
+			defer work.Done()
+			if err := fn(workCtx); err != nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	background("jobs consumer", func(ctx context.Context) error {
+		r := stream.NewReader(brokers, api.TopicJobs, "slip-core-jobs")
+		defer r.Close()
+		return stream.Consume(ctx, r, cfg.JobWorkers, j.HandleJob)
+	})
+	background("webhook outcomes consumer", func(ctx context.Context) error {
+		r := stream.NewReader(brokers, api.TopicWebhookOutcomes, "slip-core-outcomes")
+		defer r.Close()
+		return stream.Consume(ctx, r, 16, j.HandleOutcome)
+	})
+	background("job scheduler", j.Schedule)
+	background("job expiry", func(ctx context.Context) error { return expireJobs(ctx, j, log) })
+
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "bank", cfg.Bank, "version", version)
+	log.Info("listening", "addr", ln.Addr().String(), "bank", cfg.Bank, "kafka", cfg.KafkaAddr, "version", version)
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -107,12 +148,32 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	defer cancel()
 	// Connections still open after the grace (a client that connected and
 	// sent nothing) close with the process; that is not a failed shutdown.
-	err = srv.ShutdownWithContext(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
+	if serr := srv.ShutdownWithContext(sctx); errors.Is(serr, context.DeadlineExceeded) {
 		log.Warn("closing connections still open after the grace")
-		return nil
+	} else if err == nil {
+		err = serr
 	}
+	stopWork()
+	work.Wait()
 	return err
+}
+
+// expireJobs removes jobs past their retention once a minute.
+func expireJobs(ctx context.Context, j *jobs.Jobs, log *slog.Logger) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		if n, err := j.Expire(); err != nil {
+			return err
+		} else if n > 0 {
+			log.Info("removed expired jobs", "jobs", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // connector returns the bank connector cfg names; the sandbox takes its

@@ -1,0 +1,467 @@
+// Package jobs runs async verification (spec 4.2, 3 and 6): it accepts
+// jobs durably, runs their attempts from slip.jobs with the shared retry
+// budget, publishes each result once to slip.results for the dispatcher,
+// follows the dispatcher's delivery outcomes (scheduling redeliveries and
+// marking exhausted ones), and removes jobs after their retention.
+//
+// Every change of a job and the Kafka message it causes are written in one
+// store transaction (the outbox), so a crash at any point loses nothing and
+// a redelivered message finds the job already moved on and is skipped.
+// Quota is consumed at most once per job: a repeated attempt finds its slip
+// recorded by the job itself and is free.
+package jobs
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/secret"
+	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/verify"
+)
+
+// Job states (ARCHITECTURE.md).
+const (
+	Queued     = "queued"
+	Processing = "processing"
+	Retrying   = "retrying"
+	Done       = "done"
+	Failed     = "failed"
+)
+
+// MaxBatch is the most items one batch submit takes.
+const MaxBatch = 100
+
+// Jobs runs async verification. Its fields are set once, before use.
+type Jobs struct {
+	Store    *store.Store
+	Verifier *verify.Verifier
+	Box      *secret.Box    // opens branches' webhook secrets
+	Egress   *egress.Client // checks callback and image URLs at submit
+	Now      func() time.Time
+	Log      *slog.Logger
+
+	VerifyRetries   []time.Duration // waits before attempts 2, 3, ...
+	DeliveryRetries []time.Duration // waits before deliveries 2, 3, ...
+	Retention       time.Duration   // how long a job can be polled
+}
+
+// Submitted is the answer to a submit.
+type Submitted struct {
+	JobID   string   `json:"jobId,omitempty"`
+	BatchID *string  `json:"batchId"`
+	JobIDs  []string `json:"jobIds,omitempty"` // a batch's jobs, in item order
+	Status  string   `json:"status"`
+}
+
+// Submit accepts one job per request for the caller's branch, or none: the
+// callback URL (callbackURL, else the branch's webhook URL) must be a public
+// https URL, the caller must be able to verify now, and every image URL
+// must be one that can be fetched. It returns after the jobs are durable.
+func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []verify.Request, callbackURL string, batch bool) (Submitted, error) {
+	if err := j.Verifier.Admit(serviceID, branchID); err != nil {
+		return Submitted{}, err
+	}
+	br, err := j.Store.Branch(serviceID, branchID)
+	if err != nil {
+		return Submitted{}, &api.Error{Code: api.InternalServerError, Cause: err}
+	}
+	if callbackURL == "" && br.WebhookURL != nil {
+		callbackURL = *br.WebhookURL
+	}
+	if callbackURL == "" {
+		return Submitted{}, api.Errorf(api.Validation, "callbackUrl: required when the branch has no webhook URL")
+	}
+	if err := j.Egress.CheckCallbackURL(ctx, callbackURL); err != nil {
+		return Submitted{}, err
+	}
+	for i, r := range reqs {
+		if r.Source.URL == "" {
+			continue
+		}
+		if err := j.Egress.CheckImageURL(r.Source.URL); err != nil {
+			return Submitted{}, itemError(i, batch, "url", err)
+		}
+	}
+	var out Submitted
+	if batch {
+		id := uuid.NewString()
+		out.BatchID = &id
+	}
+	now := j.Now().UnixMilli()
+	jobs, msgs := make([]store.Job, len(reqs)), make([]store.Message, len(reqs))
+	for i, r := range reqs {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return Submitted{}, &api.Error{Code: api.InternalServerError, Cause: err}
+		}
+		jobs[i] = store.Job{ID: uuid.NewString(), ServiceID: serviceID, BranchID: branchID, Created: now,
+			Status: Queued, Request: raw, CallbackURL: callbackURL, Attempt: 1}
+		if out.BatchID != nil {
+			jobs[i].BatchID = *out.BatchID
+		}
+		msgs[i] = jobMessage(jobs[i].ID, 1)
+		out.JobIDs = append(out.JobIDs, jobs[i].ID)
+	}
+	if err := j.Store.CreateJobs(jobs, msgs); err != nil {
+		return Submitted{}, &api.Error{Code: api.InternalServerError, Cause: err}
+	}
+	out.Status = Queued
+	if !batch {
+		out.JobID, out.JobIDs = out.JobIDs[0], nil
+	}
+	return out, nil
+}
+
+// itemError names the item and field of a refused request.
+func itemError(i int, batch bool, field string, err error) error {
+	if batch {
+		field = fmt.Sprintf("items[%d].%s", i, field)
+	}
+	return api.Within(err, field)
+}
+
+func jobMessage(jobID string, attempt int) store.Message {
+	return message(api.TopicJobs, jobID, api.JobMessage{EventID: uuid.NewString(), JobID: jobID, Attempt: attempt})
+}
+
+func message(topic, key string, v any) store.Message {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // the contract types always encode
+	}
+	return store.Message{Topic: topic, Key: key, Value: raw}
+}
+
+// View is a job as its branch polls it.
+type View struct {
+	JobID   string          `json:"jobId"`
+	BatchID *string         `json:"batchId"`
+	Status  string          `json:"status"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+// Poll returns a job of the caller's branch; another branch's, an unknown
+// or an expired job is JOB_NOT_FOUND.
+func (j *Jobs) Poll(serviceID, branchID, jobID string) (View, error) {
+	job, err := j.Store.Job(jobID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return View{}, api.E(api.JobNotFound)
+	case err != nil:
+		return View{}, &api.Error{Code: api.InternalServerError, Cause: err}
+	case job.ServiceID != serviceID || job.BranchID != branchID || j.expired(job):
+		return View{}, api.E(api.JobNotFound)
+	}
+	v := View{JobID: job.ID, Status: job.Status, Result: job.Result, Error: job.Error}
+	if job.BatchID != "" {
+		v.BatchID = &job.BatchID
+	}
+	return v, nil
+}
+
+func (j *Jobs) expired(job store.Job) bool {
+	return j.Now().Sub(time.UnixMilli(job.Created)) >= j.Retention
+}
+
+// HandleJob runs the attempt a slip.jobs message asks for, if the job still
+// waits for it, and records its outcome with the messages it causes.
+func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
+	var msg api.JobMessage
+	if err := json.Unmarshal(m.Value, &msg); err != nil {
+		j.Log.Error("skipping a malformed job message", "offset", m.Offset, "err", err)
+		return nil
+	}
+	stale := errors.New("stale")
+	waiting := func(job *store.Job) error {
+		if job.Attempt != msg.Attempt || (job.Status != Queued && job.Status != Processing) {
+			return stale
+		}
+		return nil
+	}
+	job, err := j.Store.UpdateJob(msg.JobID, func(job *store.Job) ([]store.Message, error) {
+		if err := waiting(job); err != nil {
+			return nil, err
+		}
+		job.Status = Processing
+		return nil, nil
+	})
+	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var req verify.Request
+	if err := json.Unmarshal(job.Request, &req); err != nil {
+		return fmt.Errorf("job %s: request: %w", job.ID, err)
+	}
+	req.Version, req.ServiceID, req.BranchID, req.JobID = api.V2, job.ServiceID, job.BranchID, job.ID
+	res, verr := j.Verifier.Bank(ctx, req)
+	sign, err := j.signer(job.ServiceID, job.BranchID)
+	if err != nil {
+		return err
+	}
+	_, err = j.Store.UpdateJob(job.ID, func(job *store.Job) ([]store.Message, error) {
+		if err := waiting(job); err != nil {
+			return nil, err
+		}
+		return j.settle(job, res, verr, sign)
+	})
+	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// settle moves a job on from the outcome of its attempt: a verified slip
+// is done; a slip not found or pending waits for the next attempt while the
+// budget lasts and is then done as not_found; any other error fails it.
+func (j *Jobs) settle(job *store.Job, res verify.BankResult, verr error, sign func([]byte) string) ([]store.Message, error) {
+	var e *api.Error
+	if verr != nil && !errors.As(verr, &e) {
+		e = &api.Error{Code: api.InternalServerError, Cause: verr}
+	}
+	switch {
+	case verr == nil:
+		return j.finish(job, Done, "success", res, nil, sign)
+	case e.Code == api.SlipNotFound || e.Code == api.SlipPending:
+		if job.Attempt <= len(j.VerifyRetries) {
+			job.Status = Retrying
+			job.DueAt = j.Now().Add(j.VerifyRetries[job.Attempt-1]).UnixMilli()
+			job.Attempt++
+			return nil, nil
+		}
+		_, body := api.V2Body(e)
+		return j.finish(job, Done, "not_found", notFound{Attempts: job.Attempt, Reason: body.Code, Message: body.Message}, nil, sign)
+	}
+	if e.Code >= api.InternalServerError {
+		j.Log.Error("job failed", "job", job.ID, "err", e.Error())
+	}
+	_, body := api.V2Body(e)
+	return j.finish(job, Failed, "failed", nil, &body, sign)
+}
+
+// signer returns what signs the branch's callbacks: the X-Service-Signature
+// value of a body under the branch's webhook secret, or "" when the branch
+// has none (or is gone).
+func (j *Jobs) signer(serviceID, branchID string) (func([]byte) string, error) {
+	br, err := j.Store.Branch(serviceID, branchID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if len(br.WebhookSecret) == 0 {
+		return func([]byte) string { return "" }, nil
+	}
+	key, err := j.Box.Open(br.WebhookSecret, "webhook/"+br.ID)
+	if err != nil {
+		return nil, err
+	}
+	return func(body []byte) string {
+		mac := hmac.New(sha256.New, []byte(key))
+		mac.Write(body)
+		return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	}, nil
+}
+
+// notFound is the failure context of a not_found result.
+type notFound struct {
+	Attempts int    `json:"attempts"`
+	Reason   string `json:"reason"` // SLIP_NOT_FOUND or SLIP_PENDING, of the last attempt
+	Message  string `json:"message"`
+}
+
+// finish ends a job with its result and builds its callback, signed by
+// sign.
+func (j *Jobs) finish(job *store.Job, status, result string, data any, e *api.ErrorBody, sign func([]byte) string) ([]store.Message, error) {
+	now := j.Now()
+	job.Status, job.DueAt = status, 0
+	if e != nil {
+		raw, err := json.Marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		job.Error = raw
+	} else {
+		raw, err := json.Marshal(struct {
+			Status string `json:"status"`
+			Data   any    `json:"data"`
+		}{result, data})
+		if err != nil {
+			return nil, err
+		}
+		job.Result = raw
+	}
+	p := api.WebhookPayload{JobID: job.ID, Status: result, Data: data, Error: e,
+		Timestamp: now.UTC().Format(time.RFC3339Nano)}
+	if job.BatchID != "" {
+		p.BatchID = &job.BatchID
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	cb := api.Callback{JobID: job.ID, URL: job.CallbackURL, Body: string(body), Signature: sign(body)}
+	if job.Callback, err = json.Marshal(cb); err != nil {
+		return nil, err
+	}
+	job.Delivery = 1
+	return []store.Message{j.deliver(*job)}, nil
+}
+
+// deliver returns the slip.results message of the job's current delivery.
+func (j *Jobs) deliver(job store.Job) store.Message {
+	var cb api.Callback
+	if err := json.Unmarshal(job.Callback, &cb); err != nil {
+		panic(err) // finish wrote it
+	}
+	cb.EventID, cb.Delivery = uuid.NewString(), job.Delivery
+	return message(api.TopicResults, job.ID, cb)
+}
+
+// delivery is one failed delivery as the polled job shows it.
+type delivery struct {
+	Delivery int       `json:"delivery"`
+	At       time.Time `json:"at"`
+	Status   int       `json:"status,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// HandleOutcome records a delivery's outcome from slip.webhook.outcomes:
+// success settles the callback; a failure schedules the next delivery while
+// the budget lasts, and then marks the job's error with webhook: failed and
+// every delivery.
+func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
+	var o api.WebhookOutcome
+	if err := json.Unmarshal(m.Value, &o); err != nil {
+		j.Log.Error("skipping a malformed webhook outcome", "offset", m.Offset, "err", err)
+		return nil
+	}
+	stale := errors.New("stale")
+	_, err := j.Store.UpdateJob(o.JobID, func(job *store.Job) ([]store.Message, error) {
+		if job.Settled || job.Delivery != o.Delivery || job.DueAt != 0 {
+			return nil, stale
+		}
+		if o.OK {
+			job.Settled = true
+			return nil, nil
+		}
+		var failed []delivery
+		if len(job.Outcomes) > 0 {
+			if err := json.Unmarshal(job.Outcomes, &failed); err != nil {
+				return nil, err
+			}
+		}
+		failed = append(failed, delivery{Delivery: o.Delivery, At: o.At, Status: o.Status, Error: o.Error})
+		raw, err := json.Marshal(failed)
+		if err != nil {
+			return nil, err
+		}
+		job.Outcomes = raw
+		if o.Delivery <= len(j.DeliveryRetries) {
+			job.DueAt = j.Now().Add(j.DeliveryRetries[o.Delivery-1]).UnixMilli()
+			job.Delivery++
+			return nil, nil
+		}
+		job.Settled = true
+		return nil, markWebhookFailed(job)
+	})
+	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// markWebhookFailed adds webhook: failed and the deliveries to the job's
+// error object, keeping its code and message.
+func markWebhookFailed(job *store.Job) error {
+	obj := map[string]json.RawMessage{}
+	if len(job.Error) > 0 {
+		if err := json.Unmarshal(job.Error, &obj); err != nil {
+			return err
+		}
+	}
+	obj["webhook"] = json.RawMessage(`"failed"`)
+	obj["delivery"] = job.Outcomes
+	raw, err := json.Marshal(obj)
+	job.Error = raw
+	return err
+}
+
+// Schedule sends the attempts and redeliveries that come due, until ctx is
+// done.
+func (j *Jobs) Schedule(ctx context.Context) error {
+	for {
+		next, err := j.RunDue()
+		if err != nil {
+			return err
+		}
+		wait := time.Second // bounds how late a job scheduled by another goroutine is noticed
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(j.Now()), time.Millisecond))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// RunDue sends every attempt and redelivery due now and returns when the
+// next one is due (zero when none waits).
+func (j *Jobs) RunDue() (time.Time, error) {
+	for {
+		now := j.Now()
+		ids, next, err := j.Store.DueJobs(now, 256)
+		if err != nil {
+			return time.Time{}, err
+		}
+		for _, id := range ids {
+			_, err := j.Store.UpdateJob(id, func(job *store.Job) ([]store.Message, error) {
+				if job.DueAt == 0 || job.DueAt > now.UnixMilli() {
+					return nil, nil
+				}
+				job.DueAt = 0
+				if job.Status == Retrying {
+					job.Status = Queued
+					return []store.Message{jobMessage(job.ID, job.Attempt)}, nil
+				}
+				return []store.Message{j.deliver(*job)}, nil
+			})
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return time.Time{}, err
+			}
+		}
+		if len(ids) < 256 {
+			return next, nil
+		}
+	}
+}
+
+// Expire removes the jobs past their retention.
+func (j *Jobs) Expire() (int, error) {
+	total := 0
+	for {
+		n, err := j.Store.ExpireJobs(j.Now().Add(-j.Retention), 1000)
+		total += n
+		if err != nil || n < 1000 {
+			return total, err
+		}
+	}
+}

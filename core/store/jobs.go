@@ -1,0 +1,164 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrJobExists refuses to create a job whose id is taken.
+var ErrJobExists = errors.New("store: job exists")
+
+// Job is an async verification as core keeps it. Store keeps it durable and
+// indexed; what its fields mean is the business of the package that runs
+// jobs. DueAt (Unix milliseconds, 0 for none) is when the job next needs
+// attention; Created (Unix milliseconds) starts its retention.
+type Job struct {
+	ID        string `json:"jobId"`
+	BatchID   string `json:"batchId,omitempty"`
+	ServiceID string `json:"serviceId"`
+	BranchID  string `json:"branchId"`
+	Created   int64  `json:"created"`
+	DueAt     int64  `json:"dueAt,omitempty"`
+	Status    string `json:"status"`
+
+	Request     json.RawMessage `json:"request"` // the verification to run
+	CallbackURL string          `json:"callbackUrl"`
+	Attempt     int             `json:"attempt"` // the attempt running or next to run, from 1
+
+	Result   json.RawMessage `json:"result,omitempty"`   // the polled result of a done job
+	Error    json.RawMessage `json:"error,omitempty"`    // the polled error object
+	Callback json.RawMessage `json:"callback,omitempty"` // the callback, kept for redeliveries
+	Delivery int             `json:"delivery,omitempty"` // the delivery running or next to run, from 1
+	Outcomes json.RawMessage `json:"outcomes,omitempty"` // the failed deliveries so far
+	Settled  bool            `json:"settled,omitempty"`  // the callback was delivered or given up
+}
+
+// CreateJobs stores jobs, all or none, with msgs in the outbox, in one
+// transaction: when it returns nil, every job is durable and its message
+// will reach the broker.
+func (s *Store) CreateJobs(jobs []Job, msgs []Message) error {
+	return s.write(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		for _, j := range jobs {
+			if b.Get([]byte(j.ID)) != nil {
+				return ErrJobExists
+			}
+		}
+		for _, j := range jobs {
+			if err := putJob(tx, j, 0); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketJobsByAge).Put(timeKey(j.Created, j.ID), nil); err != nil {
+				return err
+			}
+		}
+		return s.enqueue(tx, msgs...)
+	})
+}
+
+// Job returns a job by id, or ErrNotFound.
+func (s *Store) Job(id string) (Job, error) {
+	var j Job
+	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketJobs), id, &j) })
+	return j, err
+}
+
+// UpdateJob changes a job atomically: change edits the job and returns the
+// messages to publish with the change. A change that returns an error
+// leaves the job as it was; ErrNotFound tells of a job that is gone.
+func (s *Store) UpdateJob(id string, change func(j *Job) ([]Message, error)) (Job, error) {
+	var j Job
+	err := s.write(func(tx *bolt.Tx) error {
+		j = Job{}
+		if err := getJSON(tx.Bucket(bucketJobs), id, &j); err != nil {
+			return err
+		}
+		oldDue := j.DueAt
+		msgs, err := change(&j)
+		if err != nil {
+			return err
+		}
+		if err := putJob(tx, j, oldDue); err != nil {
+			return err
+		}
+		return s.enqueue(tx, msgs...)
+	})
+	return j, err
+}
+
+// putJob writes j and moves its place in the due index from oldDue to
+// j.DueAt.
+func putJob(tx *bolt.Tx, j Job, oldDue int64) error {
+	due := tx.Bucket(bucketJobsDue)
+	if oldDue != 0 && oldDue != j.DueAt {
+		if err := due.Delete(timeKey(oldDue, j.ID)); err != nil {
+			return err
+		}
+	}
+	if j.DueAt != 0 {
+		if err := due.Put(timeKey(j.DueAt, j.ID), nil); err != nil {
+			return err
+		}
+	}
+	return putJSON(tx.Bucket(bucketJobs), j.ID, j)
+}
+
+// DueJobs returns the ids of up to max jobs due at or before now, earliest
+// first, and when the next later job is due (zero when none is).
+func (s *Store) DueJobs(now time.Time, max int) (ids []string, next time.Time, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketJobsDue).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			at, id := splitTimeKey(k)
+			if at > now.UnixMilli() || len(ids) == max {
+				next = time.UnixMilli(at)
+				return nil
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	return ids, next, err
+}
+
+// ExpireJobs removes up to max jobs created before cutoff and returns how
+// many it removed.
+func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
+	n := 0
+	err := s.write(func(tx *bolt.Tx) error {
+		n = 0
+		age, jobs := tx.Bucket(bucketJobsByAge).Cursor(), tx.Bucket(bucketJobs)
+		for k, _ := age.First(); k != nil && n < max; k, _ = age.First() {
+			at, id := splitTimeKey(k)
+			if at >= cutoff.UnixMilli() {
+				break
+			}
+			var j Job
+			if err := getJSON(jobs, id, &j); err == nil && j.DueAt != 0 {
+				if err := tx.Bucket(bucketJobsDue).Delete(timeKey(j.DueAt, id)); err != nil {
+					return err
+				}
+			}
+			if err := errors.Join(jobs.Delete([]byte(id)), age.Delete()); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// timeKey orders keys by a Unix millisecond time, then id.
+func timeKey(ms int64, id string) []byte {
+	return append(binary.BigEndian.AppendUint64(nil, uint64(ms)), id...)
+}
+
+func splitTimeKey(k []byte) (int64, string) {
+	return int64(binary.BigEndian.Uint64(k)), string(bytes.Clone(k[8:]))
+}

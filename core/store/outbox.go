@@ -1,0 +1,144 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Message is one Kafka record waiting in the outbox. The outbox is how core
+// publishes: a message is written in the same transaction as the state
+// change it reports (a job accepted, a quota unit consumed), so it exists
+// exactly when the change does, survives a crash, and waits while the
+// broker is away. A publisher sends messages in order and then acks them.
+type Message struct {
+	Seq   uint64 // position in the outbox, set when read
+	Topic string
+	Key   string
+	Value []byte
+}
+
+// ErrOutboxFull refuses a message the outbox has no room for.
+var ErrOutboxFull = errors.New("store: outbox full")
+
+// enqueue appends msgs to the outbox within tx, a transaction of the
+// committer (a write function or the committer itself).
+func (s *Store) enqueue(tx *bolt.Tx, msgs ...Message) error {
+	b := tx.Bucket(bucketOutbox)
+	for _, m := range msgs {
+		s.enqueued++
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := b.Put(seqKey(seq), encodeMessage(m)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Emit queues a message that reports no state change of its own (a usage
+// event of a refused verification, for example). It does not wait for a
+// disk write: the message joins the next transaction the committer runs,
+// or one of its own at once when the committer is idle; Close writes
+// every message emitted before it. It returns ErrOutboxFull when
+// OutboxLimit messages already wait, and ErrClosed after Close.
+func (s *Store) Emit(m Message) error {
+	if s.outboxLen.Load() >= s.outboxLimit {
+		s.dropped.Add(1)
+		return ErrOutboxFull
+	}
+	select {
+	case s.emitted <- m:
+		return nil
+	case <-s.stopped:
+		return ErrClosed
+	}
+}
+
+// Outbox returns up to max messages from the start of the outbox, oldest
+// first.
+func (s *Store) Outbox(max int) ([]Message, error) {
+	var out []Message
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketOutbox).Cursor()
+		for k, v := c.First(); k != nil && len(out) < max; k, v = c.Next() {
+			m, err := decodeMessage(v)
+			if err != nil {
+				return fmt.Errorf("outbox entry %x: %w", k, err)
+			}
+			m.Seq = binary.BigEndian.Uint64(k)
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Ack removes every message up to and including seq: they reached the
+// broker.
+func (s *Store) Ack(seq uint64) error {
+	n := 0
+	err := s.write(func(tx *bolt.Tx) error {
+		n = 0
+		c := tx.Bucket(bucketOutbox).Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= seq; k, _ = c.First() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err == nil {
+		s.outboxLen.Add(int64(-n))
+	}
+	return err
+}
+
+// OutboxStats reports how many messages wait in the outbox and how many
+// Emit dropped because it was full.
+func (s *Store) OutboxStats() (waiting, dropped int64) {
+	return s.outboxLen.Load(), s.dropped.Load()
+}
+
+// OutboxReady is signalled (without blocking) after a transaction that
+// added messages to the outbox commits.
+func (s *Store) OutboxReady() <-chan struct{} { return s.outboxReady }
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// encodeMessage lays a message out as topic and key, each behind a
+// two-byte length, then the value.
+func encodeMessage(m Message) []byte {
+	b := make([]byte, 0, 4+len(m.Topic)+len(m.Key)+len(m.Value))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Topic)))
+	b = append(b, m.Topic...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Key)))
+	b = append(b, m.Key...)
+	return append(b, m.Value...)
+}
+
+func decodeMessage(b []byte) (Message, error) {
+	var m Message
+	field := func() (string, bool) {
+		if len(b) < 2 || len(b) < 2+int(binary.BigEndian.Uint16(b)) {
+			return "", false
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		s := string(b[2 : 2+n])
+		b = b[2+n:]
+		return s, true
+	}
+	var ok1, ok2 bool
+	m.Topic, ok1 = field()
+	m.Key, ok2 = field()
+	if !ok1 || !ok2 {
+		return m, errors.New("truncated")
+	}
+	m.Value = append([]byte(nil), b...)
+	return m, nil
+}

@@ -1,0 +1,274 @@
+// Package stream connects the tiers to Kafka with kafka-go: a writer for
+// the platform's topics, a publisher that drains core's outbox, and a
+// consumer that handles records concurrently while committing offsets only
+// after their effect is durable (at-least-once).
+package stream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/store"
+)
+
+// Brokers splits a comma-separated SLIP_KAFKA_ADDR.
+func Brokers(addr string) []string {
+	var out []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// NewWriter returns a writer for any platform topic (each message names
+// its own): records are placed by key, acknowledged by every in-sync
+// replica, and batched for at most a few milliseconds.
+func NewWriter(brokers []string) *kafka.Writer {
+	return &kafka.Writer{
+		Addr:         kafka.TCP(brokers...),
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    1000,
+		BatchBytes:   1 << 20, // the broker's message.max.bytes is just above 1 MiB
+		BatchTimeout: 2 * time.Millisecond,
+		WriteTimeout: 10 * time.Second,
+	}
+}
+
+// NewReader returns a consumer-group reader of topic.
+func NewReader(brokers []string, topic, group string) *kafka.Reader {
+	return kafka.NewReader(kafka.ReaderConfig{
+		Brokers: brokers, Topic: topic, GroupID: group,
+		StartOffset:    kafka.FirstOffset,
+		SessionTimeout: 6 * time.Second, // the shortest a broker accepts
+		MaxWait:        50 * time.Millisecond,
+		MinBytes:       1,
+		MaxBytes:       4 << 20,
+	})
+}
+
+// Publisher sends core's outbox to Kafka in order and acks what the broker
+// has; while the broker is away, messages wait in the outbox.
+type Publisher struct {
+	Store   *store.Store
+	Writer  *kafka.Writer
+	Log     *slog.Logger
+	Batch   int           // messages per write; 0: 1000
+	Backoff time.Duration // wait after a failed write; 0: 1s
+}
+
+// Run publishes until ctx is done, then publishes what is already in the
+// outbox once more (so a clean stop leaves nothing behind while the broker
+// is reachable) and returns.
+func (p *Publisher) Run(ctx context.Context) error {
+	batch, backoff := p.Batch, p.Backoff
+	if batch == 0 {
+		batch = 1000
+	}
+	if backoff == 0 {
+		backoff = time.Second
+	}
+	for {
+		n, err := p.publish(ctx, batch)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			p.Log.Warn("publish failed; the outbox keeps the messages", "err", err)
+			if !wait(ctx, backoff, nil) {
+				return p.drain(batch)
+			}
+		case n == batch:
+			// More may wait: go on at once.
+		case !wait(ctx, 0, p.Store.OutboxReady()):
+			return p.drain(batch)
+		}
+	}
+}
+
+// drain publishes what waits in the outbox at shutdown, giving up after a
+// few seconds when the broker does not take it: it stays in the outbox.
+func (p *Publisher) drain(batch int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		n, err := p.publish(ctx, batch)
+		if err != nil || n < batch {
+			return err
+		}
+	}
+}
+
+// publish sends up to max messages from the outbox and acks them.
+func (p *Publisher) publish(ctx context.Context, max int) (int, error) {
+	msgs, err := p.Store.Outbox(max)
+	if err != nil || len(msgs) == 0 {
+		return 0, err
+	}
+	out := make([]kafka.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = kafka.Message{Topic: m.Topic, Key: []byte(m.Key), Value: m.Value}
+	}
+	if err := p.Writer.WriteMessages(ctx, out...); err != nil {
+		return 0, err
+	}
+	return len(msgs), p.Store.Ack(msgs[len(msgs)-1].Seq)
+}
+
+// wait waits for d (when positive) or a signal on ready (when not nil); it
+// returns false when ctx is done first.
+func wait(ctx context.Context, d time.Duration, ready <-chan struct{}) bool {
+	var timer <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer:
+	case <-ready:
+	}
+	return true
+}
+
+// Handler handles one record. It returns an error only when it could not
+// make the record's effect durable (the store is gone): consumption then
+// stops without committing the record, which is delivered again later.
+type Handler func(ctx context.Context, m kafka.Message) error
+
+// Consume fetches records from r and runs h on up to workers of them at
+// once, committing each partition's offsets in order as far as every
+// earlier record of the partition is handled. A slow record holds back its
+// partition's commits, not the handling of later records, up to a window
+// of 64 records per worker waiting for their commit. It returns when ctx is done
+// (after the records in hand are handled and committed) or when h fails.
+func Consume(ctx context.Context, r *kafka.Reader, workers int, h Handler) error {
+	type result struct {
+		m   kafka.Message
+		err error
+	}
+	fetched := make(chan kafka.Message)
+	fetchErr := make(chan error, 1)
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	go func() {
+		for {
+			m, err := r.FetchMessage(fctx)
+			if err != nil {
+				fetchErr <- err
+				return
+			}
+			select {
+			case fetched <- m:
+			case <-fctx.Done():
+				fetchErr <- fctx.Err()
+				return
+			}
+		}
+	}()
+
+	hctx := context.WithoutCancel(ctx) // a record in hand finishes on shutdown
+	done := make(chan result, workers)
+	var wg sync.WaitGroup
+	order := map[int][]*entry{} // per partition, in fetch order
+	inflight, queued, window := 0, 0, 64*workers
+	var failed error
+	commit := func() error {
+		var ready []kafka.Message
+		for p, q := range order {
+			i := 0
+			for i < len(q) && q[i].done {
+				i++
+			}
+			if i > 0 {
+				ready = append(ready, q[i-1].m)
+				order[p] = q[i:]
+				queued -= i
+			}
+		}
+		if len(ready) == 0 {
+			return nil
+		}
+		return r.CommitMessages(hctx, ready...)
+	}
+	finish := func(res result) {
+		inflight--
+		if res.err != nil {
+			failed = errors.Join(failed, res.err)
+			return
+		}
+		for _, e := range order[res.m.Partition] {
+			if e.m.Offset == res.m.Offset {
+				e.done = true
+			}
+		}
+	}
+	in := fetched
+	for {
+		if failed != nil || in == nil {
+			if inflight == 0 {
+				break
+			}
+			finish(<-done)
+			continue
+		}
+		if inflight > 0 && (inflight == workers || queued >= window) {
+			finish(<-done)
+		} else {
+			select {
+			case m := <-in:
+				order[m.Partition] = append(order[m.Partition], &entry{m: m})
+				inflight++
+				queued++
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					done <- result{m, h(hctx, m)}
+				}()
+				continue
+			case res := <-done:
+				finish(res)
+			case err := <-fetchErr:
+				in = nil
+				if ctx.Err() == nil {
+					failed = errors.Join(failed, err)
+				}
+				continue
+			}
+		}
+		// Handle every result already waiting before committing once.
+	more:
+		for inflight > 0 {
+			select {
+			case res := <-done:
+				finish(res)
+			default:
+				break more
+			}
+		}
+		if err := commit(); err != nil && ctx.Err() == nil {
+			failed = errors.Join(failed, err)
+		}
+	}
+	wg.Wait()
+	if failed == nil {
+		return commit()
+	}
+	stopFetch()
+	return failed
+}
+
+type entry struct {
+	m    kafka.Message
+	done bool
+}
