@@ -1,0 +1,400 @@
+// Package scenario holds the bench's named request mixes: what one request
+// of a scenario sends and how its answer counts. Every scenario drives the
+// public API through the edge as a client does, spreading requests over the
+// seed's branches round robin so rate limits and caches see many keys, and
+// uses a fresh slip per request unless it is about duplicates.
+package scenario
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slipverify/slipverify/bench/load"
+	"github.com/slipverify/slipverify/bench/tenant"
+	"github.com/slipverify/slipverify/bench/webhook"
+	"github.com/slipverify/slipverify/edge/authn"
+)
+
+// Env is what scenarios need to build their requests.
+type Env struct {
+	Client *Client
+	Seed   *tenant.Seed
+	// Run is the run's id (RunID), part of every generated slip reference.
+	Run string
+	// Images is the size of the upload corpus (default 24).
+	Images int
+	// Mix is the scenario file of the mixed scenario.
+	Mix string
+	// Webhook receives the async scenarios' callbacks (nil: those
+	// scenarios cannot run).
+	Webhook *webhook.Receiver
+	// BatchSize is the number of slips of one async batch (default 20).
+	BatchSize int
+}
+
+// Scenario is a named way to load the API.
+type Scenario struct {
+	Name  string
+	About string
+	// Async scenarios measure submit→callback latency too and need a
+	// webhook receiver.
+	Async bool
+	// Units is how many verifications one request carries (a batch carries
+	// many); 1 when unset.
+	Units func(env *Env) int
+	build func(env *Env) (load.Func, error)
+}
+
+// Build returns the scenario's request function for env.
+func (s *Scenario) Build(env *Env) (load.Func, error) {
+	if env.Client == nil || env.Seed == nil || env.Run == "" {
+		return nil, errors.New("scenario: the environment needs a client, a seed and a run id")
+	}
+	if s.Async && env.Webhook == nil {
+		return nil, fmt.Errorf("scenario %s: needs a webhook receiver", s.Name)
+	}
+	return s.build(env)
+}
+
+// VerificationsPer returns how many verifications one request of s carries.
+func (s *Scenario) VerificationsPer(env *Env) int {
+	if s.Units == nil {
+		return 1
+	}
+	return s.Units(env)
+}
+
+// all is filled by init: mixed looks scenarios up in it.
+var all []*Scenario
+
+func init() {
+	all = []*Scenario{
+		{Name: "bank-v2", About: "v2 bank verify by QR payload, Bearer key, a new slip each request", build: bankV2},
+		{Name: "bank-v2-signed", About: "v2 bank verify by QR payload, HMAC-signed request (fresh nonce and timestamp)", build: bankV2Signed},
+		{Name: "bank-v1", About: "v1 bank verify (POST /verify, JSON payload, checkDuplicate)", build: bankV1},
+		{Name: "bank-image", About: "v2 bank verify by image upload (multipart), slip pictures of phone sizes", build: bankImage},
+		{Name: "wallet-v2", About: "v2 wallet verify by QR payload", build: walletV2},
+		{Name: "duplicates", About: "v2 bank verify where 90 % of requests repeat a slip the same branch verified before", build: duplicates},
+		{Name: "overload", About: "v2 bank verify on the overload service, beyond what the stack sustains: the adaptive limit sheds load (429, Retry-After, X-RateLimit-Limit dropping)", build: overload},
+		{Name: "mixed", About: "a production-like mix of the sync scenarios, weights from a scenario file", build: mixed},
+		{Name: "async-single", About: "async bank verify, one slip per submit; callbacks to an HTTPS receiver (submit→callback latency)", Async: true, build: asyncSingle},
+		{Name: "async-batch", About: "async batch submit of BatchSize slips; one callback per slip", Async: true, build: asyncBatch,
+			Units: func(env *Env) int { return batchSize(env) }},
+	}
+}
+
+// All returns every scenario.
+func All() []*Scenario { return all }
+
+// Get returns the scenario called name, or an error listing the names.
+func Get(name string) (*Scenario, error) {
+	for _, s := range all {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown scenario %q; known: %s", name, strings.Join(Names(), ", "))
+}
+
+// Names returns the scenario names.
+func Names() []string {
+	var out []string
+	for _, s := range all {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// pick returns the branch of request seq: round robin over branches.
+func pick(bs []tenant.Branch, seq uint64) *tenant.Branch { return &bs[seq%uint64(len(bs))] }
+
+// bearers returns "Bearer <key>" of each branch, built once.
+func bearers(bs []tenant.Branch) [][]byte {
+	out := make([][]byte, len(bs))
+	for i, b := range bs {
+		out[i] = []byte("Bearer " + b.Key)
+	}
+	return out
+}
+
+func benchBranches(env *Env, service string) ([]tenant.Branch, error) {
+	bs := env.Seed.Of(service)
+	if len(bs) == 0 {
+		if service == "" {
+			return nil, errors.New("the seed has no branch to load")
+		}
+		return nil, fmt.Errorf("the seed has no branch of service %s (use the bench seed)", service)
+	}
+	return bs, nil
+}
+
+// payloadPost returns a Func that POSTs {"payload": payload(seq)} to path
+// with a Bearer key of bs.
+func payloadPost(env *Env, bs []tenant.Branch, path string, payload func(seq uint64) string) load.Func {
+	auth := bearers(bs)
+	c := env.Client
+	return func(ctx context.Context, r load.Request) load.Outcome {
+		req := c.newRequest("POST", path)
+		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(auth))])
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(appendPayloadBody(req.Body()[:0], payload(r.Seq)))
+		return c.do(ctx, req, nil)
+	}
+}
+
+func bankV2(env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, "")
+	if err != nil {
+		return nil, err
+	}
+	return payloadPost(env, bs, "/v2/verify/bank", func(seq uint64) string { return bankPayload(env.Run, 'B', seq) }), nil
+}
+
+func walletV2(env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, "")
+	if err != nil {
+		return nil, err
+	}
+	return payloadPost(env, bs, "/v2/verify/wallet", func(seq uint64) string { return walletPayload(env.Run, seq) }), nil
+}
+
+func overload(env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, tenant.OverloadService)
+	if err != nil {
+		return nil, err
+	}
+	return payloadPost(env, bs, "/v2/verify/bank", func(seq uint64) string { return bankPayload(env.Run, 'O', seq) }), nil
+}
+
+// duplicates sends 1 request in 10 with a new slip and 9 with one of 50
+// slips of the branch's own pool, so after warm-up most requests take the
+// read-only self-duplicate path.
+func duplicates(env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, "")
+	if err != nil {
+		return nil, err
+	}
+	const pool = 50
+	nb := uint64(len(bs))
+	return payloadPost(env, bs, "/v2/verify/bank", func(seq uint64) string {
+		round := seq / nb // the branch's own request count
+		if round%10 == 0 {
+			return bankPayload(env.Run, 'N', seq)
+		}
+		// Pool entry k of branch b: the same slip every time this branch
+		// draws k.
+		k := mix64(round) % pool
+		return bankPayload(env.Run, 'D', (seq%nb)*pool+k)
+	}), nil
+}
+
+// mix64 is splitmix64's finaliser: a cheap, well-spread hash of n.
+func mix64(n uint64) uint64 {
+	n ^= n >> 30
+	n *= 0xbf58476d1ce4e5b9
+	n ^= n >> 27
+	n *= 0x94d049bb133111eb
+	return n ^ n>>31
+}
+
+func bankV1(env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, "")
+	if err != nil {
+		return nil, err
+	}
+	auth := bearers(bs)
+	c := env.Client
+	return func(ctx context.Context, r load.Request) load.Outcome {
+		req := c.newRequest("POST", "/verify")
+		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(auth))])
+		req.Header.SetContentType("application/json")
+		b := append(req.Body()[:0], `{"checkDuplicate":true,"payload":"`...)
+		b = append(b, bankPayload(env.Run, 'V', r.Seq)...)
+		req.SetBodyRaw(append(b, `"}`...))
+		return c.do(ctx, req, nil)
+	}, nil
+}
+
+// signers holds one signer per service secret.
+func signers(bs []tenant.Branch) ([]*authn.Signer, error) {
+	bySecret := map[string]*authn.Signer{}
+	out := make([]*authn.Signer, len(bs))
+	for i, b := range bs {
+		if b.Secret == "" {
+			return nil, fmt.Errorf("branch %s: its service has no B2B client to sign with", b.ID)
+		}
+		if bySecret[b.Secret] == nil {
+			bySecret[b.Secret] = authn.NewSigner(b.Secret)
+		}
+		out[i] = bySecret[b.Secret]
+	}
+	return out, nil
+}
+
+func bankV2Signed(env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, "")
+	if err != nil {
+		return nil, err
+	}
+	sg, err := signers(bs)
+	if err != nil {
+		return nil, err
+	}
+	c := env.Client
+	method, path := []byte("POST"), authn.SignedPath([]byte("/v2/verify/bank"))
+	return func(ctx context.Context, r load.Request) load.Outcome {
+		i := r.Seq % uint64(len(bs))
+		req := c.newRequest("POST", "/v2/verify/bank")
+		body := appendPayloadBody(req.Body()[:0], bankPayload(env.Run, 'S', r.Seq))
+		var tsBuf [20]byte
+		ts := strconv.AppendInt(tsBuf[:0], time.Now().Unix(), 10)
+		nonce := newNonce()
+		var sts [256]byte
+		sig := sg[i].Sign(authn.AppendStringToSign(sts[:0], method, path, ts, nonce[:], body))
+		req.Header.Set("X-API-Key", bs[i].Key)
+		req.Header.SetBytesV("X-Timestamp", ts)
+		req.Header.SetBytesV("X-Nonce", nonce[:])
+		req.Header.Set("X-Signature", sig)
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(body)
+		return c.do(ctx, req, nil)
+	}, nil
+}
+
+// newNonce returns a random UUID v4 in its text form.
+func newNonce() [36]byte {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], u[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], u[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], u[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], u[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], u[10:])
+	return out
+}
+
+func bankImage(env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, "")
+	if err != nil {
+		return nil, err
+	}
+	n := env.Images
+	if n <= 0 {
+		n = 24
+	}
+	imgs, err := Corpus(env.Run, n, "image")
+	if err != nil {
+		return nil, err
+	}
+	auth := bearers(bs)
+	c := env.Client
+	return func(ctx context.Context, r load.Request) load.Outcome {
+		img := &imgs[r.Seq%uint64(len(imgs))]
+		req := c.newRequest("POST", "/v2/verify/bank")
+		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(auth))])
+		req.Header.SetContentType(img.ContentType)
+		req.SetBodyRaw(img.Body) // shared and never written: fasthttp only reads it
+		return c.do(ctx, req, nil)
+	}, nil
+}
+
+// MixFile is a mixed scenario file: the weight of each scenario, in any
+// units (they are normalised).
+type MixFile struct {
+	Name    string         `json:"name"`
+	About   string         `json:"about,omitempty"`
+	Weights map[string]int `json:"weights"`
+}
+
+// ReadMix reads and checks a scenario file: weights of sync scenarios only,
+// not negative, not all zero.
+func ReadMix(path string) (MixFile, error) {
+	var m MixFile
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return m, fmt.Errorf("scenario file: %w", err)
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return m, fmt.Errorf("scenario file %s: %w", path, err)
+	}
+	var errs []error
+	total := 0
+	for name, w := range m.Weights {
+		s, err := Get(name)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case s.Async || s.Name == "mixed" || s.Name == "overload":
+			errs = append(errs, fmt.Errorf("scenario %s cannot be part of a mix", name))
+		case w < 0:
+			errs = append(errs, fmt.Errorf("scenario %s: weight %d is negative", name, w))
+		}
+		total += w
+	}
+	if total <= 0 {
+		errs = append(errs, errors.New("the weights add up to nothing"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return m, fmt.Errorf("scenario file %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// mixed sends each request as one of the file's scenarios, chosen by a hash
+// of its sequence number in proportion to the weights. Each part numbers
+// its own requests, so their slips stay distinct.
+func mixed(env *Env) (load.Func, error) {
+	if env.Mix == "" {
+		return nil, errors.New("scenario mixed: needs a scenario file (-mix)")
+	}
+	m, err := ReadMix(env.Mix)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(m.Weights))
+	for n := range m.Weights {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var parts []load.Func
+	var cum []uint64
+	var total uint64
+	for _, n := range names {
+		if m.Weights[n] == 0 {
+			continue
+		}
+		s, _ := Get(n)
+		f, err := s.Build(env)
+		if err != nil {
+			return nil, err
+		}
+		total += uint64(m.Weights[n])
+		parts, cum = append(parts, f), append(cum, total)
+	}
+	return func(ctx context.Context, r load.Request) load.Outcome {
+		x := mix64(r.Seq) % total
+		i, _ := slices.BinarySearchFunc(cum, x, func(c, x uint64) int {
+			if c <= x {
+				return -1
+			}
+			return 1
+		})
+		return parts[i](ctx, r)
+	}, nil
+}

@@ -1,0 +1,274 @@
+// Package stack starts a fresh dev stack for a bench run, exactly as a user
+// does (make run), on free loopback ports with a temporary data directory and
+// the bench seed, and reads the CPU time each tier's process has used, so a
+// run can state throughput per core of each tier.
+package stack
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options of a stack.
+type Options struct {
+	// Repo is the repository root, where make run is run.
+	Repo string
+	// Seed is the seed file the stack loads.
+	Seed string
+	// DataDir holds the stack's data; empty: a temporary directory removed
+	// by Stop.
+	DataDir string
+	// Env adds variables (NAME=value), after the ones Start sets.
+	Env []string
+	// Ready bounds the wait for the edge's /health (default 3 minutes: the
+	// first start builds the programs).
+	Ready time.Duration
+}
+
+// Stack is a running dev stack.
+type Stack struct {
+	// Edge is the edge's address (host:port), the only one clients use.
+	Edge string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+	tmp  string
+}
+
+// syncBuffer is the stack's combined output, written by its processes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freeAddr returns a loopback address whose port is free now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Start runs make run in its own process group and waits until the edge
+// answers /health with 200.
+func Start(o Options) (*Stack, error) {
+	if o.Repo == "" || o.Seed == "" {
+		return nil, errors.New("stack: needs the repository root and a seed file")
+	}
+	if _, err := os.Stat(filepath.Join(o.Repo, "deploy", "dev", "run.sh")); err != nil {
+		return nil, fmt.Errorf("stack: %s is not the repository root (no deploy/dev/run.sh)", o.Repo)
+	}
+	seed, err := filepath.Abs(o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{out: &syncBuffer{}, done: make(chan error, 1)}
+	if o.DataDir == "" {
+		if s.tmp, err = os.MkdirTemp("", "slipbench-"); err != nil {
+			return nil, err
+		}
+		o.DataDir = s.tmp
+	}
+	env := append(os.Environ(), "SLIP_DATA_DIR="+o.DataDir, "SLIP_SEED="+seed, "SLIP_EDGE_DRAIN=100ms")
+	// Every listener of every tier on a free port, so the bench never meets
+	// another stack on this machine.
+	for _, name := range []string{"SLIP_EDGE_ADDR", "SLIP_CORE_ADDR", "SLIP_EDGE_METRICS_ADDR", "SLIP_KAFKA_ADDR",
+		"SLIP_CLICKHOUSE_ADDR", "SLIP_CLICKHOUSE_HTTP_ADDR"} {
+		a, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, name+"="+a)
+		if name == "SLIP_EDGE_ADDR" {
+			s.Edge = a
+		}
+	}
+	env = append(env, o.Env...)
+	for _, kv := range o.Env {
+		if v, ok := strings.CutPrefix(kv, "SLIP_EDGE_ADDR="); ok {
+			s.Edge = v
+		}
+	}
+	s.cmd = exec.Command("make", "-s", "run")
+	s.cmd.Dir = o.Repo
+	s.cmd.Env = env
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("stack: make run: %w", err)
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+	ready := o.Ready
+	if ready == 0 {
+		ready = 3 * time.Minute
+	}
+	deadline := time.Now().Add(ready)
+	c := &http.Client{Timeout: time.Second}
+	for {
+		if res, err := c.Get("http://" + s.Edge + "/health"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return s, nil
+			}
+		}
+		select {
+		case err := <-s.done:
+			s.cleanup()
+			return nil, fmt.Errorf("stack: make run exited (%v) before it was ready:\n%s", err, tail(s.out.String()))
+		case <-time.After(100 * time.Millisecond): // polling interval
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("stack: not ready within %v:\n%s", ready, tail(s.out.String()))
+		}
+	}
+}
+
+// Output returns what the stack printed so far.
+func (s *Stack) Output() string { return s.out.String() }
+
+// Stop sends SIGTERM to the whole stack, as Ctrl-C does, waits for it (then
+// kills what is left after 30 s) and removes a temporary data directory.
+func (s *Stack) Stop() error {
+	pg := -s.cmd.Process.Pid
+	syscall.Kill(pg, syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-s.done:
+	case <-time.After(30 * time.Second):
+		syscall.Kill(pg, syscall.SIGKILL)
+		err = errors.New("stack: did not stop on SIGTERM within 30s; killed")
+		<-s.done
+	}
+	s.cleanup()
+	if err != nil && strings.Contains(err.Error(), "signal") {
+		err = nil // make itself dies of the signal it forwards
+	}
+	return err
+}
+
+func (s *Stack) cleanup() {
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "…" + s[len(s)-4000:]
+	}
+	return s
+}
+
+// CPU is the CPU time (user + system) each tier's process has used, by
+// program name (core, edge, broker, …).
+type CPU map[string]time.Duration
+
+// Sub returns c - o per tier.
+func (c CPU) Sub(o CPU) CPU {
+	out := CPU{}
+	for k, v := range c {
+		out[k] = v - o[k]
+	}
+	return out
+}
+
+// clockTick is the kernel's USER_HZ, the unit of /proc/<pid>/stat times; it
+// is 100 on every Linux platform Go supports.
+const clockTick = 100
+
+// CPU returns the CPU time used so far by every process of the stack
+// below make and its run script, by program name. It returns an empty map
+// where /proc is missing.
+func (s *Stack) CPU() CPU {
+	out := CPU{}
+	for _, p := range descendants(s.cmd.Process.Pid) {
+		name, cpu, ok := procStat(p)
+		if !ok || name == "make" || name == "bash" || name == "run.sh" || name == "sh" {
+			continue
+		}
+		out[name] += cpu
+	}
+	return out
+}
+
+// procStat reads a process's name and user+system CPU time.
+func procStat(pid int) (string, time.Duration, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, false
+	}
+	// The name is in parentheses and may hold spaces; fields follow the
+	// last ')'.
+	open, close := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
+	if open < 0 || close < open {
+		return "", 0, false
+	}
+	f := strings.Fields(string(raw[close+1:]))
+	if len(f) < 13 {
+		return "", 0, false
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14: utime
+	st, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
+	return string(raw[open+1 : close]), time.Duration(ut+st) * time.Second / clockTick, true
+}
+
+// descendants returns the process ids below root.
+func descendants(root int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(raw, ')')
+		f := strings.Fields(string(raw[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}

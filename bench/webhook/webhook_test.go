@@ -1,0 +1,90 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+)
+
+func sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// TestReceiver posts callbacks over TLS, trusting only the receiver's CA as
+// core does: before and after their job is expected, repeated, unsigned,
+// unknown and malformed.
+func TestReceiver(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	pemCA, _ := os.ReadFile(r.CAFile)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemCA) {
+		t.Fatal("CA file is not PEM")
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	post := func(body, sig string) int {
+		req, _ := http.NewRequest("POST", r.URL, bytes.NewReader([]byte(body)))
+		req.Header.Set("X-Service-Signature", sig)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	const secret = "whsec_0123456789abcdef"
+	due := time.Now().Add(-50 * time.Millisecond)
+	r.Expect("job-1", due, secret)
+	b1 := `{"jobId":"job-1","batchId":null,"status":"success","data":{},"timestamp":"2026-01-01T00:00:00Z"}`
+	b2 := `{"jobId":"job-2","status":"failed","error":{"code":"QUOTA_EXCEEDED"}}`
+	if post(b1, sign(secret, []byte(b1))) != 200 || post(b1, sign(secret, []byte(b1))) != 200 {
+		t.Fatal("callback refused")
+	}
+	post(b2, "sha256=00") // arrives before its job is expected, badly signed
+	r.Expect("job-2", due, secret)
+	post(`{"jobId":"job-9","status":"success"}`, "")
+	if post(`not json`, "") != 400 {
+		t.Error("a malformed callback was accepted")
+	}
+	if !r.Wait(time.Now().Add(5 * time.Second)) {
+		t.Fatalf("pending %d", r.Pending())
+	}
+	s := r.Stats()
+	if s.Expected != 2 || s.Delivered != 2 || s.Repeats != 1 || s.BadSig != 1 || s.Unknown != 1 || s.Malformed != 1 ||
+		s.Status["success"] != 3 || s.Status["failed QUOTA_EXCEEDED"] != 1 {
+		t.Errorf("stats %+v", s)
+	}
+	if r.Latency.Count() != 2 || r.Latency.Quantile(0) < 50*time.Millisecond {
+		t.Errorf("latency count %d min %v: not measured from the due time", r.Latency.Count(), r.Latency.Quantile(0))
+	}
+	// A second receiver from the same directory reuses the CA.
+	r2, err := Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	r = r2
+	if post(b1, sign(secret, []byte(b1))) != 200 {
+		t.Error("the second receiver's certificate is not trusted through the same CA")
+	}
+}
+
+func TestValid(t *testing.T) {
+	body := []byte(`{"a":1}`)
+	if !Valid("k", body, sign("k", body)) || Valid("k", body, sign("x", body)) || Valid("k", body, "sha256=zz") || Valid("k", body, "") {
+		t.Error("Valid is wrong")
+	}
+}
