@@ -102,9 +102,9 @@ func makeImage(run string, i int, c imageClass, field string) (Image, error) {
 }
 
 // drawSlip draws a transfer slip as a banking app shows it: a tinted
-// background, a card with lines of text-like marks and the QR code; JPEG
-// classes (photos) get a little sensor noise so that compression sees what
-// it sees in real pictures.
+// background, a card with lines of text-like marks and the QR code, with
+// some noise (a photo's, or a screenshot's picture banner) so that
+// compression sees what it sees in real pictures.
 func drawSlip(payload string, c imageClass, seed uint64) *image.RGBA {
 	r := rand.New(rand.NewPCG(seed, 77))
 	img := image.NewRGBA(image.Rect(0, 0, c.w, c.h))
@@ -149,11 +149,13 @@ func drawSlip(payload string, c imageClass, seed uint64) *image.RGBA {
 			}
 		}
 	}
+	// A photo's sensor noise, light enough to keep the code readable; a
+	// screenshot is flat but for the app's picture banner at the top.
+	noisy := len(img.Pix)
 	if c.png {
-		return img // a screenshot: flat colours, as PNG compresses them
+		noisy = img.PixOffset(0, c.h/6)
 	}
-	// A photo's sensor noise, light enough to keep the code readable.
-	for i := 0; i < len(img.Pix); i += 4 {
+	for i := 0; i < noisy; i += 4 {
 		n := uint8(r.IntN(7))
 		for k := range 3 {
 			img.Pix[i+k] = sat(img.Pix[i+k], n)
