@@ -95,6 +95,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	s.manageRoutes(r)
 	r.GET(api.PathBranchAuth+"{digest}", s.guard(api.V2, anyone, s.branchAuth))
 	r.GET(api.PathClientAuth+"{digest}", s.guard(api.V2, anyone, s.clientAuth))
+	r.GET(api.PathUsageCounters, s.guard(api.V2, anyone, s.usageCounters))
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.NotFound))
 	}

@@ -1,0 +1,137 @@
+// Package chstore is the usage ledger in ClickHouse: the connection, the
+// columnar batch of usage events, inserts, and the finance queries that
+// report and reconcile. It speaks the native protocol (clickhouse-go/v2),
+// the one that works on Debian's ClickHouse 18.16 and on current releases.
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/slipverify/slipverify/usage/schema"
+)
+
+// Options say where the ledger is.
+type Options struct {
+	Addrs              []string
+	Database           string // a plain identifier, checked by the caller's config
+	Username, Password string
+	DialTimeout        time.Duration // zero: 5 s
+}
+
+// Store is a connection pool to the ledger's database.
+type Store struct {
+	conn driver.Conn
+	db   string
+}
+
+// Open connects to ClickHouse. It does not wait for the server: see Ping
+// and Migrate.
+func Open(o Options) (*Store, error) {
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr:         o.Addrs,
+		Auth:         clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
+		DialTimeout:  o.DialTimeout,
+		ReadTimeout:  time.Minute,
+		MaxOpenConns: 8,
+		Compression:  &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: %w", err)
+	}
+	return &Store{conn: conn, db: o.Database}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.conn.Close() }
+
+// Ping checks that the server answers.
+func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
+
+// Migrate creates and migrates the ledger's schema.
+func (s *Store) Migrate(ctx context.Context) error { return schema.Migrate(ctx, s.conn, s.db) }
+
+// Database is the ledger's database.
+func (s *Store) Database() string { return s.db }
+
+// Conn is the underlying connection, for tests and ad-hoc queries.
+func (s *Store) Conn() driver.Conn { return s.conn }
+
+// Insert writes rows to usage_events in one INSERT (one block per column).
+// Inserting the same rows again is harmless: every query counts distinct
+// event ids.
+func (s *Store) Insert(ctx context.Context, rows *Rows) error {
+	if rows.Len() == 0 {
+		return nil
+	}
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".usage_events (event_id, occurred_at, service_id, branch_id, kind, api, mode, outcome, billable, job_id)")
+	if err != nil {
+		return fmt.Errorf("clickhouse: prepare insert: %w", err)
+	}
+	defer b.Abort() // a no-op after Send
+	for i, col := range []any{rows.EventID, rows.OccurredAt, rows.ServiceID, rows.BranchID, rows.Kind, rows.API, rows.Mode, rows.Outcome, rows.Billable, rows.JobID} {
+		if err := b.Column(i).Append(col); err != nil {
+			return fmt.Errorf("clickhouse: append column %d: %w", i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("clickhouse: insert %d rows: %w", rows.Len(), err)
+	}
+	return nil
+}
+
+// Reject is a message of slip.usage that is not a valid usage event.
+type Reject struct {
+	Partition int32
+	Offset    int64
+	Key       string
+	Value     string
+	Err       string
+}
+
+// InsertRejects writes rejected messages to usage_rejects.
+func (s *Store) InsertRejects(ctx context.Context, rejects []Reject) error {
+	if len(rejects) == 0 {
+		return nil
+	}
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".usage_rejects (partition, offset, key, value, error)")
+	if err != nil {
+		return fmt.Errorf("clickhouse: prepare rejects: %w", err)
+	}
+	defer b.Abort()
+	for _, r := range rejects {
+		if err := b.Append(r.Partition, r.Offset, r.Key, r.Value, r.Err); err != nil {
+			return fmt.Errorf("clickhouse: append reject: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("clickhouse: insert %d rejects: %w", len(rejects), err)
+	}
+	return nil
+}
+
+// SetAnchors records each service's billing-cycle anchor day, so the
+// billable_by_period view cuts its periods where core does.
+func (s *Store) SetAnchors(ctx context.Context, anchors map[string]int, at time.Time) error {
+	if len(anchors) == 0 {
+		return nil
+	}
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".service_anchors (service_id, anchor_day, updated_at)")
+	if err != nil {
+		return fmt.Errorf("clickhouse: prepare anchors: %w", err)
+	}
+	defer b.Abort()
+	for id, day := range anchors {
+		if err := b.Append(id, uint8(day), at); err != nil {
+			return fmt.Errorf("clickhouse: append anchor: %w", err)
+		}
+	}
+	return b.Send()
+}

@@ -1,0 +1,83 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// DayCount is the billable events of a branch on one Bangkok day.
+type DayCount struct {
+	ServiceID, BranchID string
+	Day                 time.Time // midnight UTC of the Bangkok date, as ClickHouse returns a Date
+	Billable            uint64
+}
+
+// BillableByDay returns billable events per service, branch and Bangkok
+// day over the whole ledger, each event counted once (exact distinct event
+// ids from the daily rollup). Reconciliation sums them into periods and
+// lifetimes.
+func (s *Store) BillableByDay(ctx context.Context) ([]DayCount, error) {
+	rows, err := s.conn.Query(ctx, `SELECT service_id, branch_id, day, uniqExactIfMerge(billable)
+		FROM `+s.db+`.usage_daily GROUP BY service_id, branch_id, day`)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: billable by day: %w", err)
+	}
+	defer rows.Close()
+	var out []DayCount
+	for rows.Next() {
+		var d DayCount
+		if err := rows.Scan(&d.ServiceID, &d.BranchID, &d.Day, &d.Billable); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// ReportRow is one branch's billable verifications in a report's period.
+type ReportRow struct {
+	ServiceID, BranchID string
+	Period              string // the billing period's first day, or "from..to" for a range of days
+	Billable, Attempts  uint64
+}
+
+// ReportPeriod returns billable verifications per service and branch in
+// each service's billing period that starts in month (YYYY-MM), from the
+// billable_by_period view.
+func (s *Store) ReportPeriod(ctx context.Context, month time.Time, serviceID string) ([]ReportRow, error) {
+	q := `SELECT service_id, branch_id, toString(period_start), billable, attempts
+		FROM ` + s.db + `.billable_by_period
+		WHERE toYYYYMM(period_start) = ? AND (? = '' OR service_id = ?)
+		ORDER BY service_id, branch_id`
+	return s.report(ctx, q, uint32(month.Year()*100+int(month.Month())), serviceID, serviceID)
+}
+
+// ReportRange returns billable verifications per service and branch on the
+// Bangkok days from..to, both included, from the billable_daily view.
+func (s *Store) ReportRange(ctx context.Context, from, to time.Time, serviceID string) ([]ReportRow, error) {
+	q := `SELECT service_id, branch_id, concat(?, '..', ?), sum(billable), sum(attempts)
+		FROM ` + s.db + `.billable_daily
+		WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR service_id = ?)
+		GROUP BY service_id, branch_id
+		ORDER BY service_id, branch_id`
+	f, t := from.Format(time.DateOnly), to.Format(time.DateOnly)
+	return s.report(ctx, q, f, t, f, t, serviceID, serviceID)
+}
+
+func (s *Store) report(ctx context.Context, q string, args ...any) ([]ReportRow, error) {
+	rows, err := s.conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: report: %w", err)
+	}
+	defer rows.Close()
+	var out []ReportRow
+	for rows.Next() {
+		var r ReportRow
+		if err := rows.Scan(&r.ServiceID, &r.BranchID, &r.Period, &r.Billable, &r.Attempts); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

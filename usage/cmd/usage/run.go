@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/usage/chstore"
+	"github.com/slipverify/slipverify/usage/config"
+	"github.com/slipverify/slipverify/usage/consume"
+	"github.com/slipverify/slipverify/usage/reconcile"
+	"github.com/slipverify/slipverify/usage/report"
+)
+
+// anchorSync is how often the serving tier copies core's billing-cycle
+// anchor days into the ledger (reconciliation copies them too).
+const anchorSync = 10 * time.Minute
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "report":
+			return runReport(ctx, args[1:], getenv, os.Stdout)
+		case "reconcile":
+			return runReconcile(ctx, args[1:], getenv, os.Stdout)
+		}
+	}
+	return serve(ctx, args, getenv)
+}
+
+// load reads the configuration of one command and handles -version and
+// -validate; done means the command has nothing more to do.
+func load(name string, args []string, getenv func(string) string, extra ...envflag.Var) (cfg config.Config, done bool, err error) {
+	cfg, err = config.Load(name, args, getenv, extra...)
+	if err != nil {
+		return cfg, true, err
+	}
+	done, err = cfg.Done(name, version, cfg.Validate)
+	return cfg, done, err
+}
+
+func open(cfg config.Config) (*chstore.Store, error) {
+	return chstore.Open(chstore.Options{Addrs: cfg.ClickHouse(), Database: cfg.CHDatabase, Username: cfg.CHUser, Password: cfg.CHPassword})
+}
+
+func coreClient(cfg config.Config) reconcile.Core {
+	return reconcile.Core{Addr: cfg.CoreAddr, Token: cfg.EdgeToken, Client: &http.Client{Timeout: cfg.CoreTimeout}}
+}
+
+// serve runs the consumer and the HTTP listener until ctx ends.
+func serve(ctx context.Context, args []string, getenv func(string) string) error {
+	cfg, done, err := load("usage", args, getenv)
+	if done {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "usage")
+	store, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := migrate(ctx, store, cfg.RetryMax, log); err != nil {
+		return err
+	}
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: cfg.Brokers(), GroupID: cfg.Group, Topic: api.TopicUsage,
+		StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
+		QueueCapacity: 4 * cfg.Batch, SessionTimeout: 10 * time.Second, CommitInterval: 0, // commits are synchronous, after the insert
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn("kafka: " + fmt.Sprintf(f, a...)) }),
+	})
+	defer reader.Close()
+	c := &consume.Consumer{Reader: reader, Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log}
+	core := coreClient(cfg)
+
+	errc := make(chan error, 2)
+	var srv *http.Server
+	if cfg.Addr != "off" {
+		ln, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			return err
+		}
+		srv = &http.Server{Handler: handler(store, core, c), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	if cfg.EdgeToken != "" {
+		go syncAnchors(ctx, core, store, log)
+	}
+	log.Info("listening", "addr", cfg.Addr, "kafka", cfg.Kafka, "clickhouse", cfg.CHAddr, "database", cfg.CHDatabase, "version", version)
+	go func() { errc <- c.Run(ctx) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = <-errc // the consumer finishes its batch
+	}
+	log.Info("shutting down")
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// migrate waits for ClickHouse and migrates the schema, retrying while the
+// server is unreachable: the tier starts before a ClickHouse that is late.
+func migrate(ctx context.Context, store *chstore.Store, retryMax time.Duration, log *slog.Logger) error {
+	pause := 100 * time.Millisecond
+	for {
+		err := store.Migrate(ctx)
+		if err == nil {
+			return nil
+		}
+		log.Warn("ClickHouse not ready; retrying", "err", err, "retry_in", pause.String())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped before ClickHouse was ready: %w", err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, retryMax)
+	}
+}
+
+// syncAnchors copies core's anchor days into the ledger at start and then
+// every anchorSync, so billable_by_period cuts periods where core does.
+func syncAnchors(ctx context.Context, core reconcile.Core, store *chstore.Store, log *slog.Logger) {
+	t := time.NewTicker(anchorSync)
+	defer t.Stop()
+	for {
+		counters, err := core.Counters(ctx)
+		if err == nil {
+			err = store.SetAnchors(ctx, reconcile.Anchors(counters), counters.At)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("could not copy core's billing anchors", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handler serves /metrics, /health (200 while ClickHouse answers) and
+// /reconcile (the JSON report; ?format=csv or table for text).
+func handler(store *chstore.Store, core reconcile.Core, c *consume.Consumer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { metrics.WritePrometheus(w, true) })
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		status, body := http.StatusOK, map[string]any{"status": "ok", "tier": "usage", "lagMessages": c.Lag()}
+		if err := store.Ping(ctx); err != nil {
+			status, body["status"], body["clickhouse"] = http.StatusServiceUnavailable, "clickhouse unreachable", err.Error()
+		}
+		writeJSON(w, status, body)
+	})
+	mux.HandleFunc("GET /reconcile", func(w http.ResponseWriter, r *http.Request) {
+		format := r.URL.Query().Get("format")
+		if format == "json" {
+			format = ""
+		}
+		if format != "" && report.CheckFormat(format) != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "format: not json, table or csv"})
+			return
+		}
+		rep, err := reconcile.Run(r.Context(), core, store, c.Lag())
+		if err != nil {
+			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+			return
+		}
+		if format != "" {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			report.Reconciliation(w, format, rep)
+			return
+		}
+		writeJSON(w, http.StatusOK, rep)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// runReport prints billable verifications per service and branch for one
+// billing month (-period) or a range of Bangkok days (-from, -to).
+func runReport(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	var period, from, to, service, format string
+	cfg, done, err := load("usage report", args, getenv,
+		envflag.Def("", "period", "", "billing month YYYY-MM: each service's period that starts in it (default: the current month)", &period),
+		envflag.Def("", "from", "", "first Bangkok day YYYY-MM-DD of a range (with -to), instead of -period", &from),
+		envflag.Def("", "to", "", "last Bangkok day YYYY-MM-DD of a range, included", &to),
+		envflag.Def("", "service", "", "only this service", &service),
+		envflag.Def("", "format", "table", "table or csv", &format))
+	if done {
+		return err
+	}
+	if err := report.CheckFormat(format); err != nil {
+		return err
+	}
+	query, err := reportQuery(period, from, to, service)
+	if err != nil {
+		return err
+	}
+	store, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rows, err := query(ctx, store)
+	if err != nil {
+		return err
+	}
+	return report.Billable(out, format, rows)
+}
+
+// reportQuery checks the report's options (every problem at once) and
+// returns the query they ask for.
+func reportQuery(period, from, to, service string) (func(context.Context, *chstore.Store) ([]chstore.ReportRow, error), error) {
+	if from != "" || to != "" {
+		f, err1 := time.Parse(time.DateOnly, from)
+		t, err2 := time.Parse(time.DateOnly, to)
+		var errs []error
+		if err1 != nil {
+			errs = append(errs, fmt.Errorf("-from: %q is not a day like 2026-11-01", from))
+		}
+		if err2 != nil {
+			errs = append(errs, fmt.Errorf("-to: %q is not a day like 2026-11-30", to))
+		}
+		if period != "" {
+			errs = append(errs, errors.New("-period: give either -period or -from and -to"))
+		}
+		if err1 == nil && err2 == nil && t.Before(f) {
+			errs = append(errs, errors.New("-to: before -from"))
+		}
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		return func(ctx context.Context, s *chstore.Store) ([]chstore.ReportRow, error) {
+			return s.ReportRange(ctx, f, t, service)
+		}, nil
+	}
+	month := time.Now().In(time.FixedZone("Asia/Bangkok", 7*3600))
+	if period != "" {
+		var err error
+		if month, err = report.ParseMonth(period); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context, s *chstore.Store) ([]chstore.ReportRow, error) {
+		return s.ReportPeriod(ctx, month, service)
+	}, nil
+}
+
+// runReconcile compares the ledger with core's counters and fails when any
+// row drifts.
+func runReconcile(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	var format string
+	cfg, done, err := load("usage reconcile", args, getenv, envflag.Def("", "format", "table", "table, csv or json", &format))
+	if done {
+		return err
+	}
+	if format != "json" && report.CheckFormat(format) != nil {
+		return fmt.Errorf("-format: %q is not table, csv or json", format)
+	}
+	store, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rep, err := reconcile.Run(ctx, coreClient(cfg), store, 0)
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		err = json.NewEncoder(out).Encode(rep)
+	} else {
+		err = report.Reconciliation(out, format, rep)
+	}
+	if err == nil && rep.Drift > 0 {
+		err = fmt.Errorf("reconcile: %d rows drift between the ledger and core's counters", rep.Drift)
+	}
+	return err
+}

@@ -1,0 +1,121 @@
+// Package config is the usage tier's configuration: flags and SLIP_*
+// environment variables, with defaults that run the dev stack on loopback.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/slipverify/slipverify/core/envflag"
+)
+
+// Config is the usage tier's configuration.
+type Config struct {
+	Kafka       string        // SLIP_KAFKA_ADDR: brokers, comma-separated
+	Group       string        // consumer group on slip.usage
+	CHAddr      string        // ClickHouse native protocol, comma-separated
+	CHDatabase  string        // database of the ledger
+	CHUser      string        // ClickHouse user
+	CHPassword  string        // ClickHouse password
+	Addr        string        // metrics, /health, /reconcile
+	Batch       int           // rows per insert at most
+	Flush       time.Duration // a partial batch waits at most this long
+	RetryMax    time.Duration // the longest pause between insert attempts
+	CoreAddr    string        // core's listener, for its quota counters
+	EdgeToken   string        // the internal token core requires
+	CoreTimeout time.Duration // one request to core
+	envflag.Common
+}
+
+func (c *Config) vars() []envflag.Var {
+	return []envflag.Var{
+		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated", &c.Kafka),
+		envflag.Def("SLIP_USAGE_GROUP", "group", "usage", "consumer group reading slip.usage", &c.Group),
+		envflag.Def("SLIP_CLICKHOUSE_ADDR", "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol addresses, comma-separated", &c.CHAddr),
+		envflag.Def("SLIP_CLICKHOUSE_DATABASE", "clickhouse-database", "slip", "ClickHouse database of the usage ledger", &c.CHDatabase),
+		envflag.Def("SLIP_CLICKHOUSE_USER", "clickhouse-user", "default", "ClickHouse user", &c.CHUser),
+		envflag.Def("SLIP_CLICKHOUSE_PASSWORD", "clickhouse-password", "", "ClickHouse password", &c.CHPassword),
+		envflag.Def("SLIP_USAGE_ADDR", "addr", "127.0.0.1:8083", "listener for /metrics, /health and /reconcile (off: none)", &c.Addr),
+		envflag.Def("SLIP_USAGE_BATCH", "batch", "20000", "events per ClickHouse insert at most", &c.Batch),
+		envflag.Def("SLIP_USAGE_FLUSH", "flush", "500ms", "how long a partial batch waits before it is inserted", &c.Flush),
+		envflag.Def("SLIP_USAGE_RETRY_MAX", "retry-max", "5s", "longest pause between attempts while ClickHouse is unreachable", &c.RetryMax),
+		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener, asked for its quota counters", &c.CoreAddr),
+		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "internal token core requires (32+ characters; empty: no reconciliation)", &c.EdgeToken),
+		envflag.Def("SLIP_USAGE_CORE_TIMEOUT", "core-timeout", "10s", "timeout of one request to core", &c.CoreTimeout),
+	}
+}
+
+// Vars returns the documented settings with their defaults.
+func Vars() []envflag.Var { return new(Config).vars() }
+
+// Load reads flags from args, each defaulting to its environment variable
+// (read with getenv) and then to its built-in default. extra are options of
+// one subcommand (flags only).
+func Load(program string, args []string, getenv func(string) string, extra ...envflag.Var) (Config, error) {
+	var c Config
+	err := envflag.Load(program, append(c.vars(), extra...), &c.Common, args, getenv)
+	return c, err
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate returns every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	addrs := func(env, list string) {
+		for _, a := range strings.Split(list, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+				bad("%s: %v", env, err)
+			}
+		}
+	}
+	addrs("SLIP_KAFKA_ADDR", c.Kafka)
+	addrs("SLIP_CLICKHOUSE_ADDR", c.CHAddr)
+	if c.Addr != "off" {
+		addrs("SLIP_USAGE_ADDR", c.Addr)
+	}
+	addrs("SLIP_CORE_ADDR", c.CoreAddr)
+	if c.Group == "" {
+		bad("SLIP_USAGE_GROUP: must not be empty")
+	}
+	if !identifier.MatchString(c.CHDatabase) {
+		bad("SLIP_CLICKHOUSE_DATABASE: %q is not a plain identifier (letters, digits, _)", c.CHDatabase)
+	}
+	if c.Batch < 1 || c.Batch > 1_000_000 {
+		bad("SLIP_USAGE_BATCH: must be between 1 and 1000000")
+	}
+	if c.Flush <= 0 {
+		bad("SLIP_USAGE_FLUSH: must be positive")
+	}
+	if c.RetryMax <= 0 {
+		bad("SLIP_USAGE_RETRY_MAX: must be positive")
+	}
+	if c.CoreTimeout <= 0 {
+		bad("SLIP_USAGE_CORE_TIMEOUT: must be positive")
+	}
+	if c.EdgeToken != "" && len(c.EdgeToken) < 32 {
+		bad("SLIP_EDGE_TOKEN: at least 32 characters")
+	}
+	return errors.Join(errs...)
+}
+
+// Brokers returns the Kafka brokers of c.
+func (c Config) Brokers() []string { return split(c.Kafka) }
+
+// ClickHouse returns the ClickHouse addresses of c.
+func (c Config) ClickHouse() []string { return split(c.CHAddr) }
+
+func split(list string) []string {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/slipverify/slipverify/core/envflag"
+)
+
+// TestExampleEnvFile keeps deploy/env/usage.env in step with the code.
+func TestExampleEnvFile(t *testing.T) {
+	file, err := envflag.ReadEnvFile("../../deploy/env/usage.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range envflag.Drift(file, Vars()) {
+		t.Error(d)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	c, err := Load("usage", nil, func(string) string { return "" })
+	if err != nil || c.Validate() != nil {
+		t.Fatalf("defaults: %v %v", err, c.Validate())
+	}
+	env := map[string]string{"SLIP_KAFKA_ADDR": "a:1,nope", "SLIP_CLICKHOUSE_DATABASE": "slip; DROP", "SLIP_USAGE_BATCH": "0",
+		"SLIP_USAGE_FLUSH": "0s", "SLIP_EDGE_TOKEN": "short"}
+	c, err = Load("usage", nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	for _, v := range []string{"SLIP_KAFKA_ADDR", "SLIP_CLICKHOUSE_DATABASE", "SLIP_USAGE_BATCH", "SLIP_USAGE_FLUSH", "SLIP_EDGE_TOKEN"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("error does not name %s: %v", v, err)
+		}
+	}
+	if _, err := Load("usage", []string{"-batch", "x"}, func(string) string { return "" }); err == nil {
+		t.Error("a non-number batch size was accepted")
+	}
+}

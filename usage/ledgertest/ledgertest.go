@@ -1,0 +1,170 @@
+// Package ledgertest starts the real parts the usage tier's tests run
+// against (the dev broker in memory, a ClickHouse server of the test's
+// own) and makes and counts usage events. It is imported only by tests.
+package ledgertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/deploy/broker"
+	"github.com/slipverify/slipverify/deploy/clickhouse"
+	"github.com/slipverify/slipverify/usage/chstore"
+)
+
+// Broker starts the dev broker in memory with the platform's topics and
+// returns its address; it stops when the test ends.
+func Broker(tb testing.TB, partitions int) string {
+	tb.Helper()
+	addr := testnet.FreeAddr(tb)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- broker.Run(ctx, broker.Config{Addr: addr, Partitions: partitions, Memory: true}, func([]string) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		tb.Fatalf("broker did not start: %v", err)
+	}
+	tb.Cleanup(func() { cancel(); <-done })
+	return addr
+}
+
+// Ledger starts a ClickHouse server and returns a migrated store on it, in
+// database slip.
+func Ledger(tb testing.TB) (*clickhouse.Server, *chstore.Store) {
+	tb.Helper()
+	srv := clickhouse.StartTest(tb)
+	st, err := chstore.Open(chstore.Options{Addrs: []string{srv.Addr()}, Database: "slip", Username: "default"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return srv, st
+}
+
+// Event returns a valid usage event of service and branch; every fourth is
+// a wallet, every third v1, every fifth an error that consumed nothing.
+func Event(i int, service, branch string, at time.Time) api.UsageEvent {
+	e := api.UsageEvent{EventID: uuid.NewString(), OccurredAt: at, ServiceID: service, BranchID: branch,
+		Kind: api.KindBank, API: "v2", Mode: api.ModeSync, Outcome: api.OutcomeOK, Billable: true}
+	if i%4 == 0 {
+		e.Kind = api.KindWallet
+	}
+	if i%3 == 0 {
+		e.API = "v1"
+	}
+	if i%5 == 0 {
+		e.Outcome, e.Billable = "SLIP_NOT_FOUND", false
+	}
+	return e
+}
+
+// Writer returns a producer of slip.usage as core uses it: keyed by
+// service, all replicas acknowledging, batched.
+func Writer(tb testing.TB, addr string) *kafka.Writer {
+	tb.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: api.TopicUsage, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll,
+		BatchSize: 1000, BatchTimeout: 5 * time.Millisecond, BatchBytes: 1 << 20}
+	tb.Cleanup(func() { w.Close() })
+	return w
+}
+
+// Messages encodes events as slip.usage messages.
+func Messages(tb testing.TB, events ...api.UsageEvent) []kafka.Message {
+	tb.Helper()
+	out := make([]kafka.Message, len(events))
+	for i, e := range events {
+		v, err := json.Marshal(e)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[i] = kafka.Message{Key: []byte(e.ServiceID), Value: v}
+	}
+	return out
+}
+
+// Produce writes events to slip.usage.
+func Produce(tb testing.TB, w *kafka.Writer, events ...api.UsageEvent) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, Messages(tb, events...)...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Counts is what finance would read from the ledger.
+type Counts struct {
+	Events   uint64 // distinct events
+	Billable uint64 // distinct billable events
+	Rows     uint64 // rows in usage_events, duplicates included
+	Rollup   uint64 // billable events by the daily rollup
+}
+
+// Count reads the ledger's counts.
+func Count(ctx context.Context, st *chstore.Store) (Counts, error) {
+	var c Counts
+	err := st.Conn().QueryRow(ctx, "SELECT uniqExact(event_id), uniqExactIf(event_id, billable = 1), count() FROM slip.usage_events").
+		Scan(&c.Events, &c.Billable, &c.Rows)
+	if err != nil {
+		return c, err
+	}
+	err = st.Conn().QueryRow(ctx, "SELECT sum(billable) FROM slip.billable_daily").Scan(&c.Rollup)
+	return c, err
+}
+
+// Want returns the counts events make when each is counted once.
+func Want(events []api.UsageEvent) Counts {
+	c := Counts{Events: uint64(len(events))}
+	for _, e := range events {
+		if e.Billable {
+			c.Billable++
+		}
+	}
+	c.Rollup = c.Billable
+	return c
+}
+
+// WaitCounts polls the ledger until its distinct counts equal want, or
+// fails after timeout with the last counts it saw.
+func WaitCounts(tb testing.TB, st *chstore.Store, want Counts, timeout time.Duration) Counts {
+	tb.Helper()
+	var last Counts
+	var err error
+	ok := Eventually(timeout, func() bool {
+		last, err = Count(context.Background(), st)
+		return err == nil && last.Events == want.Events && last.Billable == want.Billable && last.Rollup == want.Rollup
+	})
+	if !ok {
+		tb.Fatalf("ledger counts %+v (err %v), want events %d billable %d", last, err, want.Events, want.Billable)
+	}
+	return last
+}
+
+// Eventually polls cond every 20 ms until it holds or timeout passes.
+func Eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for time to pass
+	}
+	return true
+}
+
+// String renders counts for messages.
+func (c Counts) String() string {
+	return fmt.Sprintf("events %d, billable %d, rows %d, rollup %d", c.Events, c.Billable, c.Rows, c.Rollup)
+}
