@@ -2,7 +2,7 @@ GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # CMDS are the programs make build puts in bin/: the tiers, the dev broker,
 # and slipsign.
-CMDS     := ./core/cmd/core ./edge/cmd/edge ./deploy/cmd/broker ./edge/cmd/slipsign
+CMDS     := ./core/cmd/core ./edge/cmd/edge ./dispatcher/cmd/dispatcher ./deploy/cmd/broker ./edge/cmd/slipsign
 FUZZTIME ?= 2m
 
 .PHONY: help build run test bench fuzz
@@ -19,7 +19,7 @@ run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 
 # LONG are the packages whose full tests are slow under the race detector
 # (the image corpus, whole-stack runs): they run in full without it.
-LONG := ./core/qrscan ./deploy/... ./edge/openapi
+LONG := ./core/qrscan ./deploy/... ./edge/openapi ./dispatcher
 
 test: ## run every test (vet, unit, integration, end to end)
 	$(GO) vet ./...

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,6 +57,23 @@ type Jobs struct {
 	VerifyRetries   []time.Duration // waits before attempts 2, 3, ...
 	DeliveryRetries []time.Duration // waits before deliveries 2, 3, ...
 	Retention       time.Duration   // how long a job can be polled
+
+	wakeOnce sync.Once
+	wake     chan struct{} // tells Schedule of a new due time
+}
+
+// wakeup returns the channel that tells Schedule of a new due time.
+func (j *Jobs) wakeup() chan struct{} {
+	j.wakeOnce.Do(func() { j.wake = make(chan struct{}, 1) })
+	return j.wake
+}
+
+// poke tells Schedule that a job now waits for a time.
+func (j *Jobs) poke() {
+	select {
+	case j.wakeup() <- struct{}{}:
+	default:
+	}
 }
 
 // Submitted is the answer to a submit.
@@ -224,6 +242,9 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
+	if err == nil {
+		j.poke()
+	}
 	return err
 }
 
@@ -382,6 +403,9 @@ func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
 	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
+	if err == nil {
+		j.poke()
+	}
 	return err
 }
 
@@ -409,7 +433,7 @@ func (j *Jobs) Schedule(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		wait := time.Second // bounds how late a job scheduled by another goroutine is noticed
+		wait := time.Minute
 		if !next.IsZero() {
 			wait = min(wait, max(next.Sub(j.Now()), time.Millisecond))
 		}
@@ -419,6 +443,8 @@ func (j *Jobs) Schedule(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-t.C:
+		case <-j.wakeup():
+			t.Stop()
 		}
 	}
 }

@@ -141,6 +141,10 @@ func wait(ctx context.Context, d time.Duration, ready <-chan struct{}) bool {
 	return true
 }
 
+// Grace is how long records in hand may take to finish once consumption
+// is told to stop.
+const Grace = 15 * time.Second
+
 // Handler handles one record. It returns an error only when it could not
 // make the record's effect durable (the store is gone): consumption then
 // stops without committing the record, which is delivered again later.
@@ -177,7 +181,15 @@ func Consume(ctx context.Context, r *kafka.Reader, workers int, h Handler) error
 		}
 	}()
 
-	hctx := context.WithoutCancel(ctx) // a record in hand finishes on shutdown
+	// A record in hand may finish for up to Grace after ctx is done.
+	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(Grace, cancelHandlers)
+		<-hctx.Done()
+		t.Stop()
+	})
+	defer stop()
 	done := make(chan result, workers)
 	var wg sync.WaitGroup
 	order := map[int][]*entry{} // per partition, in fetch order

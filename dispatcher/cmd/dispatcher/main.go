@@ -1,0 +1,72 @@
+// Command dispatcher delivers the result callbacks of async verification:
+// it consumes slip.results, POSTs each callback through the SSRF-safe
+// egress client and reports every outcome to slip.webhook.outcomes.
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/dispatcher/config"
+	"github.com/slipverify/slipverify/dispatcher/deliver"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() { envflag.Main("dispatcher", run) }
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	cfg, err := config.Load(args, getenv)
+	if err != nil {
+		return err
+	}
+	if done, err := cfg.Done("dispatcher", version, cfg.Validate); done {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "dispatcher")
+	allow, _ := egress.ParsePrefixes(cfg.EgressAllow) // checked by Validate
+	client, err := egress.New(egress.Config{Policy: egress.NewPolicy(allow), CAFile: cfg.EgressCA, Timeout: cfg.Timeout})
+	if err != nil {
+		return err
+	}
+	brokers := stream.Brokers(cfg.KafkaAddr)
+	w := stream.NewWriter(brokers)
+	defer w.Close()
+	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerHost: cfg.PerHost, Now: time.Now, Log: log, Backoff: time.Second}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ok","tier":"dispatcher"}`))
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { metrics.WritePrometheus(w, true) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	r := stream.NewReader(brokers, api.TopicResults, "slip-dispatcher")
+	defer r.Close()
+	log.Info("delivering", "addr", ln.Addr().String(), "kafka", cfg.KafkaAddr, "version", version)
+	err = stream.Consume(ctx, r, cfg.Workers, d.Handle)
+	log.Info("stopped")
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,73 @@
+// Package config is the dispatcher's configuration: flags and SLIP_*
+// environment variables, with defaults that run the dev stack on loopback.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/envflag"
+)
+
+// Config is the dispatcher's configuration.
+type Config struct {
+	Addr        string        // health and metrics listener
+	KafkaAddr   string        // brokers, comma-separated
+	Timeout     time.Duration // one delivery
+	Workers     int           // deliveries in flight
+	PerHost     int           // deliveries in flight to one host
+	EgressAllow string        // private ranges callbacks may reach
+	EgressCA    string        // extra CA roots (PEM) for https callbacks
+	envflag.Common
+}
+
+func (c *Config) vars() []envflag.Var {
+	return []envflag.Var{
+		envflag.Def("SLIP_DISPATCHER_ADDR", "addr", "127.0.0.1:8083", "the dispatcher's health and metrics listener", &c.Addr),
+		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated", &c.KafkaAddr),
+		envflag.Def("SLIP_WEBHOOK_TIMEOUT", "webhook-timeout", "10s", "timeout of one callback delivery", &c.Timeout),
+		envflag.Def("SLIP_DISPATCHER_WORKERS", "workers", "1024", "callback deliveries in flight", &c.Workers),
+		envflag.Def("SLIP_DISPATCHER_PER_HOST", "per-host", "16", "callback deliveries in flight to one host", &c.PerHost),
+		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
+		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs and callbacks", &c.EgressCA),
+	}
+}
+
+// Vars returns the documented settings with their defaults.
+func Vars() []envflag.Var { return new(Config).vars() }
+
+// Load reads flags from args, each defaulting to its environment variable
+// (read with getenv) and then to its built-in default.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	var c Config
+	err := envflag.Load("dispatcher", c.vars(), &c.Common, args, getenv)
+	return c, err
+}
+
+// Validate returns every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		bad("SLIP_DISPATCHER_ADDR: %v", err)
+	}
+	if c.KafkaAddr == "" {
+		bad("SLIP_KAFKA_ADDR: must not be empty")
+	}
+	if c.Timeout <= 0 {
+		bad("SLIP_WEBHOOK_TIMEOUT: must be positive")
+	}
+	if c.Workers < 1 {
+		bad("SLIP_DISPATCHER_WORKERS: must be at least 1")
+	}
+	if c.PerHost < 1 {
+		bad("SLIP_DISPATCHER_PER_HOST: must be at least 1")
+	}
+	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
+		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,167 @@
+// Package deliver is the dispatcher's work: it POSTs each result callback
+// of slip.results to its URL through the SSRF-safe egress client, exactly
+// the bytes core signed, and reports every delivery's outcome to
+// slip.webhook.outcomes, where core decides on redeliveries.
+//
+// Deliveries run concurrently with a bound per receiving host, so a slow or
+// dead receiver holds only its own slots and never the deliveries to
+// healthy ones.
+package deliver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/egress"
+)
+
+// Poster delivers one webhook; *egress.Client is the one the dispatcher
+// uses.
+type Poster interface {
+	Post(ctx context.Context, rawURL string, body []byte, header http.Header) (int, error)
+}
+
+// Outcomes takes the delivery outcomes; a *kafka.Writer is one.
+type Outcomes interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// Dispatcher delivers callbacks. Its fields are set once, before use.
+type Dispatcher struct {
+	Egress   Poster
+	Outcomes Outcomes
+	PerHost  int // deliveries to one host at once
+	Now      func() time.Time
+	Log      *slog.Logger
+	Backoff  time.Duration // wait before retrying a failed outcome write
+
+	mu    sync.Mutex
+	hosts map[string]*host
+}
+
+// host bounds the deliveries in flight to one host.
+type host struct {
+	slots chan struct{}
+	users int
+}
+
+var (
+	delivered     = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="ok"}`)
+	failedHTTP    = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="http_error"}`)
+	failedNet     = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="network_error"}`)
+	refused       = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="refused"}`)
+	deliveryTimes = metrics.NewHistogram(`slip_dispatcher_delivery_seconds`)
+)
+
+// Handle delivers the callback of one slip.results record and reports its
+// outcome. It returns an error only when ctx ends before the outcome is
+// written: the record is then delivered again later.
+func (d *Dispatcher) Handle(ctx context.Context, m kafka.Message) error {
+	var cb api.Callback
+	if err := json.Unmarshal(m.Value, &cb); err != nil {
+		d.Log.Error("skipping a malformed callback", "offset", m.Offset, "err", err)
+		return nil
+	}
+	out := d.deliver(ctx, cb)
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	msg := kafka.Message{Topic: api.TopicWebhookOutcomes, Key: []byte(cb.JobID), Value: raw}
+	for {
+		err := d.Outcomes.WriteMessages(ctx, msg)
+		if err == nil {
+			return nil
+		}
+		d.Log.Warn("writing a delivery outcome failed; retrying", "job", cb.JobID, "err", err)
+		t := time.NewTimer(d.Backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// deliver makes one delivery and returns its outcome.
+func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOutcome {
+	name := hostOf(cb.URL)
+	h := d.acquire(name)
+	defer d.release(name, h)
+	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"slipverify-webhook/1"}}
+	if cb.Signature != "" {
+		header.Set(api.SignatureHeader, cb.Signature)
+	}
+	start := d.Now()
+	status, err := d.Egress.Post(ctx, cb.URL, []byte(cb.Body), header)
+	deliveryTimes.UpdateDuration(start)
+	out := api.WebhookOutcome{EventID: uuid.NewString(), JobID: cb.JobID, Delivery: cb.Delivery, At: start.UTC(), Status: status}
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+		refused.Inc()
+		out.Error = "refused: " + ae.Error()
+	case err != nil:
+		failedNet.Inc()
+		out.Error = err.Error()
+	case status >= 200 && status < 300:
+		delivered.Inc()
+		out.OK = true
+	default:
+		failedHTTP.Inc()
+	}
+	return out
+}
+
+// acquire takes a delivery slot of host h, waiting while h has PerHost
+// deliveries in flight.
+func (d *Dispatcher) acquire(name string) *host {
+	d.mu.Lock()
+	if d.hosts == nil {
+		d.hosts = map[string]*host{}
+	}
+	h := d.hosts[name]
+	if h == nil {
+		h = &host{slots: make(chan struct{}, max(d.PerHost, 1))}
+		d.hosts[name] = h
+	}
+	h.users++
+	d.mu.Unlock()
+	h.slots <- struct{}{}
+	return h
+}
+
+// release frees the slot and forgets a host nobody waits for, so the map
+// holds only hosts with deliveries in hand.
+func (d *Dispatcher) release(name string, h *host) {
+	<-h.slots
+	d.mu.Lock()
+	if h.users--; h.users == 0 {
+		delete(d.hosts, name)
+	}
+	d.mu.Unlock()
+}
+
+// hostOf returns the host[:port] of a URL, the unit of the per-host bound.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Host)
+}
+
+var _ Poster = (*egress.Client)(nil)
