@@ -27,7 +27,9 @@ func Broker(tb testing.TB, partitions int) string {
 	addr := testnet.FreeAddr(tb)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- broker.Run(ctx, broker.Config{Addr: addr, Partitions: partitions, Memory: true}, func([]string) { close(ready) }) }()
+	go func() {
+		done <- broker.Run(ctx, broker.Config{Addr: addr, Partitions: partitions, Memory: true}, func([]string) { close(ready) })
+	}()
 	select {
 	case <-ready:
 	case err := <-done:
