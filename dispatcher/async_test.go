@@ -443,3 +443,65 @@ func wantFailed(t *testing.T, s *stack, rcv *receiver, key, job, code string) {
 		t.Fatalf("polled %s", a.raw)
 	}
 }
+
+// TestAsyncCrash kills core (the verification workers) and the dispatcher
+// with SIGKILL while jobs flow and restarts them: no job is lost, quota is
+// charged once per job, and every callback arrives at least once.
+func TestAsyncCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole stack")
+	}
+	rcv := newReceiver(t)
+	s := startStack(t, rcv)
+	const batches, size = 20, 10
+	var jobs []string
+	submit := func(n int) {
+		for range n {
+			items := []any{}
+			for range size {
+				items = append(items, map[string]any{"payload": freshPayload()})
+			}
+			a := s.do(t, "POST", "/v2/verify/bank/async/batch", keyMain, map[string]any{"items": items, "callbackUrl": rcv.url("/ok")})
+			if a.status != 202 {
+				t.Fatalf("batch: %d %s", a.status, a.raw)
+			}
+			for _, id := range a.data()["jobIds"].([]any) {
+				jobs = append(jobs, id.(string))
+			}
+		}
+	}
+	delivered := func() int {
+		n := 0
+		for _, j := range jobs {
+			if len(rcv.deliveries(j)) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	submit(batches / 2)
+	testnet.Eventually(t, 60*time.Second, func() bool { return delivered() > 0 }, func() string { return "no callback yet" })
+	s.core.Kill() // mid-stream: jobs queued, running and delivered
+	s.core.Restart()
+	testnet.WaitHTTP(t, s.coreURL+"/health", 30*time.Second, s.core)
+	submit(batches / 2)
+	s.dispatcher.Kill()
+	s.dispatcher.Restart()
+	testnet.Eventually(t, 120*time.Second, func() bool { return delivered() == len(jobs) },
+		func() string { return fmt.Sprintf("%d of %d jobs delivered", delivered(), len(jobs)) })
+	for _, j := range jobs {
+		p := rcv.deliveries(j)[0].payload
+		data, _ := p["data"].(map[string]any)
+		if p["status"] != "success" || data["isDuplicate"] != false {
+			t.Fatalf("job %s: %v", j, p)
+		}
+		if a := s.poll(t, keyMain, j); a.data()["status"] != "done" {
+			t.Fatalf("job %s polled %s", j, a.raw)
+		}
+	}
+	info := s.do(t, "GET", "/v2/info", keyMain, nil)
+	used := info.data()["branch"].(map[string]any)["usedQuota"]
+	if used != float64(len(jobs)) {
+		t.Fatalf("usedQuota %v after %d jobs of fresh slips: %s", used, len(jobs), info.raw)
+	}
+}

@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"errors"
+	"io"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -28,6 +31,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		WriteTimeout:             cfg.CoreTimeout,
 		MaxResponseBodySize:      16 << 20,
 		NoDefaultUserAgentHeader: true,
+		RetryIfErr:               retryStale,
 	}
 	auth, err := authcache.New(authcache.Config{
 		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second, Now: now,
@@ -64,4 +68,15 @@ func (g *Gateway) AuthStats() authcache.Stats { return g.cfg.Auth.Stats() }
 func (g *Gateway) Close() {
 	g.cfg.Auth.Close()
 	g.cfg.Core.CloseIdleConnections()
+}
+
+// retryStale sends a request to core once more when its connection turned
+// out closed before any answer: a pooled keep-alive connection that core
+// closed while it was idle (core restarted, or timed it out) fails this
+// way, and core never saw the request. A core that died while handling
+// the request cannot take the retry either: it refuses the new connection.
+func retryStale(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
+	stale := errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	return false, attempts == 1 && stale
 }
