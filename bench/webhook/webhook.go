@@ -37,11 +37,10 @@ type Receiver struct {
 	// CAFile is the PEM file of the CA that signed the receiver's
 	// certificate.
 	CAFile string
-	// Latency is the time from each job's due submit time to its first
+	srv    *http.Server
+	// lat is the time from each job's due submit time to its first
 	// callback.
-	Latency hist.Histogram
-
-	srv *http.Server
+	lat *hist.Histogram
 	mu  sync.Mutex
 	// jobs holds every job expected or seen, by job id.
 	jobs  map[string]*job
@@ -82,7 +81,7 @@ func Start(dir string) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Receiver{URL: "https://" + ln.Addr().String() + "/hook", CAFile: caFile, jobs: map[string]*job{}, stats: Stats{Status: map[string]uint64{}}}
+	r := &Receiver{URL: "https://" + ln.Addr().String() + "/hook", CAFile: caFile, jobs: map[string]*job{}, stats: Stats{Status: map[string]uint64{}}, lat: new(hist.Histogram)}
 	r.srv = &http.Server{Handler: r, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
 	go r.srv.ServeTLS(ln, "", "")
 	return r, nil
@@ -139,7 +138,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // deliver counts the first callback of an expected job; r.mu is held.
 func (r *Receiver) deliver(j *job, body []byte, sig string) {
 	r.stats.Delivered++
-	r.Latency.Record(j.arrived.Sub(j.due))
+	r.lat.Record(j.arrived.Sub(j.due))
 	if !Valid(j.secret, body, sig) {
 		r.stats.BadSig++
 	}
@@ -162,6 +161,20 @@ func (r *Receiver) Expect(jobID string, due time.Time, secret string) {
 	j.due, j.secret, j.expect = due, secret, true
 	r.deliver(j, j.body, j.sig)
 	j.body = nil
+}
+
+// Latency returns the submit→callback latencies since the last Reset.
+func (r *Receiver) Latency() *hist.Histogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lat
+}
+
+// Reset forgets every job, count and latency: the start of a new run.
+func (r *Receiver) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs, r.stats, r.lat = map[string]*job{}, Stats{Status: map[string]uint64{}}, new(hist.Histogram)
 }
 
 // Pending returns how many expected jobs have had no callback yet.

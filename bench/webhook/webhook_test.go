@@ -67,8 +67,12 @@ func TestReceiver(t *testing.T) {
 		s.Status["success"] != 3 || s.Status["failed QUOTA_EXCEEDED"] != 1 {
 		t.Errorf("stats %+v", s)
 	}
-	if r.Latency.Count() != 2 || r.Latency.Quantile(0) < 50*time.Millisecond {
-		t.Errorf("latency count %d min %v: not measured from the due time", r.Latency.Count(), r.Latency.Quantile(0))
+	if r.Latency().Count() != 2 || r.Latency().Quantile(0) < 50*time.Millisecond {
+		t.Errorf("latency count %d min %v: not measured from the due time", r.Latency().Count(), r.Latency().Quantile(0))
+	}
+	r.Reset()
+	if r.Pending() != 0 || r.Latency().Count() != 0 || r.Stats().Delivered != 0 {
+		t.Error("Reset kept counts")
 	}
 	// A second receiver from the same directory reuses the CA.
 	r2, err := Start(dir)

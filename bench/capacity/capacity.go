@@ -1,0 +1,189 @@
+// Package capacity is the bench's capacity model: from the throughput one
+// CPU core of each tier sustains, the instances of each tier a target load
+// needs. It is arithmetic on stated assumptions, printed with them, so a
+// planner can see and change every number it rests on.
+package capacity
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// PerCore is what one fully busy core of each tier handles a second.
+type PerCore struct {
+	// Edge: requests (a sync verification, an async submit or a batch).
+	Edge float64 `json:"edge"`
+	// CoreSync: sync verifications, CoreAsync: async jobs processed
+	// (submit and processing together).
+	CoreSync  float64 `json:"coreSync"`
+	CoreAsync float64 `json:"coreAsync"`
+	// Dispatcher: callbacks delivered. Usage: usage events written.
+	Dispatcher float64 `json:"dispatcher"`
+	Usage      float64 `json:"usage"`
+}
+
+// Source says where each PerCore number came from ("measured: <scenario>"
+// or "assumed").
+type Source struct {
+	Edge, CoreSync, CoreAsync, Dispatcher, Usage string
+}
+
+// DefaultPerCore are the numbers used where nothing was measured: the edge
+// and core from this repository's bench on a 2-core shared machine; the
+// dispatcher and usage tiers are assumptions (a callback is one HTTPS POST;
+// a usage event is one row of a batched ClickHouse insert) until their own
+// bench numbers exist.
+var DefaultPerCore = PerCore{Edge: 20000, CoreSync: 3000, CoreAsync: 1500, Dispatcher: 2000, Usage: 20000}
+
+// Input is a target and the assumptions the model rests on.
+type Input struct {
+	// Target is verifications a second, AsyncShare the fraction of them
+	// submitted async, BatchSize the mean slips per async submit (1: single
+	// submits).
+	Target     float64 `json:"target"`
+	AsyncShare float64 `json:"asyncShare"`
+	BatchSize  float64 `json:"batchSize"`
+	PerCore    PerCore `json:"perCore"`
+	Source     Source  `json:"-"`
+	// CoresPerInstance is the size of one instance; Utilisation the share
+	// of its CPU the model plans to use at the target (the rest absorbs
+	// bursts, garbage collection and a lost instance's load);
+	// MinInstances the floor of every tier (redundancy).
+	CoresPerInstance float64 `json:"coresPerInstance"`
+	Utilisation      float64 `json:"utilisation"`
+	MinInstances     int     `json:"minInstances"`
+}
+
+// DefaultInput is the example target: 5,000 verifications a second, 20 %
+// async.
+var DefaultInput = Input{Target: 5000, AsyncShare: 0.2, BatchSize: 1, PerCore: DefaultPerCore,
+	CoresPerInstance: 2, Utilisation: 0.6, MinInstances: 2}
+
+// Tier is one line of the model's answer.
+type Tier struct {
+	Name      string  `json:"name"`
+	Load      float64 `json:"load"`      // work units a second at the target
+	Unit      string  `json:"unit"`      // what a work unit is
+	PerCore   float64 `json:"perCore"`   // units a core sustains
+	Cores     float64 `json:"cores"`     // cores busy at the target
+	Instances int     `json:"instances"` // instances to run
+	Source    string  `json:"source"`
+}
+
+// Output is the model's answer.
+type Output struct {
+	Input Input  `json:"input"`
+	Tiers []Tier `json:"tiers"`
+}
+
+func (in Input) check() error {
+	var errs []error
+	if in.Target <= 0 {
+		errs = append(errs, errors.New("target must be positive"))
+	}
+	if in.AsyncShare < 0 || in.AsyncShare > 1 {
+		errs = append(errs, errors.New("async share must be between 0 and 1"))
+	}
+	if in.BatchSize < 1 {
+		errs = append(errs, errors.New("batch size must be at least 1"))
+	}
+	p := in.PerCore
+	for name, v := range map[string]float64{"edge": p.Edge, "core sync": p.CoreSync, "core async": p.CoreAsync, "dispatcher": p.Dispatcher, "usage": p.Usage} {
+		if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			errs = append(errs, fmt.Errorf("per-core throughput of %s must be positive, is %v", name, v))
+		}
+	}
+	if in.CoresPerInstance <= 0 {
+		errs = append(errs, errors.New("cores per instance must be positive"))
+	}
+	if in.Utilisation <= 0 || in.Utilisation > 1 {
+		errs = append(errs, errors.New("utilisation must be in (0, 1]"))
+	}
+	if in.MinInstances < 1 {
+		errs = append(errs, errors.New("minimum instances must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Plan computes the instances of each tier for in.
+func Plan(in Input) (Output, error) {
+	if err := in.check(); err != nil {
+		return Output{}, fmt.Errorf("capacity: %w", err)
+	}
+	src := func(s string) string {
+		if s == "" {
+			return "default"
+		}
+		return s
+	}
+	async := in.Target * in.AsyncShare
+	sync := in.Target - async
+	submits := async / in.BatchSize
+	out := Output{Input: in}
+	add := func(name, unit string, load, perCore float64, source string) {
+		cores := load / perCore
+		n := int(math.Ceil(cores/(in.CoresPerInstance*in.Utilisation) - 1e-9))
+		out.Tiers = append(out.Tiers, Tier{Name: name, Load: load, Unit: unit, PerCore: perCore, Cores: cores,
+			Instances: max(n, in.MinInstances), Source: src(source)})
+	}
+	add("edge", "requests/s", sync+submits, in.PerCore.Edge, in.Source.Edge)
+	// Core's two kinds of work share its cores: the sync share's cores plus
+	// the async share's, summed into one line.
+	coreCores := sync/in.PerCore.CoreSync + async/in.PerCore.CoreAsync
+	add("core", "verifications/s", in.Target, in.Target/coreCores, joinSources(src(in.Source.CoreSync), src(in.Source.CoreAsync)))
+	add("dispatcher", "callbacks/s", async, in.PerCore.Dispatcher, in.Source.Dispatcher)
+	add("usage", "usage events/s", in.Target, in.PerCore.Usage, in.Source.Usage)
+	return out, nil
+}
+
+func joinSources(a, b string) string {
+	if a == b {
+		return a
+	}
+	return "sync " + a + "; async " + b
+}
+
+// Print writes the model's answer and every assumption it rests on.
+func (o Output) Print(w io.Writer) {
+	in := o.Input
+	fmt.Fprintf(w, "Capacity for %.0f verifications/s, %.0f %% async (mean batch %.0f):\n\n", in.Target, in.AsyncShare*100, in.BatchSize)
+	fmt.Fprintf(w, "  %-11s %12s %-17s %10s %8s %10s  %s\n", "tier", "load", "", "per core", "cores", "instances", "per-core source")
+	for _, t := range o.Tiers {
+		fmt.Fprintf(w, "  %-11s %12.0f %-17s %10.0f %8.2f %10d  %s\n", t.Name, t.Load, t.Unit, t.PerCore, t.Cores, t.Instances, t.Source)
+	}
+	fmt.Fprintf(w, "\nAssumptions:\n")
+	for _, a := range o.Assumptions() {
+		fmt.Fprintf(w, "  - %s\n", a)
+	}
+}
+
+// Assumptions lists what the model takes for granted, in words.
+func (o Output) Assumptions() []string {
+	in := o.Input
+	return []string{
+		fmt.Sprintf("instances of %.0f cores, planned at %.0f %% CPU at the target (headroom for bursts, GC and a lost instance); at least %d of each tier",
+			in.CoresPerInstance, in.Utilisation*100, in.MinInstances),
+		"throughput grows linearly with cores and instances (no shared bottleneck: each core node owns its own bbolt file, services are spread over core nodes by the load balancer's key hash)",
+		"each verification is one edge request (sync) or 1/batch of a submit (async), one unit of core work, one usage event; each async verification one callback, without retries",
+		"per-core numbers are requests handled per CPU-second of the tier's process, measured under the bench's load on a shared machine: compare ratios, re-measure on the production hardware",
+		"the sandbox bank answers at once; a real bank gateway's latency needs more concurrency per core, not more CPU, and is not modelled",
+		strings.TrimSpace(fmt.Sprintf("dispatcher and usage per-core numbers are %s", sourceWord(in.Source.Dispatcher, in.Source.Usage))),
+	}
+}
+
+func sourceWord(a, b string) string {
+	if a == "" && b == "" {
+		return "assumed defaults until those tiers have bench numbers of their own"
+	}
+	return fmt.Sprintf("%s / %s", orDefault(a), orDefault(b))
+}
+
+func orDefault(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return s
+}

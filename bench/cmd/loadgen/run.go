@@ -1,0 +1,418 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slipverify/slipverify/bench/capacity"
+	"github.com/slipverify/slipverify/bench/load"
+	"github.com/slipverify/slipverify/bench/report"
+	"github.com/slipverify/slipverify/bench/scenario"
+	"github.com/slipverify/slipverify/bench/suite"
+	"github.com/slipverify/slipverify/bench/tenant"
+	"github.com/slipverify/slipverify/bench/webhook"
+)
+
+const usage = `usage: loadgen COMMAND [flags]
+
+commands:
+  suite      start a fresh stack (make run) and run the standard suite: table, JSON, HTML
+  run        run one scenario against a running edge
+  compare    show the change between two JSON results: loadgen compare OLD.json NEW.json
+  capacity   print the capacity model (per-core numbers from a JSON result and flags)
+  report     render a JSON result again as a table and HTML
+  seed       write a bench seed file
+  selftest   measure the generator's own ceiling against a trivial local server
+  list       list the scenarios
+
+loadgen COMMAND -h shows the command's flags.`
+
+func run(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "suite":
+		return cmdSuite(ctx, args, out, errOut)
+	case "run":
+		return cmdRun(ctx, args, out, errOut)
+	case "compare":
+		return cmdCompare(args, out)
+	case "capacity":
+		return cmdCapacity(args, out)
+	case "report":
+		return cmdReport(args, out)
+	case "seed":
+		return cmdSeed(args, out)
+	case "selftest":
+		return cmdSelftest(ctx, args, out)
+	case "list":
+		for _, s := range scenario.All() {
+			fmt.Fprintf(out, "%-15s %s\n", s.Name, s.About)
+		}
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(out, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("loadgen "+name, flag.ContinueOnError)
+	return fs
+}
+
+// capacityFlags adds the model's flags to fs, defaults from
+// capacity.DefaultInput.
+func capacityFlags(fs *flag.FlagSet) *capacity.Input {
+	in := capacity.DefaultInput
+	fs.Float64Var(&in.Target, "target", in.Target, "capacity model: verifications/s to plan for")
+	fs.Float64Var(&in.AsyncShare, "async", in.AsyncShare, "capacity model: share of verifications submitted async (0..1)")
+	fs.Float64Var(&in.BatchSize, "batch-size", in.BatchSize, "capacity model: mean slips per async submit")
+	fs.Float64Var(&in.CoresPerInstance, "cores", in.CoresPerInstance, "capacity model: cores per instance")
+	fs.Float64Var(&in.Utilisation, "utilisation", in.Utilisation, "capacity model: planned CPU share at the target (0..1]")
+	fs.IntVar(&in.MinInstances, "min-instances", in.MinInstances, "capacity model: least instances of each tier")
+	return &in
+}
+
+// perCoreFlags adds overrides of the per-core numbers; set ones win over
+// measured ones.
+func perCoreFlags(fs *flag.FlagSet, in *capacity.Input) func() {
+	var edge, coreSync, coreAsync, disp, usage float64
+	d := capacity.DefaultPerCore
+	fs.Float64Var(&edge, "edge-per-core", 0, fmt.Sprintf("edge requests/s per core (default: measured, else %.0f)", d.Edge))
+	fs.Float64Var(&coreSync, "core-per-core", 0, fmt.Sprintf("core sync verifications/s per core (default: measured, else %.0f)", d.CoreSync))
+	fs.Float64Var(&coreAsync, "core-async-per-core", 0, fmt.Sprintf("core async verifications/s per core (default: measured, else %.0f)", d.CoreAsync))
+	fs.Float64Var(&disp, "dispatcher-per-core", 0, fmt.Sprintf("dispatcher callbacks/s per core (default: measured, else %.0f, assumed)", d.Dispatcher))
+	fs.Float64Var(&usage, "usage-per-core", 0, fmt.Sprintf("usage events/s per core (default: measured, else %.0f, assumed)", d.Usage))
+	return func() {
+		set := func(v float64, dst *float64, src *string) {
+			if v > 0 {
+				*dst, *src = v, "given"
+			}
+		}
+		set(edge, &in.PerCore.Edge, &in.Source.Edge)
+		set(coreSync, &in.PerCore.CoreSync, &in.Source.CoreSync)
+		set(coreAsync, &in.PerCore.CoreAsync, &in.Source.CoreAsync)
+		set(disp, &in.PerCore.Dispatcher, &in.Source.Dispatcher)
+		set(usage, &in.PerCore.Usage, &in.Source.Usage)
+	}
+}
+
+func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("suite")
+	repo := fs.String("repo", ".", "the repository root (make run is run there)")
+	dir := fs.String("out", "bench/out", "directory for bench.json, bench.html and bench.txt")
+	short := fs.Bool("short", false, "a second per scenario at a low rate: checks that everything works, measures nothing")
+	only := fs.String("only", "", "comma-separated scenario names to run (default: the whole suite)")
+	in := capacityFlags(fs)
+	apply := perCoreFlags(fs, in)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("suite takes no arguments, got %q", fs.Args())
+	}
+	apply()
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	o := suite.Options{Repo: *repo, Out: *dir, Short: *short, Capacity: *in, Log: errOut, Command: "loadgen suite " + strings.Join(args, " ")}
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+	}
+	start := time.Now()
+	rep, err := suite.Run(ctx, o)
+	if rep != nil && len(rep.Scenarios) > 0 {
+		if werr := write(rep, *dir, out); werr != nil {
+			return errors.Join(err, werr)
+		}
+		fmt.Fprintf(errOut, "bench: done in %v; %s\n", time.Since(start).Round(time.Second), filepath.Join(*dir, "bench.{txt,json,html}"))
+	}
+	return err
+}
+
+// write prints the table and writes bench.txt, bench.json and bench.html
+// into dir.
+func write(rep *report.Report, dir string, out io.Writer) error {
+	var b strings.Builder
+	rep.Table(&b)
+	fmt.Fprint(out, b.String())
+	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	if err := rep.WriteJSON(filepath.Join(dir, "bench.json")); err != nil {
+		return err
+	}
+	return rep.WriteHTML(filepath.Join(dir, "bench.html"))
+}
+
+// parseStages reads "DUR:RATE" or "DUR:FROM-TO" stages, comma-separated
+// ("10s:100-1000,30s:1000").
+func parseStages(s string) ([]load.Stage, error) {
+	var out []load.Stage
+	for _, part := range strings.Split(s, ",") {
+		dur, rates, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return nil, fmt.Errorf("stage %q: want DURATION:RATE or DURATION:FROM-TO", part)
+		}
+		d, err := time.ParseDuration(dur)
+		if err != nil {
+			return nil, fmt.Errorf("stage %q: %w", part, err)
+		}
+		from, to, ramp := strings.Cut(rates, "-")
+		if !ramp {
+			to = from
+		}
+		f, err1 := strconv.ParseFloat(from, 64)
+		t, err2 := strconv.ParseFloat(to, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("stage %q: rates must be numbers (requests/s)", part)
+		}
+		out = append(out, load.Stage{Duration: d, From: f, To: t})
+	}
+	return out, nil
+}
+
+func parseWorkers(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("workers %q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("run")
+	addr := fs.String("addr", "127.0.0.1:8080", "the edge's address (host:port)")
+	seedPath := fs.String("seed", "bench/seed.json", "seed file the stack was started with (its keys are used)")
+	name := fs.String("scenario", "bank-v2", "scenario (loadgen list)")
+	rate := fs.Float64("rate", 0, "open loop: requests/s (with -duration or -requests)")
+	duration := fs.Duration("duration", 30*time.Second, "open loop: how long at -rate")
+	stages := fs.String("stages", "", `open loop: rate profile, e.g. "10s:100-1000,30s:1000" (ramps and steps)`)
+	workers := fs.String("workers", "", "closed loop: worker counts, one step each, e.g. 4,16,64")
+	step := fs.Duration("step", 10*time.Second, "closed loop: duration of each step")
+	requests := fs.Uint64("requests", 0, "stop after this many requests (0: no limit)")
+	inflight := fs.Int("max-inflight", 2048, "open loop: most requests in flight (more wait, and their wait counts)")
+	timeout := fs.Duration("timeout", 10*time.Second, "timeout of one request")
+	conns := fs.Int("conns", 4096, "most connections to the edge")
+	mix := fs.String("mix", "bench/profiles/production.json", "scenario file of the mixed scenario")
+	images := fs.Int("images", 24, "pictures in the upload corpus")
+	batch := fs.Int("batch", 20, "slips per async batch")
+	whDir := fs.String("webhook-dir", "", "async scenarios: directory of the receiver's CA (start the stack with SLIP_EGRESS_CA_FILE=DIR/webhook-ca.pem and SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8)")
+	jsonOut := fs.String("json", "", "write the result as JSON to this file")
+	htmlOut := fs.String("html", "", "write the HTML report to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sc, err := scenario.Get(*name)
+	if err != nil {
+		return err
+	}
+	plan := load.Plan{Requests: *requests, MaxInFlight: *inflight, Timeout: *timeout, StepDuration: *step}
+	switch {
+	case *workers != "" && (*rate > 0 || *stages != ""):
+		return errors.New("give either -workers (closed loop) or -rate/-stages (open loop), not both")
+	case *workers != "":
+		if plan.Workers, err = parseWorkers(*workers); err != nil {
+			return err
+		}
+	case *stages != "":
+		st, err := parseStages(*stages)
+		if err != nil {
+			return err
+		}
+		if plan.Schedule, err = load.NewSchedule(st...); err != nil {
+			return err
+		}
+	case *rate > 0:
+		d := *duration
+		if *requests > 0 && !flagSet(fs, "duration") {
+			d = time.Duration(float64(*requests) / *rate * float64(time.Second))
+		}
+		if plan.Schedule, err = load.NewSchedule(load.Stage{Duration: d, From: *rate, To: *rate}); err != nil {
+			return err
+		}
+	default:
+		return errors.New("give -rate (or -stages) for an open loop, or -workers for a closed loop")
+	}
+	seed, err := tenant.Read(*seedPath)
+	if err != nil {
+		return err
+	}
+	if err := health(*addr); err != nil {
+		return err
+	}
+	env := &scenario.Env{Client: scenario.NewClient(*addr, *conns), Seed: seed, Run: scenario.RunID(), Mix: *mix, Images: *images, BatchSize: *batch}
+	if sc.Async {
+		if *whDir == "" {
+			return fmt.Errorf("scenario %s needs -webhook-dir (see loadgen run -h)", sc.Name)
+		}
+		if env.Webhook, err = webhook.Start(*whDir); err != nil {
+			return err
+		}
+		defer env.Webhook.Close()
+	}
+	r := &suite.Runner{Env: env, Log: errOut}
+	s, err := r.Run(ctx, "", sc, plan)
+	if err != nil {
+		return err
+	}
+	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: "loadgen run " + strings.Join(args, " "),
+		Target: *addr, Host: suite.Host(), Scenarios: []*report.Scenario{s}}
+	rep.Table(out)
+	if *jsonOut != "" {
+		if err := rep.WriteJSON(*jsonOut); err != nil {
+			return err
+		}
+	}
+	if *htmlOut != "" {
+		return rep.WriteHTML(*htmlOut)
+	}
+	return nil
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func health(addr string) error {
+	c := &http.Client{Timeout: 3 * time.Second}
+	res, err := c.Get("http://" + addr + "/health")
+	if err != nil {
+		return fmt.Errorf("%w (%s): %v", suite.ErrNoStack, addr, err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		return fmt.Errorf("%w (%s): status %d", suite.ErrNoStack, addr, res.StatusCode)
+	}
+	return nil
+}
+
+func cmdCompare(args []string, out io.Writer) error {
+	if len(args) != 2 {
+		return errors.New("usage: loadgen compare OLD.json NEW.json")
+	}
+	old, err := report.Read(args[0])
+	if err != nil {
+		return err
+	}
+	cur, err := report.Read(args[1])
+	if err != nil {
+		return err
+	}
+	report.Compare(out, old, cur)
+	return nil
+}
+
+func cmdCapacity(args []string, out io.Writer) error {
+	fs := newFlags("capacity")
+	from := fs.String("from", "", "a JSON result whose measured per-core numbers to use")
+	in := capacityFlags(fs)
+	apply := perCoreFlags(fs, in)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	m := &capacity.Output{}
+	if *from != "" {
+		rep, err := report.Read(*from)
+		if err != nil {
+			return err
+		}
+		apply()
+		if m = suite.Model(rep, *in); m == nil {
+			return errors.New(strings.Join(rep.Notes, "; "))
+		}
+	} else {
+		apply()
+		o, err := capacity.Plan(*in)
+		if err != nil {
+			return err
+		}
+		m = &o
+	}
+	m.Print(out)
+	return nil
+}
+
+func cmdReport(args []string, out io.Writer) error {
+	fs := newFlags("report")
+	htmlOut := fs.String("html", "", "also write the HTML report to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: loadgen report [-html FILE] RESULT.json")
+	}
+	rep, err := report.Read(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	rep.Table(out)
+	if *htmlOut != "" {
+		return rep.WriteHTML(*htmlOut)
+	}
+	return nil
+}
+
+func cmdSeed(args []string, out io.Writer) error {
+	fs := newFlags("seed")
+	o := tenant.DefaultOptions
+	path := fs.String("o", "", "write the seed here (default: standard output)")
+	fs.IntVar(&o.Services, "services", o.Services, "bench services")
+	fs.IntVar(&o.Branches, "branches", o.Branches, "branches (keys) per service")
+	fs.IntVar(&o.Rate, "rate", o.Rate, "plan rate per branch and budget, requests/s")
+	fs.Int64Var(&o.Quota, "quota", o.Quota, "monthly quota per service")
+	fs.IntVar(&o.OverloadBranches, "overload-branches", o.OverloadBranches, "branches of the overload service")
+	fs.IntVar(&o.OverloadRate, "overload-rate", o.OverloadRate, "plan rate per branch of the overload service")
+	fs.Uint64Var(&o.Seed, "random-seed", o.Seed, "seed of the keys and secrets")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	raw, err := tenant.Generate(o)
+	if err != nil {
+		return err
+	}
+	if *path == "" {
+		_, err = out.Write(raw)
+		return err
+	}
+	return os.WriteFile(*path, raw, 0o644)
+}
+
+func cmdSelftest(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlags("selftest")
+	step := fs.Duration("step", 3*time.Second, "duration of each step (16 and 64 workers)")
+	seedPath := fs.String("seed", "bench/seed.json", "seed file whose keys the requests carry")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	seed, err := tenant.Read(*seedPath)
+	if err != nil {
+		return err
+	}
+	s, err := suite.Ceiling(ctx, seed, *step)
+	if err != nil {
+		return err
+	}
+	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: "loadgen selftest", Host: suite.Host(), Target: "in-process", Scenarios: []*report.Scenario{s}}
+	rep.Table(out)
+	return nil
+}

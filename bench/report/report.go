@@ -1,0 +1,230 @@
+// Package report turns load runs into what a capacity planner reads: a
+// terminal table, a JSON file for comparison between runs, and a
+// self-contained HTML page with inline SVG charts (latency over time,
+// latency against throughput) that opens without a network.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/slipverify/slipverify/bench/capacity"
+	"github.com/slipverify/slipverify/bench/hist"
+	"github.com/slipverify/slipverify/bench/load"
+	"github.com/slipverify/slipverify/bench/webhook"
+)
+
+// Version is the JSON format's version.
+const Version = 1
+
+// Report is one bench run: its scenarios and what they imply.
+type Report struct {
+	Version   int              `json:"version"`
+	Created   time.Time        `json:"created"`
+	Command   string           `json:"command"`
+	Host      Host             `json:"host"`
+	Target    string           `json:"target"` // the edge's address
+	Scenarios []*Scenario      `json:"scenarios"`
+	Capacity  *capacity.Output `json:"capacity,omitempty"`
+	Notes     []string         `json:"notes,omitempty"`
+}
+
+// Host is the machine the run was made on.
+type Host struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpuModel,omitempty"`
+	GoVersion string `json:"goVersion"`
+}
+
+// Latency is a histogram's digest in milliseconds.
+type Latency struct {
+	Count uint64  `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Digest returns h's digest in milliseconds.
+func Digest(h *hist.Histogram) Latency {
+	s := h.Summarize()
+	return Latency{Count: s.Count, Mean: ms(s.Mean), P50: ms(s.P50), P90: ms(s.P90), P99: ms(s.P99), P999: ms(s.P999), Max: ms(s.Max)}
+}
+
+// Point is one second of a run, by completion time.
+type Point struct {
+	T    int     `json:"t"`
+	OK   uint64  `json:"ok"`
+	Fail uint64  `json:"fail"`
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+	// LimitMin and LimitMax are the X-RateLimit-Limit values seen (0: none).
+	LimitMin int32 `json:"limitMin,omitempty"`
+	LimitMax int32 `json:"limitMax,omitempty"`
+}
+
+// Step is one load level: offered load against what came out.
+type Step struct {
+	Offered    float64 `json:"offered"` // requests/s (open loop) or workers (closed loop)
+	Throughput float64 `json:"throughput"`
+	OKRate     float64 `json:"okRate"`
+	Latency    Latency `json:"latency"`
+}
+
+// Callbacks is what an async scenario's webhook receiver saw.
+type Callbacks struct {
+	Latency Latency       `json:"latency"` // submit due → first callback
+	Stats   webhook.Stats `json:"stats"`
+	Missing uint64        `json:"missing"` // expected and never delivered in the wait
+}
+
+// Scenario is one scenario's run.
+type Scenario struct {
+	Name  string `json:"name"`
+	About string `json:"about"`
+	// Pending, when set, says why the scenario was not run.
+	Pending    string  `json:"pending,omitempty"`
+	Mode       string  `json:"mode,omitempty"` // open or closed
+	Load       string  `json:"load,omitempty"` // the plan in words
+	Elapsed    float64 `json:"elapsedSeconds,omitempty"`
+	Requests   uint64  `json:"requests"`
+	OK         uint64  `json:"ok"`
+	Failed     uint64  `json:"failed"`
+	Unsent     uint64  `json:"unsent,omitempty"`
+	Throughput float64 `json:"throughput"` // completed requests/s
+	OKRate     float64 `json:"okRate"`     // successful requests/s
+	// Verifications is successful verifications/s (a batch request counts
+	// its slips).
+	Verifications float64           `json:"verifications"`
+	Latency       Latency           `json:"latency"`
+	Service       Latency           `json:"service"` // send → answer
+	Lag           Latency           `json:"lag"`     // generator lateness (open loop)
+	Codes         map[string]uint64 `json:"codes"`
+	Series        []Point           `json:"series"`
+	Steps         []Step            `json:"steps"`
+	Callbacks     *Callbacks        `json:"callbacks,omitempty"`
+	// CPU is the CPU seconds each process used during the scenario
+	// (the stack's tiers, and "loadgen" for the generator itself).
+	CPU map[string]float64 `json:"cpuSeconds,omitempty"`
+	// PerCore is successful verifications per CPU-second of each tier: the
+	// throughput one fully busy core of it sustains at this mix.
+	PerCore map[string]float64 `json:"perCore,omitempty"`
+}
+
+// FromResult builds a scenario's report from a load run; units is the
+// verifications one request carries.
+func FromResult(name, about, mode, plan string, units int, r *load.Result) *Scenario {
+	s := &Scenario{Name: name, About: about, Mode: mode, Load: plan, Elapsed: r.Elapsed.Seconds(),
+		Requests: r.OK + r.Fail, OK: r.OK, Failed: r.Fail, Unsent: r.Unsent,
+		Latency: Digest(&r.Latency), Service: Digest(&r.Service), Lag: Digest(&r.Lag), Codes: r.Codes}
+	if r.Elapsed > 0 {
+		s.Throughput = float64(s.Requests) / r.Elapsed.Seconds()
+		s.OKRate = float64(r.OK) / r.Elapsed.Seconds()
+		s.Verifications = s.OKRate * float64(max(units, 1))
+	}
+	for i, w := range r.Windows {
+		p := Point{T: i, OK: w.OK.Load(), Fail: w.Fail.Load(), LimitMin: w.MinLimit.Load(), LimitMax: w.MaxLimit.Load()}
+		if w.Latency.Count() > 0 {
+			p.P50, p.P99, p.Max = ms(w.Latency.Quantile(.5)), ms(w.Latency.Quantile(.99)), ms(w.Latency.Max())
+		}
+		s.Series = append(s.Series, p)
+	}
+	for _, st := range r.Steps {
+		d := (st.End - st.Start).Seconds()
+		if d <= 0 {
+			continue
+		}
+		ok, fail := st.OK.Load(), st.Fail.Load()
+		s.Steps = append(s.Steps, Step{Offered: st.Offered, Throughput: float64(ok+fail) / d, OKRate: float64(ok) / d, Latency: Digest(&st.Latency)})
+	}
+	return s
+}
+
+// SetCPU records the CPU seconds each process used and derives each tier's
+// verifications per CPU-second.
+func (s *Scenario) SetCPU(cpu map[string]time.Duration) {
+	s.CPU, s.PerCore = map[string]float64{}, map[string]float64{}
+	okVerifications := s.Verifications * s.Elapsed
+	for name, d := range cpu {
+		s.CPU[name] = d.Seconds()
+		if d > 0 && okVerifications > 0 {
+			s.PerCore[name] = okVerifications / d.Seconds()
+		}
+	}
+}
+
+// ErrorCodes returns the scenario's failure codes, most frequent first.
+func (s *Scenario) ErrorCodes() []string {
+	var out []string
+	for c := range s.Codes {
+		if len(c) < 1 || c[0] != '2' {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if s.Codes[a] != s.Codes[b] {
+			return int(s.Codes[b]) - int(s.Codes[a])
+		}
+		return compareStrings(a, b)
+	})
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Find returns the scenario called name, or nil.
+func (r *Report) Find(name string) *Scenario {
+	for _, s := range r.Scenarios {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes r to path.
+func (r *Report) WriteJSON(path string) error {
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
+
+// Read reads a report written by WriteJSON.
+func Read(path string) (*Report, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("report %s: not a bench result: %w", path, err)
+	}
+	if r.Version != Version {
+		return nil, fmt.Errorf("report %s: format version %d, this program reads %d", path, r.Version, Version)
+	}
+	return &r, nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,162 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// Table writes the report as terminal tables: one line per scenario, then
+// each scenario's errors by code, CPU per tier and callbacks.
+func (r *Report) Table(w io.Writer) {
+	fmt.Fprintf(w, "slipverify bench: %s, %d CPUs %s, target %s\n\n", r.Created.Format("2006-01-02 15:04 MST"), r.Host.CPUs, r.Host.CPUModel, r.Target)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tload\treq/s\tverif/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\t")
+	for _, s := range r.Scenarios {
+		if s.Pending != "" {
+			fmt.Fprintf(tw, "%s\tpending\t\t\t\t\t\t\t\t\t\n", s.Name)
+			continue
+		}
+		l := s.Latency
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Load, s.Throughput, s.Verifications,
+			num(l.P50), num(l.P90), num(l.P99), num(l.P999), num(l.Max), errShare(s))
+	}
+	tw.Flush()
+	for _, s := range r.Scenarios {
+		if s.Pending != "" {
+			fmt.Fprintf(w, "\n%s: pending: %s\n", s.Name, s.Pending)
+			continue
+		}
+		var parts []string
+		for _, c := range s.ErrorCodes() {
+			parts = append(parts, fmt.Sprintf("%s ×%d", c, s.Codes[c]))
+		}
+		if s.Unsent > 0 {
+			parts = append(parts, fmt.Sprintf("unsent ×%d", s.Unsent))
+		}
+		line := fmt.Sprintf("\n%s: send→answer p50 %s p99 %s ms; generator lag p50 %s p99 %s ms", s.Name,
+			num(s.Service.P50), num(s.Service.P99), num(s.Lag.P50), num(s.Lag.P99))
+		if len(parts) > 0 {
+			line += "\n  errors: " + strings.Join(parts, ", ")
+		}
+		if len(s.CPU) > 0 {
+			var cpu []string
+			for _, name := range sortedKeys(s.CPU) {
+				c := fmt.Sprintf("%s %.1fs", name, s.CPU[name])
+				if pc := s.PerCore[name]; pc > 0 && name != "loadgen" {
+					c += fmt.Sprintf(" (%.0f verif per CPU-s)", pc)
+				}
+				cpu = append(cpu, c)
+			}
+			line += "\n  CPU: " + strings.Join(cpu, ", ")
+		}
+		if cb := s.Callbacks; cb != nil {
+			line += fmt.Sprintf("\n  callbacks: %d of %d delivered (%d missing, %d repeats, %d bad signatures); submit→callback p50 %s p99 %s max %s ms",
+				cb.Stats.Delivered, cb.Stats.Expected, cb.Missing, cb.Stats.Repeats, cb.Stats.BadSig, num(cb.Latency.P50), num(cb.Latency.P99), num(cb.Latency.Max))
+		}
+		if lo, hi := limitRange(s); hi > 0 {
+			line += fmt.Sprintf("\n  X-RateLimit-Limit seen: %d..%d", lo, hi)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if r.Capacity != nil {
+		fmt.Fprintln(w)
+		r.Capacity.Print(w)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\nnote: %s\n", n)
+	}
+}
+
+func limitRange(s *Scenario) (lo, hi int32) {
+	for _, p := range s.Series {
+		if p.LimitMin > 0 && (lo == 0 || p.LimitMin < lo) {
+			lo = p.LimitMin
+		}
+		hi = max(hi, p.LimitMax)
+	}
+	return lo, hi
+}
+
+// num formats milliseconds with 3 significant digits.
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func errShare(s *Scenario) string {
+	n := s.Requests + s.Unsent
+	if n == 0 {
+		return "-"
+	}
+	bad := s.Failed + s.Unsent
+	if bad == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(bad)/float64(n))
+}
+
+// Compare writes the change from old to new for each scenario both hold:
+// throughput and latency percentiles, with the ratio new/old.
+func Compare(w io.Writer, old, new *Report) {
+	fmt.Fprintf(w, "old: %s (%s)\nnew: %s (%s)\n\n", old.Created.Format("2006-01-02 15:04"), old.Command, new.Created.Format("2006-01-02 15:04"), new.Command)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tmetric\told\tnew\tchange\t")
+	for _, n := range new.Scenarios {
+		o := old.Find(n.Name)
+		if o == nil || o.Pending != "" || n.Pending != "" {
+			fmt.Fprintf(tw, "%s\t(only in one run, or pending)\t\t\t\t\n", n.Name)
+			continue
+		}
+		rows := []struct {
+			metric   string
+			old, new float64
+		}{
+			{"verif/s", o.Verifications, n.Verifications},
+			{"p50 ms", o.Latency.P50, n.Latency.P50},
+			{"p99 ms", o.Latency.P99, n.Latency.P99},
+			{"p99.9 ms", o.Latency.P999, n.Latency.P999},
+			{"errors %", pct(o), pct(n)},
+		}
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", n.Name, r.metric, num(r.old), num(r.new), change(r.old, r.new))
+		}
+	}
+	for _, o := range old.Scenarios {
+		if new.Find(o.Name) == nil {
+			fmt.Fprintf(tw, "%s\t(only in the old run)\t\t\t\t\n", o.Name)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nLatency: lower is better; verif/s: higher is better. On a shared machine a change under about 10 % is noise.")
+}
+
+func pct(s *Scenario) float64 {
+	if n := s.Requests + s.Unsent; n > 0 {
+		return 100 * float64(s.Failed+s.Unsent) / float64(n)
+	}
+	return 0
+}
+
+func change(old, new float64) string {
+	if old == 0 {
+		if new == 0 {
+			return "="
+		}
+		return "new"
+	}
+	r := (new - old) / old * 100
+	if math.Abs(r) < 0.05 {
+		return "="
+	}
+	return fmt.Sprintf("%+.1f%%", r)
+}

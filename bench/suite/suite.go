@@ -1,0 +1,437 @@
+// Package suite runs scenarios and the bench's standard suite: a fresh
+// stack, the generator's own ceiling, the peak of the main path, each
+// scenario at a share of that peak, a ramp for latency against throughput,
+// an overload run and the async scenarios, then the capacity model.
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/bench/capacity"
+	"github.com/slipverify/slipverify/bench/load"
+	"github.com/slipverify/slipverify/bench/report"
+	"github.com/slipverify/slipverify/bench/scenario"
+	"github.com/slipverify/slipverify/bench/stack"
+	"github.com/slipverify/slipverify/bench/tenant"
+	"github.com/slipverify/slipverify/bench/webhook"
+)
+
+// Runner runs scenarios against one edge and records CPU per process.
+type Runner struct {
+	Env *scenario.Env
+	// CPU reads the CPU time of the stack's processes (nil: not known).
+	CPU func() stack.CPU
+	// CallbackWait bounds the wait for async callbacks after a run.
+	CallbackWait time.Duration
+	Log          io.Writer
+}
+
+// ownCPU is the generator's own CPU time.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Run runs sc under plan and reports it as name (sc's name when empty).
+func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, plan load.Plan) (*report.Scenario, error) {
+	if name == "" {
+		name = sc.Name
+	}
+	f, err := sc.Build(r.Env)
+	if err != nil {
+		return nil, err
+	}
+	var before stack.CPU
+	if r.CPU != nil {
+		before = r.CPU()
+	}
+	own := ownCPU()
+	if r.Log != nil {
+		fmt.Fprintf(r.Log, "bench: %s: %s\n", name, describe(plan))
+	}
+	if sc.Async {
+		r.Env.Webhook.Reset()
+	}
+	res, err := load.Run(ctx, plan, f)
+	if err != nil {
+		return nil, err
+	}
+	mode := "open"
+	if plan.Schedule == nil {
+		mode = "closed"
+	}
+	out := report.FromResult(name, sc.About, mode, describe(plan), sc.VerificationsPer(r.Env), res)
+	if sc.Async {
+		r.callbacks(out)
+	}
+	cpu := stack.CPU{}
+	if r.CPU != nil {
+		cpu = r.CPU().Sub(before)
+	}
+	cpu["loadgen"] = ownCPU() - own
+	out.SetCPU(cpu)
+	if out.Callbacks != nil {
+		// Async work is done when callbacks arrive: count delivered
+		// verifications per CPU-second instead of accepted submits.
+		delivered := float64(out.Callbacks.Stats.Delivered)
+		for name, sec := range out.CPU {
+			if sec > 0 && name != "loadgen" {
+				out.PerCore[name] = delivered / sec
+			}
+		}
+	}
+	return out, nil
+}
+
+// callbacks waits for the run's callbacks and records them.
+func (r *Runner) callbacks(out *report.Scenario) {
+	wh := r.Env.Webhook
+	wait := r.CallbackWait
+	if wait == 0 {
+		wait = time.Minute
+	}
+	all := wh.Wait(time.Now().Add(wait))
+	cb := &report.Callbacks{Latency: report.Digest(wh.Latency()), Stats: wh.Stats()}
+	if !all {
+		cb.Missing = cb.Stats.Expected - cb.Stats.Delivered
+	}
+	out.Callbacks = cb
+	// The run is over when its callbacks are in: CPU is read after them.
+}
+
+// describe puts a plan in words.
+func describe(p load.Plan) string {
+	var parts []string
+	if s := p.Schedule; s != nil {
+		var st []string
+		for _, x := range s.Stages() {
+			if x.From == x.To {
+				st = append(st, fmt.Sprintf("%.0f/s %v", x.From, x.Duration))
+			} else {
+				st = append(st, fmt.Sprintf("%.0f→%.0f/s %v", x.From, x.To, x.Duration))
+			}
+		}
+		parts = append(parts, strings.Join(st, ", "))
+	} else {
+		ws := make([]string, len(p.Workers))
+		for i, w := range p.Workers {
+			ws[i] = fmt.Sprint(w)
+		}
+		parts = append(parts, "workers "+strings.Join(ws, ",")+" × "+p.StepDuration.String())
+	}
+	if p.Requests > 0 {
+		parts = append(parts, fmt.Sprintf("≤%d requests", p.Requests))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Open is an open-loop plan at rate for d.
+func Open(rate float64, d time.Duration, maxInFlight int) load.Plan {
+	s, err := load.NewSchedule(load.Stage{Duration: d, From: rate, To: rate})
+	if err != nil {
+		panic(err) // rate and d come from the suite's own constants
+	}
+	return load.Plan{Schedule: s, MaxInFlight: maxInFlight}
+}
+
+// Options of the standard suite.
+type Options struct {
+	// Repo is the repository root (make run is run there).
+	Repo string
+	// Out is the directory for bench.json, bench.html and bench.txt.
+	Out string
+	// Short runs each scenario for a second or two at a low rate: a check
+	// that everything works, not a measurement.
+	Short bool
+	// Only, when set, limits the suite to these scenario names.
+	Only []string
+	// Target is the capacity model's example target.
+	Capacity capacity.Input
+	Log      io.Writer
+	Command  string
+}
+
+// Run starts a fresh stack and runs the standard suite against it.
+func Run(ctx context.Context, o Options) (*report.Report, error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	tmp, err := os.MkdirTemp("", "slipbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	// The bench seed with an overload service whose plan rate the stack
+	// cannot sustain, so the adaptive limit has something to shed.
+	opts := tenant.DefaultOptions
+	opts.OverloadRate = 2000
+	seedRaw, err := tenant.Generate(opts)
+	if err != nil {
+		return nil, err
+	}
+	seedPath := filepath.Join(tmp, "seed.json")
+	if err := os.WriteFile(seedPath, seedRaw, 0o600); err != nil {
+		return nil, err
+	}
+	seed, err := tenant.Read(seedPath)
+	if err != nil {
+		return nil, err
+	}
+	wh, err := webhook.Start(tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer wh.Close()
+	fmt.Fprintf(o.Log, "bench: starting a fresh stack (make run)\n")
+	st, err := stack.Start(stack.Options{Repo: o.Repo, Seed: seedPath, DataDir: filepath.Join(tmp, "data"),
+		Env: []string{"SLIP_EGRESS_CA_FILE=" + wh.CAFile, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8"}})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Stop()
+	fmt.Fprintf(o.Log, "bench: stack ready, edge on %s\n", st.Edge)
+	client := scenario.NewClient(st.Edge, 4096)
+	defer client.CloseIdle()
+	env := &scenario.Env{Client: client, Seed: seed, Run: scenario.RunID(), Webhook: wh,
+		Mix: filepath.Join(o.Repo, "bench", "profiles", "production.json")}
+	r := &Runner{Env: env, CPU: st.CPU, Log: o.Log}
+	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: o.Command, Host: Host(), Target: st.Edge}
+	if err := standard(ctx, r, rep, o); err != nil {
+		return rep, err
+	}
+	if err := st.Stop(); err != nil {
+		rep.Notes = append(rep.Notes, "the stack did not stop cleanly: "+err.Error())
+	}
+	rep.Capacity = Model(rep, o.Capacity)
+	return rep, nil
+}
+
+// want reports whether the suite runs scenario name.
+func (o Options) want(name string) bool {
+	if len(o.Only) == 0 {
+		return true
+	}
+	for _, n := range o.Only {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// standard runs the suite's scenarios into rep.
+func standard(ctx context.Context, r *Runner, rep *report.Report, o Options) error {
+	sec := func(n int) time.Duration {
+		if o.Short {
+			return time.Second
+		}
+		return time.Duration(n) * time.Second
+	}
+	add := func(s *report.Scenario, err error) error {
+		if err != nil {
+			return err
+		}
+		rep.Scenarios = append(rep.Scenarios, s)
+		return nil
+	}
+	get := func(name string) *scenario.Scenario {
+		s, err := scenario.Get(name)
+		if err != nil {
+			panic(err) // the suite names only registered scenarios
+		}
+		return s
+	}
+	const inflight = 2048
+	// The generator's own ceiling: the main scenario against a trivial
+	// server in this process, sharing the machine with the stack.
+	if o.want("generator-ceiling") && !o.Short {
+		s, err := Ceiling(ctx, r.Env.Seed, sec(3))
+		if err := add(s, err); err != nil {
+			return err
+		}
+	}
+	// Warm the edge's auth cache and the connections.
+	if _, err := load.Run(ctx, load.Plan{Workers: []int{16}, StepDuration: sec(2)}, mustBuild(get("bank-v2"), r.Env)); err != nil {
+		return err
+	}
+	// The peak of the main path, closed loop.
+	peak := 200.0
+	if !o.Short && o.want("bank-v2 peak") {
+		s, err := r.Run(ctx, "bank-v2 peak", get("bank-v2"), load.Plan{Workers: []int{4, 16, 64, 128}, StepDuration: sec(5)})
+		if err := add(s, err); err != nil {
+			return err
+		}
+		for _, st := range s.Steps {
+			peak = max(peak, st.OKRate)
+		}
+	}
+	rate := roundRate(peak / 2)
+	if o.Short {
+		rate = 100
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("open-loop scenarios run at %.0f requests/s, half the closed-loop peak of bank-v2 (%.0f/s)", rate, peak))
+	for _, name := range []string{"bank-v2", "bank-v2-signed", "bank-v1", "wallet-v2", "duplicates", "mixed"} {
+		if !o.want(name) {
+			continue
+		}
+		if err := add(r.Run(ctx, "", get(name), Open(rate, sec(10), inflight))); err != nil {
+			return err
+		}
+	}
+	if o.want("bank-image") {
+		// Images cost core far more than payloads: a closed loop finds
+		// their own pace.
+		if err := add(r.Run(ctx, "", get("bank-image"), load.Plan{Workers: []int{2, 8}, StepDuration: sec(5)})); err != nil {
+			return err
+		}
+	}
+	if o.want("bank-v2 ramp") && !o.Short {
+		var stages []load.Stage
+		for _, f := range []float64{0.25, 0.5, 0.75, 1, 1.25} {
+			stages = append(stages, load.Stage{Duration: sec(5), From: roundRate(f * peak), To: roundRate(f * peak)})
+		}
+		s, _ := load.NewSchedule(stages...)
+		if err := add(r.Run(ctx, "bank-v2 ramp", get("bank-v2"), load.Plan{Schedule: s, MaxInFlight: inflight, Timeout: 5 * time.Second})); err != nil {
+			return err
+		}
+	}
+	if o.want("overload") {
+		s, _ := load.NewSchedule(load.Stage{Duration: sec(20), From: roundRate(2 * peak), To: roundRate(2 * peak)})
+		if err := add(r.Run(ctx, "", get("overload"), load.Plan{Schedule: s, MaxInFlight: inflight, Timeout: 5 * time.Second, Drain: 5 * time.Second})); err != nil {
+			return err
+		}
+	}
+	for _, a := range []struct {
+		name string
+		rate float64
+	}{{"async-single", 50}, {"async-batch", 2.5}} {
+		if !o.want(a.name) {
+			continue
+		}
+		sc := get(a.name)
+		if why := asyncPending(r.Env.Client, r.Env.Seed); why != "" {
+			rep.Scenarios = append(rep.Scenarios, &report.Scenario{Name: a.name, About: sc.About, Pending: why})
+			continue
+		}
+		if err := add(r.Run(ctx, "", sc, Open(a.rate, sec(10), inflight))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mustBuild(sc *scenario.Scenario, env *scenario.Env) load.Func {
+	f, err := sc.Build(env)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// roundRate rounds a rate to 2 significant digits.
+func roundRate(v float64) float64 {
+	if v < 10 {
+		return max(1, float64(int(v+0.5)))
+	}
+	p := 1.0
+	for v/p >= 100 {
+		p *= 10
+	}
+	return float64(int(v/p+0.5)) * p
+}
+
+// asyncPending returns why the async routes cannot be benched, or "" when
+// the edge serves them.
+func asyncPending(c *scenario.Client, seed *tenant.Seed) string {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + c.Addr() + "/v2/verify/bank/async")
+	req.Header.SetMethod("POST")
+	req.Header.Set("Authorization", "Bearer "+seed.Branches[0].Key)
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(`{}`)
+	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+		return "the edge did not answer the async route: " + err.Error()
+	}
+	if resp.StatusCode() == 404 {
+		return "the stack does not serve POST /v2/verify/bank/async yet (404)"
+	}
+	return ""
+}
+
+// Host describes this machine.
+func Host() report.Host {
+	h := report.Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				h.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return h
+}
+
+// Model runs the capacity model with the per-core numbers a report
+// measured: edge and core sync from bank-v2 peak (else bank-v2), core async
+// and the dispatcher from async-single; in's own values stand where the
+// report has none.
+func Model(rep *report.Report, in capacity.Input) *capacity.Output {
+	pick := func(names ...string) *report.Scenario {
+		for _, n := range names {
+			if s := rep.Find(n); s != nil && s.Pending == "" && len(s.PerCore) > 0 {
+				return s
+			}
+		}
+		return nil
+	}
+	if s := pick("bank-v2 peak", "bank-v2", "mixed"); s != nil {
+		if v := s.PerCore["edge"]; v > 0 {
+			in.PerCore.Edge, in.Source.Edge = v, "measured: "+s.Name
+		}
+		if v := s.PerCore["core"]; v > 0 {
+			in.PerCore.CoreSync, in.Source.CoreSync = v, "measured: "+s.Name
+		}
+	}
+	if s := pick("async-single"); s != nil {
+		if v := s.PerCore["core"]; v > 0 {
+			in.PerCore.CoreAsync, in.Source.CoreAsync = v, "measured: "+s.Name
+		}
+		if v := s.PerCore["dispatcher"]; v > 0 {
+			in.PerCore.Dispatcher, in.Source.Dispatcher = v, "measured: "+s.Name
+		}
+	}
+	for _, n := range []string{"bank-v2 peak", "bank-v2", "mixed", "async-single"} {
+		if s := pick(n); s != nil {
+			if v := s.PerCore["usage"]; v > 0 && in.Source.Usage == "" {
+				in.PerCore.Usage, in.Source.Usage = v, "measured: "+s.Name
+			}
+		}
+	}
+	out, err := capacity.Plan(in)
+	if err != nil {
+		rep.Notes = append(rep.Notes, "capacity model: "+err.Error())
+		return nil
+	}
+	return &out
+}
+
+// ErrNoStack is returned by commands that need an edge when none answers.
+var ErrNoStack = errors.New("no edge answers /health at the address given")
