@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -43,7 +42,6 @@ type Consumer struct {
 	Log      *slog.Logger
 	Now      func() time.Time // the clock of delay metrics; nil means time.Now
 
-	lag    lagGauge
 	once   sync.Once
 	rows   chstore.Rows
 	last   map[int]kafka.Message // the last message of each partition in the batch
@@ -80,7 +78,6 @@ func (c *Consumer) init() {
 		c.Now = time.Now
 	}
 	c.last = map[int]kafka.Message{}
-	c.lag.register()
 }
 
 // fill fetches messages into the batch until it is full, Flush has passed
@@ -110,7 +107,6 @@ func (c *Consumer) fill(ctx context.Context) error {
 // json.Unmarshal and ten slice appends), or sets it aside as a reject.
 func (c *Consumer) add(m kafka.Message) {
 	c.last[m.Partition] = m
-	c.lag.seen(m)
 	if err := Decode(m.Value, &c.event, &c.rows); err != nil {
 		c.reject = append(c.reject, chstore.Reject{Partition: int32(m.Partition), Offset: m.Offset,
 			Key: string(m.Key), Value: string(m.Value), Err: err.Error()})
@@ -162,7 +158,6 @@ func (c *Consumer) flush(ctx context.Context) error {
 	if err := c.Reader.CommitMessages(cctx, msgs...); err != nil {
 		return fmt.Errorf("commit offsets: %w", err)
 	}
-	c.lag.committed(msgs)
 	c.rows.Reset()
 	c.reject = c.reject[:0]
 	clear(c.last)
@@ -200,51 +195,3 @@ func (c *Consumer) insert(ctx context.Context) error {
 // MaxDelay is the longest time an event waited between occurring and
 // reaching ClickHouse in this consumer's batches.
 func (c *Consumer) MaxDelay() time.Duration { return c.maxLag }
-
-// lagGauge tracks, per partition, the high-water mark seen and the offset
-// committed; the gauge is their difference summed, the messages of
-// slip.usage this consumer has yet to put in ClickHouse.
-type lagGauge struct {
-	mu        sync.Mutex
-	hwm, done map[int]int64
-}
-
-func (l *lagGauge) register() {
-	l.hwm, l.done = map[int]int64{}, map[int]int64{}
-	metrics.GetOrCreateGauge("usage_consumer_lag_messages", func() float64 { return float64(l.Lag()) })
-}
-
-func (l *lagGauge) seen(m kafka.Message) {
-	l.mu.Lock()
-	l.hwm[m.Partition] = max(l.hwm[m.Partition], m.HighWaterMark)
-	if _, ok := l.done[m.Partition]; !ok {
-		l.done[m.Partition] = m.Offset
-	}
-	l.mu.Unlock()
-}
-
-func (l *lagGauge) committed(msgs []kafka.Message) {
-	l.mu.Lock()
-	for _, m := range msgs {
-		l.done[m.Partition] = m.Offset + 1
-	}
-	l.mu.Unlock()
-}
-
-// Lag is the number of messages fetched-or-known on slip.usage beyond the
-// committed offsets, over the partitions this consumer has read.
-func (l *lagGauge) Lag() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for p, h := range l.hwm {
-		n += max(0, h-l.done[p])
-	}
-	return n
-}
-
-// Lag is the consumer's lag in messages (see usage_consumer_lag_messages).
-func (c *Consumer) Lag() int64 { return c.lag.Lag() }
-
-// Label is a helper for log lines naming a partition.
-func Label(p int) string { return strconv.Itoa(p) }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,5 +77,81 @@ func TestCountsEqualEvents(t *testing.T) {
 		if !strings.Contains(reason, want) {
 			t.Errorf("reject reason %q does not name %s", reason, want)
 		}
+	}
+}
+
+// TestClickHouseOutage: ClickHouse stops and starts again while events
+// keep coming; the consumer holds its batch, stops fetching, and drains the
+// backlog when ClickHouse returns, losing nothing and counting nothing
+// twice.
+func TestClickHouseOutage(t *testing.T) {
+	addr := ledgertest.Broker(t, 3)
+	ch, st := ledgertest.Ledger(t)
+	w := ledgertest.Writer(t, addr)
+	start(t, addr, "usage", st, 500)
+	lag := &Lag{Brokers: []string{addr}, Group: "usage", Topic: api.TopicUsage}
+	measure := func() int64 {
+		n, err := lag.Measure(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	var mu sync.Mutex
+	var produced []api.UsageEvent
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // a steady load until told to stop, at most 400 rounds
+		defer close(done)
+		for round := 0; round < 400; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			batch := make([]api.UsageEvent, 100)
+			for i := range batch {
+				batch[i] = ledgertest.Event(round*100+i, "svc-a", []string{"br-1", "br-2"}[i%2], time.Now().UTC())
+			}
+			if err := w.WriteMessages(context.Background(), ledgertest.Messages(t, batch...)...); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			produced = append(produced, batch...)
+			mu.Unlock()
+		}
+	}()
+	rows := func() uint64 { n, _ := ledgertest.Count(context.Background(), st); return n.Rows }
+	if !ledgertest.Eventually(time.Minute, func() bool { return rows() > 0 }) {
+		t.Fatal("nothing inserted before the outage")
+	}
+	failures := insertFailures.Get()
+	if err := ch.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !ledgertest.Eventually(time.Minute, func() bool { return insertFailures.Get() > failures }) {
+		t.Fatal("no insert failed while ClickHouse was down")
+	}
+	// The lag grows while ClickHouse is down: nothing is committed.
+	lagDuring := measure()
+	if !ledgertest.Eventually(time.Minute, func() bool { return measure() > lagDuring+1000 }) {
+		t.Errorf("the lag did not grow during the outage: %d then %d", lagDuring, measure())
+	}
+	if err := ch.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := rows()
+	if !ledgertest.Eventually(time.Minute, func() bool { return rows() > before }) {
+		t.Fatal("no insert after ClickHouse came back")
+	}
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	got := ledgertest.WaitCounts(t, st, ledgertest.Want(produced), time.Minute)
+	t.Logf("%d events through an outage (lag during it: %d messages); ledger: %v", len(produced), lagDuring, got)
+	if !ledgertest.Eventually(10*time.Second, func() bool { return measure() == 0 }) {
+		t.Errorf("lag after the drain: %d", measure())
 	}
 }

@@ -28,6 +28,9 @@ import (
 // anchor days into the ledger (reconciliation copies them too).
 const anchorSync = 10 * time.Minute
 
+// lagInterval is how often the consumer group's lag is measured.
+const lagInterval = 2 * time.Second
+
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -82,6 +85,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	})
 	defer reader.Close()
 	c := &consume.Consumer{Reader: reader, Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log}
+	lag := &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}
+	go lag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
 
 	errc := make(chan error, 2)
@@ -91,7 +96,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		if err != nil {
 			return err
 		}
-		srv = &http.Server{Handler: handler(store, core, c), ReadHeaderTimeout: 10 * time.Second}
+		srv = &http.Server{Handler: handler(store, core, lag), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- srv.Serve(ln) }()
 	}
 	if cfg.EdgeToken != "" {
@@ -158,13 +163,13 @@ func syncAnchors(ctx context.Context, core reconcile.Core, store *chstore.Store,
 
 // handler serves /metrics, /health (200 while ClickHouse answers) and
 // /reconcile (the JSON report; ?format=csv or table for text).
-func handler(store *chstore.Store, core reconcile.Core, c *consume.Consumer) http.Handler {
+func handler(store *chstore.Store, core reconcile.Core, lag *consume.Lag) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { metrics.WritePrometheus(w, true) })
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		status, body := http.StatusOK, map[string]any{"status": "ok", "tier": "usage", "lagMessages": c.Lag()}
+		status, body := http.StatusOK, map[string]any{"status": "ok", "tier": "usage", "lagMessages": lag.Last()}
 		if err := store.Ping(ctx); err != nil {
 			status, body["status"], body["clickhouse"] = http.StatusServiceUnavailable, "clickhouse unreachable", err.Error()
 		}
@@ -179,7 +184,7 @@ func handler(store *chstore.Store, core reconcile.Core, c *consume.Consumer) htt
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "format: not json, table or csv"})
 			return
 		}
-		rep, err := reconcile.Run(r.Context(), core, store, c.Lag())
+		rep, err := reconcile.Run(r.Context(), core, store, lag.Last())
 		if err != nil {
 			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 			return
