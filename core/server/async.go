@@ -85,18 +85,23 @@ func (s *Server) submitBatch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	return accepted(out), err
 }
 
-// joinItemErrors answers the items' errors together when they are all
-// VALIDATION_ERRORs, else the first of another code.
+// joinItemErrors answers every item's VALIDATION_ERROR together, or, when
+// no item has one, the first item's error of another code.
 func joinItemErrors(errs []error) error {
 	var fe api.FieldErrors
+	var other error
 	for _, err := range errs {
 		var e *api.Error
-		if !errors.As(err, &e) || e.Code != api.Validation {
-			return err
+		if errors.As(err, &e) && e.Code == api.Validation {
+			fe = append(fe, e.Message)
+		} else if other == nil {
+			other = err
 		}
-		fe = append(fe, e.Message)
 	}
-	return fe.Err()
+	if len(fe) > 0 {
+		return fe.Err()
+	}
+	return other
 }
 
 // callbackField reads the optional callbackUrl.

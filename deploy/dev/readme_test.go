@@ -8,6 +8,7 @@ import (
 	core "github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/deploy/broker"
+	dispatcher "github.com/slipverify/slipverify/dispatcher/config"
 	edge "github.com/slipverify/slipverify/edge/config"
 )
 
@@ -26,6 +27,7 @@ func configRows() []string {
 	}
 	add("core", core.Vars())
 	add("edge", edge.Vars())
+	add("dispatcher", dispatcher.Vars())
 	add("broker", broker.Vars())
 	return rows
 }

@@ -8,6 +8,7 @@ export SLIP_DATA_DIR="${SLIP_DATA_DIR:-.data}"
 export SLIP_CORE_ADDR="${SLIP_CORE_ADDR:-127.0.0.1:8081}"
 export SLIP_EDGE_ADDR="${SLIP_EDGE_ADDR:-127.0.0.1:8080}"
 export SLIP_KAFKA_ADDR="${SLIP_KAFKA_ADDR:-127.0.0.1:9092}"
+export SLIP_DISPATCHER_ADDR="${SLIP_DISPATCHER_ADDR:-127.0.0.1:8083}"
 mkdir -p "$SLIP_DATA_DIR"
 chmod 700 "$SLIP_DATA_DIR"
 
@@ -86,6 +87,10 @@ wait_tcp "${SLIP_KAFKA_ADDR%%,*}" || fail broker
 bin/core &
 pids+=($!)
 wait_ready "http://$SLIP_CORE_ADDR/health" || fail core
+
+bin/dispatcher &
+pids+=($!)
+wait_ready "http://$SLIP_DISPATCHER_ADDR/health" || fail dispatcher
 
 bin/edge &
 pids+=($!)
