@@ -124,8 +124,11 @@ func New(cfg Config) (*Client, error) {
 		MaxResponseHeaderBytes: maxHeaderBytes,
 		// Images do not compress; without transparent gzip the size bound is
 		// on what the server sends and Content-Length stays meaningful.
-		DisableCompression:    true,
-		MaxIdleConns:          100,
+		DisableCompression: true,
+		MaxIdleConns:       1024,
+		// Callbacks go to few hosts, many at once: keep their connections
+		// rather than pay a TLS handshake per delivery.
+		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   c.timeout,
 		ExpectContinueTimeout: time.Second,

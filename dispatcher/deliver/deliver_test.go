@@ -1,0 +1,148 @@
+package deliver_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/deploy/broker"
+	"github.com/slipverify/slipverify/dispatcher/deliver"
+)
+
+// tlsReceiver is an HTTPS receiver counting deliveries, and an egress
+// client that trusts it on loopback.
+func tlsReceiver(tb testing.TB, h http.HandlerFunc) (*httptest.Server, *egress.Client) {
+	srv := httptest.NewTLSServer(h)
+	tb.Cleanup(srv.Close)
+	ca := filepath.Join(tb.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	c, err := egress.New(egress.Config{Policy: egress.NewPolicy([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), CAFile: ca, Timeout: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return srv, c
+}
+
+// outcomes collects the outcomes the dispatcher writes.
+type outcomes struct{ got chan api.WebhookOutcome }
+
+func (o outcomes) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
+	for _, m := range msgs {
+		var out api.WebhookOutcome
+		if err := json.Unmarshal(m.Value, &out); err != nil {
+			return err
+		}
+		o.got <- out
+	}
+	return nil
+}
+
+func callback(url string, n int) kafka.Message {
+	raw, _ := json.Marshal(api.Callback{EventID: fmt.Sprint("ev", n), JobID: fmt.Sprint("job", n), Delivery: 1, URL: url,
+		Body: `{"jobId":"` + fmt.Sprint("job", n) + `"}`, Signature: "sha256=00"})
+	return kafka.Message{Value: raw}
+}
+
+// TestOutcomes: a 2xx is success; another status, a redirect, a blocked
+// address and a dead port are failures with what happened.
+func TestOutcomes(t *testing.T) {
+	srv, client := tlsReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(api.SignatureHeader) != "sha256=00" || r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		switch r.URL.Path {
+		case "/ok":
+			w.WriteHeader(http.StatusNoContent)
+		case "/moved":
+			http.Redirect(w, r, "/ok", http.StatusMovedPermanently)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	o := outcomes{got: make(chan api.WebhookOutcome, 1)}
+	d := &deliver.Dispatcher{Egress: client, Outcomes: o, PerHost: 2, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	dead := testnet.FreeAddr(t)
+	for _, c := range []struct {
+		url    string
+		ok     bool
+		status int
+		err    bool
+	}{
+		{srv.URL + "/ok", true, 204, false},
+		{srv.URL + "/fail", false, 500, false},
+		{srv.URL + "/moved", false, 301, false},
+		{"https://10.1.2.3/hook", false, 0, true},
+		{"https://" + dead + "/hook", false, 0, true},
+	} {
+		if err := d.Handle(context.Background(), callback(c.url, 1)); err != nil {
+			t.Fatal(err)
+		}
+		out := <-o.got
+		if out.OK != c.ok || out.Status != c.status || (out.Error != "") != c.err || out.JobID != "job1" || out.Delivery != 1 {
+			t.Errorf("%s: outcome %+v", c.url, out)
+		}
+	}
+}
+
+// BenchmarkDeliveries measures webhook deliveries per second through the
+// whole dispatcher path: callbacks in slip.results on a real broker, the
+// concurrent consumer, HTTPS POSTs to a local receiver, outcomes written
+// back to Kafka.
+func BenchmarkDeliveries(b *testing.B) {
+	var received atomic.Int64
+	srv, client := tlsReceiver(b, func(w http.ResponseWriter, r *http.Request) { received.Add(1) })
+	addr := testnet.FreeAddr(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- broker.Run(ctx, broker.Config{Addr: addr, Partitions: 6, Memory: true}, func([]string) { close(ready) })
+	}()
+	<-ready
+	defer func() { cancel(); <-done }()
+	w := stream.NewWriter([]string{addr})
+	defer w.Close()
+	msgs := make([]kafka.Message, b.N)
+	for i := range msgs {
+		msgs[i] = callback(srv.URL+"/ok", i)
+		msgs[i].Topic, msgs[i].Key = api.TopicResults, []byte(fmt.Sprint("job", i))
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		b.Fatal(err)
+	}
+	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerHost: 64, Now: time.Now, Log: slog.New(slog.DiscardHandler), Backoff: time.Second}
+	r := stream.NewReader([]string{addr}, api.TopicResults, "bench-dispatcher")
+	defer r.Close()
+	cctx, stop := context.WithCancel(context.Background())
+	consumed := make(chan error, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	go func() { consumed <- stream.Consume(cctx, r, 256, d.Handle) }()
+	for received.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond) // polling interval
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	stop()
+	<-consumed
+	b.ReportMetric(float64(b.N)/el.Seconds(), "deliveries/s")
+}
