@@ -56,7 +56,7 @@ type delivery struct {
 	payload   map[string]any
 }
 
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	r := &receiver{got: map[string][]delivery{}, hits: map[string]int{}}
 	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
 	r.srv.StartTLS()
@@ -108,6 +108,13 @@ func (r *receiver) deliveries(job string) []delivery {
 	return append([]delivery(nil), r.got[job]...)
 }
 
+// count returns how many jobs have had a delivery.
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
 func (r *receiver) hitsOf(path string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -130,7 +137,7 @@ type stack struct {
 	url, coreURL                   string
 }
 
-func startStack(t *testing.T, rcv *receiver) *stack {
+func startStack(t testing.TB, rcv *receiver) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "seed.json")
@@ -188,7 +195,7 @@ func (a answer) code() string {
 	return c
 }
 
-func (s *stack) do(t *testing.T, method, path, key string, body any, header ...string) answer {
+func (s *stack) do(t testing.TB, method, path, key string, body any, header ...string) answer {
 	t.Helper()
 	var raw []byte
 	if body != nil {

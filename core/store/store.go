@@ -131,30 +131,46 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-// commit runs queued writes and emitted messages in shared transactions
-// until Close.
+// emitDelay bounds how long an emitted message waits for a transaction to
+// join before the committer writes it in one of its own.
+const emitDelay = 10 * time.Millisecond
+
+// commit runs queued writes in shared transactions until Close. Emitted
+// messages join the next transaction; while no write comes, they are
+// written together once maxBatch of them wait or the first has waited
+// emitDelay, so a stream of them costs few disk syncs.
 func (s *Store) commit() {
 	defer close(s.stopped)
 	batch := make([]*op, 0, maxBatch)
 	var msgs []Message
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
 	for {
-		batch, msgs = batch[:0], msgs[:0]
+		batch = batch[:0]
 		select {
 		case <-s.quit:
-			s.flushEmitted()
+			s.flushEmitted(msgs)
 			return
 		case o := <-s.ops:
 			batch = append(batch, o)
 		case m := <-s.emitted:
 			msgs = append(msgs, m)
+			if len(msgs) < maxBatch {
+				if !armed {
+					timer.Reset(emitDelay)
+					armed = true
+				}
+				continue
+			}
+		case <-timer.C:
+			armed = false
 		}
 	drain:
-		for len(batch) < maxBatch && len(msgs) < maxBatch {
+		for len(batch) < maxBatch {
 			select {
 			case o := <-s.ops:
 				batch = append(batch, o)
-			case m := <-s.emitted:
-				msgs = append(msgs, m)
 			default:
 				break drain
 			}
@@ -168,31 +184,34 @@ func (s *Store) commit() {
 		if err != nil && len(msgs) > 0 {
 			s.dropped.Add(int64(len(msgs)))
 		}
+		msgs = msgs[:0]
+		if armed && !timer.Stop() {
+			<-timer.C
+		}
+		armed = false
 		for _, o := range batch {
 			o.done <- errors.Join(err, o.err)
 		}
 	}
 }
 
-// flushEmitted writes the messages emitted before Close.
-func (s *Store) flushEmitted() {
-	for {
-		var msgs []Message
-	drain:
-		for len(msgs) < maxBatch {
-			select {
-			case m := <-s.emitted:
-				msgs = append(msgs, m)
-			default:
-				break drain
-			}
+// flushEmitted writes, at Close, the messages emitted before it: msgs and
+// those still in the channel.
+func (s *Store) flushEmitted(msgs []Message) {
+	for drained := false; !drained; {
+		select {
+		case m := <-s.emitted:
+			msgs = append(msgs, m)
+		default:
+			drained = true
 		}
-		if len(msgs) == 0 {
-			return
+	}
+	for len(msgs) > 0 {
+		n := min(len(msgs), maxBatch)
+		if err := s.update(func(tx *bolt.Tx) error { return s.enqueue(tx, msgs[:n]...) }); err != nil {
+			s.dropped.Add(int64(n))
 		}
-		if err := s.update(func(tx *bolt.Tx) error { return s.enqueue(tx, msgs...) }); err != nil {
-			s.dropped.Add(int64(len(msgs)))
-		}
+		msgs = msgs[n:]
 	}
 }
 
