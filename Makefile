@@ -1,8 +1,8 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-# CMDS are the programs make build puts in bin/: the tiers, the dev broker,
-# and slipsign.
-CMDS     := ./core/cmd/core ./edge/cmd/edge ./dispatcher/cmd/dispatcher ./deploy/cmd/broker ./edge/cmd/slipsign
+# CMDS are the programs make build puts in bin/: the tiers, the dev broker
+# and ClickHouse, and slipsign.
+CMDS     := ./core/cmd/core ./edge/cmd/edge ./dispatcher/cmd/dispatcher ./usage/cmd/usage ./deploy/cmd/broker ./deploy/cmd/clickhouse ./edge/cmd/slipsign
 FUZZTIME ?= 2m
 
 .PHONY: help build run test bench fuzz

@@ -8,8 +8,10 @@ import (
 	core "github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/deploy/broker"
+	"github.com/slipverify/slipverify/deploy/clickhouse"
 	dispatcher "github.com/slipverify/slipverify/dispatcher/config"
 	edge "github.com/slipverify/slipverify/edge/config"
+	usage "github.com/slipverify/slipverify/usage/config"
 )
 
 // configRows renders the README's configuration table from the programs'
@@ -28,7 +30,9 @@ func configRows() []string {
 	add("core", core.Vars())
 	add("edge", edge.Vars())
 	add("dispatcher", dispatcher.Vars())
+	add("usage", usage.Vars())
 	add("broker", broker.Vars())
+	add("clickhouse", clickhouse.Vars())
 	return rows
 }
 

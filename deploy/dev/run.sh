@@ -8,6 +8,9 @@ export SLIP_DATA_DIR="${SLIP_DATA_DIR:-.data}"
 export SLIP_CORE_ADDR="${SLIP_CORE_ADDR:-127.0.0.1:8081}"
 export SLIP_EDGE_ADDR="${SLIP_EDGE_ADDR:-127.0.0.1:8080}"
 export SLIP_KAFKA_ADDR="${SLIP_KAFKA_ADDR:-127.0.0.1:9092}"
+export SLIP_CLICKHOUSE_ADDR="${SLIP_CLICKHOUSE_ADDR:-127.0.0.1:9000}"
+export SLIP_CLICKHOUSE_HTTP_ADDR="${SLIP_CLICKHOUSE_HTTP_ADDR:-127.0.0.1:8123}"
+export SLIP_USAGE_ADDR="${SLIP_USAGE_ADDR:-127.0.0.1:8084}"
 export SLIP_DISPATCHER_ADDR="${SLIP_DISPATCHER_ADDR:-127.0.0.1:8083}"
 mkdir -p "$SLIP_DATA_DIR"
 chmod 700 "$SLIP_DATA_DIR"
@@ -84,9 +87,27 @@ bin/broker &
 pids+=($!)
 wait_tcp "${SLIP_KAFKA_ADDR%%,*}" || fail broker
 
+# ClickHouse holds the usage ledger: Debian's clickhouse-server, installed
+# here when missing (as root), with its data under SLIP_DATA_DIR.
+if [ ! -x "${SLIP_CLICKHOUSE_BIN:-/usr/sbin/clickhouse-server}" ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clickhouse-server clickhouse-client >&2 || fail clickhouse
+	else
+		echo "stack: install clickhouse-server (apt-get install clickhouse-server clickhouse-client)" >&2
+		fail clickhouse
+	fi
+fi
+bin/clickhouse &
+pids+=($!)
+wait_ready "http://$SLIP_CLICKHOUSE_HTTP_ADDR/ping" || fail clickhouse
+
 bin/core &
 pids+=($!)
 wait_ready "http://$SLIP_CORE_ADDR/health" || fail core
+
+bin/usage &
+pids+=($!)
+wait_ready "http://$SLIP_USAGE_ADDR/health" || fail usage
 
 bin/dispatcher &
 pids+=($!)

@@ -38,7 +38,8 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 	cmd := exec.Command("make", "-s", "run")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "SLIP_DATA_DIR="+dataDir, "SLIP_CORE_ADDR="+p.core,
-		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR="+p.kafka)
+		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR="+p.kafka,
+		"SLIP_CLICKHOUSE_ADDR="+testnet.FreeAddr(t), "SLIP_CLICKHOUSE_HTTP_ADDR="+testnet.FreeAddr(t), "SLIP_USAGE_ADDR="+testnet.FreeAddr(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s := &stack{cmd: cmd, addr: addr, out: new(bytes.Buffer), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.out, s.out

@@ -48,6 +48,10 @@ type Consumer struct {
 	reject []chstore.Reject
 	event  api.UsageEvent
 	maxLag time.Duration // the largest event delay seen, for benchmarks
+	// inserts and insertTime count the batches written and the time
+	// their inserts took, for benchmarks.
+	inserts    int
+	insertTime time.Duration
 }
 
 // Run consumes until ctx is done. The batch in hand when ctx ends is
@@ -172,6 +176,7 @@ func (c *Consumer) insert(ctx context.Context) error {
 		return err
 	}
 	insertSeconds.UpdateDuration(start)
+	c.inserts, c.insertTime = c.inserts+1, c.insertTime+time.Since(start)
 	if len(c.reject) > 0 {
 		if err := c.Store.InsertRejects(ctx, c.reject); err != nil {
 			return err
