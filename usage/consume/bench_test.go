@@ -103,4 +103,3 @@ func TestThroughput(t *testing.T) {
 		t.Errorf("ledger has %d events, want %d", n.Events, total)
 	}
 }
-
