@@ -157,7 +157,8 @@ func startStack(t testing.TB, rcv *receiver) *stack {
 	s.dispatcher = testnet.Start(t, testnet.Build(t, "dispatcher/cmd/dispatcher"), append(common,
 		"SLIP_DISPATCHER_ADDR="+testnet.FreeAddr(t), "SLIP_WEBHOOK_TIMEOUT=1s", "SLIP_DISPATCHER_PER_HOST=4")...)
 	s.edge = testnet.Start(t, testnet.Build(t, "edge/cmd/edge"), append(common, "SLIP_EDGE_ADDR="+edgeAddr,
-		"SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_METRICS_ADDR=off", "SLIP_EDGE_DRAIN=0s")...)
+		"SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_METRICS_ADDR=off", "SLIP_EDGE_DRAIN=0s",
+		"SLIP_EDGE_AUTH_TTL=1h")...) // record changes reach the edge through slip.config
 	testnet.WaitHTTP(t, s.url+"/health", 30*time.Second, s.edge)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	return s
@@ -363,6 +364,7 @@ func TestAsyncEndToEnd(t *testing.T) {
 		if a := s.b2b(t, "PATCH", "/b2b/branches/br-other", map[string]any{"active": false}); a.status != 200 {
 			t.Fatalf("deactivate: %d %s", a.status, a.raw)
 		}
+
 		testnet.Eventually(t, 30*time.Second, func() bool { return len(rcv.deliveries(job)) > 0 }, func() string { return job })
 		p := rcv.deliveries(job)[0].payload
 		if p["status"] != "failed" || p["data"] != nil || p["error"].(map[string]any)["code"] != "BRANCH_INACTIVE" {
@@ -421,6 +423,24 @@ func TestAsyncEndToEnd(t *testing.T) {
 	if n := rcv.hitsOf("/redirected"); n != 0 {
 		t.Fatalf("the dispatcher followed a redirect %d times", n)
 	}
+
+	t.Run("record changes reach the edge through slip.config", func(t *testing.T) {
+		// The edge caches auth records for an hour here, and only the edge
+		// checks IP allow lists: a refusal shows it read core's event.
+		if a := s.do(t, "GET", "/v2/info", keyHook, nil); a.status != 200 {
+			t.Fatalf("info: %d %s", a.status, a.raw)
+		}
+		if a := s.b2b(t, "PATCH", "/b2b/branches/br-hook", map[string]any{"ipAllow": []string{"10.9.9.9"}}); a.status != 200 {
+			t.Fatalf("ipAllow: %d %s", a.status, a.raw)
+		}
+		changed := time.Now()
+		var a answer
+		testnet.Eventually(t, 10*time.Second, func() bool {
+			a = s.do(t, "GET", "/v2/info", keyHook, nil)
+			return a.code() == "IP_NOT_ALLOWED"
+		}, func() string { return "the edge still admits the old allow list: " + a.raw })
+		t.Logf("the edge applied the new allow list %v after the change", time.Since(changed))
+	})
 
 	t.Run("a slow receiver does not hold up a healthy one", func(t *testing.T) {
 		for range 8 { // twice the per-host bound

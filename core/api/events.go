@@ -92,3 +92,12 @@ type ErrorBody struct {
 
 // SignatureHeader carries the HMAC-SHA256 of a callback body (spec 6.3).
 const SignatureHeader = "X-Service-Signature"
+
+// ConfigEvent tells the edges that records of a service changed
+// (slip.config): its branches, keys or their state. Every edge drops its
+// cached auth records when it reads one.
+type ConfigEvent struct {
+	EventID   string    `json:"eventId"`
+	ServiceID string    `json:"serviceId"`
+	At        time.Time `json:"at"`
+}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fasthttp/router"
@@ -123,6 +124,7 @@ func (s *Server) getBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
+	s.changed(c.serviceID)
 	return s.view(c, b)
 }
 
@@ -205,6 +207,7 @@ func (s *Server) createBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err := s.store.CreateBranch(b); err != nil {
 		return nil, manageError(err, "branch")
 	}
+	s.changed(c.serviceID)
 	v, err := s.view(c, b)
 	v.Key = key
 	return created(v), err
@@ -226,6 +229,7 @@ func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
+	s.changed(c.serviceID)
 	return s.view(c, b)
 }
 
@@ -234,7 +238,21 @@ func (s *Server) deleteBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err := s.store.DeleteBranch(c.serviceID, id); err != nil {
 		return nil, manageError(err, "branch")
 	}
+	s.changed(c.serviceID)
 	return map[string]any{"id": id, "deleted": true}, nil
+}
+
+// changed tells the edges (slip.config) that a service's branches or keys
+// changed, so they drop cached auth records at once rather than after
+// their TTL. The TTL still bounds staleness when the event is lost.
+func (s *Server) changed(serviceID string) {
+	raw, err := json.Marshal(api.ConfigEvent{EventID: uuid.NewString(), ServiceID: serviceID, At: time.Now().UTC()})
+	if err == nil {
+		err = s.store.Emit(store.Message{Topic: api.TopicConfig, Key: serviceID, Value: raw})
+	}
+	if err != nil {
+		s.log.Warn("config change not announced; edges see it after their auth TTL", "service", serviceID, "err", err)
+	}
 }
 
 func (s *Server) getQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {

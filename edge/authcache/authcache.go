@@ -80,6 +80,7 @@ type entry struct {
 	key     string     // kind byte and key: the cache is keyed by their hash
 	p       *Principal // nil: core does not know the key
 	expires int64      // on the cache's clock, Unix nanoseconds
+	gen     uint64     // the cache's generation when the lookup began
 }
 
 // Config configures a Cache.
@@ -107,8 +108,14 @@ type Cache struct {
 	mu     sync.Mutex
 	flight map[string]*call
 
+	gen                                  atomic.Uint64 // see Invalidate
 	hits, negative, misses, shared, errs atomic.Uint64
 }
+
+// Invalidate makes every entry stale at once, including those of lookups
+// in flight: the next request of every key asks core again. The edge calls
+// it when core reports a change of records on slip.config.
+func (c *Cache) Invalidate() { c.gen.Add(1) }
 
 type call struct {
 	done chan struct{}
@@ -152,7 +159,7 @@ func (c *Cache) Lookup(k Kind, key []byte, now time.Time) (*Principal, error) {
 // cached answers from a fresh cache entry for key, if there is one.
 func (c *Cache) cached(h uint64, k Kind, key []byte, now time.Time) (*Principal, error, bool) {
 	e, ok := c.rc.Get(h)
-	if !ok || e.expires <= now.UnixNano() || e.key[0] != byte(k) || e.key[1:] != string(key) {
+	if !ok || e.expires <= now.UnixNano() || e.gen != c.gen.Load() || e.key[0] != byte(k) || e.key[1:] != string(key) {
 		return nil, nil, false
 	}
 	if e.p == nil {
@@ -190,6 +197,7 @@ func (c *Cache) miss(k Kind, h uint64, ck string, now time.Time) (*Principal, er
 	f := &call{done: make(chan struct{})}
 	c.flight[ck] = f
 	c.mu.Unlock()
+	gen := c.gen.Load() // a record read after an invalidation began is not stale
 
 	f.p, f.err = c.fetch(k, ck[1:])
 	switch {
@@ -197,7 +205,7 @@ func (c *Cache) miss(k Kind, h uint64, ck string, now time.Time) (*Principal, er
 		// Freshness is the entry's own expiry on the cache's clock; a
 		// ristretto TTL would cost a clock read on every Get. MaxKeys bounds
 		// memory, stale entries are replaced on their next miss.
-		c.rc.Set(h, &entry{key: ck, p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano()}, 1)
+		c.rc.Set(h, &entry{key: ck, p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano(), gen: gen}, 1)
 		// ristretto applies writes asynchronously: wait, so callers arriving
 		// once this lookup leaves the flight find the entry.
 		c.rc.Wait()

@@ -28,6 +28,7 @@ type Config struct {
 	MinFactor      float64       // the lowest the adaptive factor goes
 	NonceMax       int           // nonces remembered at most (all clients)
 	NoncePerClient int           // nonces remembered at most per client
+	KafkaAddr      string        // brokers of slip.config; "off": TTL only
 	envflag.Common
 }
 
@@ -46,6 +47,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_MIN_FACTOR", "min-factor", "0.1", "the lowest fraction of a plan's rate the adaptive limit goes to", &c.MinFactor),
 		envflag.Def("SLIP_EDGE_NONCE_MAX", "nonce-max", "4000000", "nonces remembered at most, all clients together", &c.NonceMax),
 		envflag.Def("SLIP_EDGE_NONCE_PER_CLIENT", "nonce-per-client", "400000", "nonces remembered at most per client", &c.NoncePerClient),
+		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated, for record changes on slip.config (off: cached records live their TTL)", &c.KafkaAddr),
 	}
 }
 

@@ -65,6 +65,9 @@ func (g *Gateway) Metrics() *Metrics { return g.metrics }
 func (g *Gateway) AuthStats() authcache.Stats { return g.cfg.Auth.Stats() }
 
 // Close releases the gateway's cache and connections.
+// InvalidateAuth drops every cached auth record: core announced a change.
+func (g *Gateway) InvalidateAuth() { g.cfg.Auth.Invalidate() }
+
 func (g *Gateway) Close() {
 	g.cfg.Auth.Close()
 	g.cfg.Core.CloseIdleConnections()

@@ -181,7 +181,7 @@ func startStack(t *testing.T) *stack {
 		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox", "SLIP_EGRESS_ALLOW_CIDRS=",
 		"SLIP_KAFKA_ADDR="+testnet.FreeAddr(t)) // no broker: jobs wait in core's outbox
 	start(t, edgeBin, "SLIP_EDGE_ADDR="+edgeAddr, "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+edgeToken,
-		"SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=0s", "SLIP_TRUSTED_PROXIES=")
+		"SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=0s", "SLIP_TRUSTED_PROXIES=", "SLIP_KAFKA_ADDR=off")
 	st := &stack{url: "http://" + edgeAddr, spec: load(t), seen: map[string]bool{}}
 	deadline := time.Now().Add(60 * time.Second)
 	for {

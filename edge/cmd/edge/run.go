@@ -9,8 +9,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/valyala/fasthttp"
 
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
 )
@@ -45,6 +48,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			}
 		}
 	}()
+	if cfg.KafkaAddr != "off" {
+		go followConfig(ctx, cfg.KafkaAddr, gw, log)
+	}
 	metrics := gw.Metrics()
 
 	srv := &fasthttp.Server{
@@ -105,4 +111,27 @@ type printfLogger struct{ log *slog.Logger }
 
 func (l printfLogger) Printf(format string, args ...any) {
 	l.log.Warn(fmt.Sprintf(format, args...), "source", "fasthttp")
+}
+
+// followConfig drops the cached auth records whenever core announces a
+// change on slip.config. Every edge reads every event: its consumer group
+// is its own, starting at the newest record (older changes are already in
+// what it will fetch from core).
+func followConfig(ctx context.Context, brokers string, gw *gateway.Gateway, log *slog.Logger) {
+	host, _ := os.Hostname()
+	group := fmt.Sprintf("slip-edge-%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: stream.Brokers(brokers), Topic: api.TopicConfig, GroupID: group,
+		StartOffset: kafka.LastOffset, SessionTimeout: 6 * time.Second, MaxWait: 50 * time.Millisecond,
+	})
+	defer r.Close()
+	for {
+		if _, err := r.ReadMessage(ctx); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("slip.config: stopped following record changes", "err", err)
+			}
+			return
+		}
+		gw.InvalidateAuth()
+	}
 }
