@@ -10,11 +10,11 @@ import (
 // TestExampleEnvFile keeps deploy/env/core.env in step with the code: the
 // same variables, with the same defaults.
 func TestExampleEnvFile(t *testing.T) {
-	file, err := envflag.ReadEnvFile("../../deploy/env/core.env")
+	drift, err := envflag.FileDrift("../../deploy/env/core.env", Vars())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range envflag.Drift(file, Vars()) {
+	for _, d := range drift {
 		t.Error(d)
 	}
 }

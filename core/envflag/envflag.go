@@ -177,3 +177,13 @@ func Schedule(s string) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// FileDrift reads the example env file at path and returns its Drift from
+// vars.
+func FileDrift(path string, vars []Var) ([]string, error) {
+	file, err := ReadEnvFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Drift(file, vars), nil
+}

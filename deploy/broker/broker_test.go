@@ -119,11 +119,11 @@ func TestConfig(t *testing.T) {
 			t.Errorf("error does not mention %q: %v", want, err)
 		}
 	}
-	file, err := envflag.ReadEnvFile("../env/broker.env")
+	drift, err := envflag.FileDrift("../env/broker.env", Vars())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range envflag.Drift(file, Vars()) {
+	for _, d := range drift {
 		t.Error(d)
 	}
 }

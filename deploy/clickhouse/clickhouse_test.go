@@ -47,11 +47,11 @@ func TestConfigErrors(t *testing.T) {
 
 // TestExampleEnvFile keeps deploy/env/clickhouse.env in step with the code.
 func TestExampleEnvFile(t *testing.T) {
-	file, err := envflag.ReadEnvFile("../env/clickhouse.env")
+	drift, err := envflag.FileDrift("../env/clickhouse.env", Vars())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range envflag.Drift(file, Vars()) {
+	for _, d := range drift {
 		t.Error(d)
 	}
 }

@@ -8,11 +8,11 @@ import (
 )
 
 func TestExampleEnvFile(t *testing.T) {
-	file, err := envflag.ReadEnvFile("../../deploy/env/edge.env")
+	drift, err := envflag.FileDrift("../../deploy/env/edge.env", Vars())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range envflag.Drift(file, Vars()) {
+	for _, d := range drift {
 		t.Error(d)
 	}
 }

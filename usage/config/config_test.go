@@ -9,11 +9,11 @@ import (
 
 // TestExampleEnvFile keeps deploy/env/usage.env in step with the code.
 func TestExampleEnvFile(t *testing.T) {
-	file, err := envflag.ReadEnvFile("../../deploy/env/usage.env")
+	drift, err := envflag.FileDrift("../../deploy/env/usage.env", Vars())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range envflag.Drift(file, Vars()) {
+	for _, d := range drift {
 		t.Error(d)
 	}
 }
