@@ -14,7 +14,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/deploy/broker"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/usage/chstore"
@@ -22,22 +21,7 @@ import (
 
 // Broker starts the dev broker in memory with the platform's topics and
 // returns its address; it stops when the test ends.
-func Broker(tb testing.TB, partitions int) string {
-	tb.Helper()
-	addr := testnet.FreeAddr(tb)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- broker.Run(ctx, broker.Config{Addr: addr, Partitions: partitions, Memory: true}, func([]string) { close(ready) })
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		tb.Fatalf("broker did not start: %v", err)
-	}
-	tb.Cleanup(func() { cancel(); <-done })
-	return addr
-}
+func Broker(tb testing.TB, partitions int) string { return broker.StartTest(tb, partitions) }
 
 // Ledger starts a ClickHouse server and returns a migrated store on it, in
 // database slip.

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -43,7 +42,7 @@ func get(url string) (int, string, error) {
 	return res.StatusCode, string(body), err
 }
 
-func waitHealthy(t *testing.T, p *ledgertest.Proc, addr string) {
+func waitHealthy(t *testing.T, p *testnet.Proc, addr string) {
 	t.Helper()
 	ledgertest.Eventually(time.Minute, func() bool {
 		status, _, _ := get("http://" + addr + "/health")
@@ -62,7 +61,7 @@ func TestKillMidBatch(t *testing.T) {
 	}
 	kafka := ledgertest.Broker(t, 6)
 	ch, st := ledgertest.Ledger(t)
-	bin := ledgertest.Build(t, root, "usage/cmd/usage")
+	bin := testnet.Build(t, "usage/cmd/usage")
 	w := ledgertest.Writer(t, kafka)
 	at := time.Now().UTC().Truncate(time.Second)
 	var events []api.UsageEvent
@@ -72,7 +71,7 @@ func TestKillMidBatch(t *testing.T) {
 	ledgertest.Produce(t, w, events...)
 
 	addr := testnet.FreeAddr(t)
-	p := ledgertest.Run(t, bin, usageEnv(kafka, ch.Addr(), addr, "SLIP_USAGE_BATCH=500")...)
+	p := testnet.Start(t, bin, usageEnv(kafka, ch.Addr(), addr, "SLIP_USAGE_BATCH=500")...)
 	// Kill it once it has inserted part of the backlog: batches are
 	// inserted and committed back to back, so it dies holding one.
 	var seen ledgertest.Counts
@@ -82,12 +81,12 @@ func TestKillMidBatch(t *testing.T) {
 	}) {
 		t.Fatalf("nothing inserted: %v\n%s", seen, p.Output())
 	}
-	p.Signal(syscall.SIGKILL)
+	p.Kill()
 	before, _ := ledgertest.Count(context.Background(), st)
 	if before.Events >= uint64(len(events)) {
 		t.Fatalf("the whole backlog was in before the kill (%v): the test proves nothing", before)
 	}
-	p.Start(t)
+	p.Restart()
 	waitHealthy(t, p, addr)
 	got := ledgertest.WaitCounts(t, st, ledgertest.Want(events), 2*time.Minute)
 	t.Logf("killed at %v; after restart %v (rows above events were redelivered)", before, got)
@@ -171,14 +170,14 @@ func TestReconcileWithCore(t *testing.T) {
 	}
 	kafka := ledgertest.Broker(t, 3)
 	ch, st := ledgertest.Ledger(t)
-	coreBin := ledgertest.Build(t, root, "core/cmd/core")
-	usageBin := ledgertest.Build(t, root, "usage/cmd/usage")
+	coreBin := testnet.Build(t, "core/cmd/core")
+	usageBin := testnet.Build(t, "usage/cmd/usage")
 	coreAddr, usageAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	seed, _ := filepath.Abs(filepath.Join(root, "deploy/dev/seed.json"))
-	coreProc := ledgertest.Run(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+t.TempDir(), "SLIP_SEED="+seed,
+	coreProc := testnet.Start(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+t.TempDir(), "SLIP_SEED="+seed,
 		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+strings.Repeat("ab", 32), "SLIP_KAFKA_ADDR="+kafka)
 	env := usageEnv(kafka, ch.Addr(), usageAddr, "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+edgeToken)
-	usageProc := ledgertest.Run(t, usageBin, env...)
+	usageProc := testnet.Start(t, usageBin, env...)
 	if !ledgertest.Eventually(time.Minute, func() bool { s, _, _ := get("http://" + coreAddr + "/health"); return s == 200 }) {
 		t.Fatalf("core did not start:\n%s", coreProc.Output())
 	}
