@@ -1,0 +1,328 @@
+package store_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/testnet"
+)
+
+// clock is a settable test clock.
+type clock struct{ t atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.t.Store(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *clock) now() time.Time      { return time.Unix(0, c.t.Load()) }
+func (c *clock) add(d time.Duration) { c.t.Add(int64(d)) }
+
+// open opens a fresh store in the test's directory, closed when the test
+// ends unless the test closes it first.
+func open(t *testing.T, c *clock, limit int64) (*store.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "core.db")
+	st, err := store.OpenLimit(path, c.now, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, path
+}
+
+// waiting polls until the outbox counts n waiting messages.
+func waiting(t *testing.T, st *store.Store, n int64) {
+	t.Helper()
+	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == n },
+		func() string {
+			w, d := st.OutboxStats()
+			return fmt.Sprintf("outbox waiting %d dropped %d, want %d waiting", w, d, n)
+		})
+}
+
+func outbox(t *testing.T, st *store.Store, max int) []store.Message {
+	t.Helper()
+	msgs, err := st.Outbox(max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+func sameMessage(a, b store.Message) bool {
+	return a.Topic == b.Topic && a.Key == b.Key && bytes.Equal(a.Value, b.Value)
+}
+
+// TestOutboxRoundTrip: what is emitted comes back from the outbox as it
+// was, oldest first, whatever its key and value hold.
+func TestOutboxRoundTrip(t *testing.T) {
+	st, _ := open(t, newClock(), store.DefaultOutboxLimit)
+	big := bytes.Repeat([]byte{0, 1, 0xff, 'x'}, 64<<10)
+	in := []store.Message{
+		{Topic: "slip.usage", Key: "svc", Value: []byte(`{"eventId":"1"}`)},
+		{Topic: "slip.jobs", Key: "", Value: []byte("no key")},
+		{Topic: "slip.results", Key: "job-ทดสอบ", Value: nil},
+		{Topic: "t", Key: strings.Repeat("k", 300), Value: []byte{0, 0, 0, 0}},
+		{Topic: "slip.usage", Key: "svc\x00with\x00zeros", Value: big},
+	}
+	for _, m := range in {
+		if err := st.Emit(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting(t, st, int64(len(in)))
+	got := outbox(t, st, 100)
+	if len(got) != len(in) {
+		t.Fatalf("outbox holds %d messages, want %d", len(got), len(in))
+	}
+	for i := range in {
+		if !sameMessage(got[i], in[i]) {
+			t.Errorf("message %d: got %q/%q (%d bytes), want %q/%q (%d bytes)", i,
+				got[i].Topic, got[i].Key, len(got[i].Value), in[i].Topic, in[i].Key, len(in[i].Value))
+		}
+		if i > 0 && got[i].Seq <= got[i-1].Seq {
+			t.Errorf("message %d: seq %d after %d", i, got[i].Seq, got[i-1].Seq)
+		}
+	}
+	if first := outbox(t, st, 2); len(first) != 2 || first[0].Seq != got[0].Seq || first[1].Seq != got[1].Seq {
+		t.Errorf("Outbox(2) = %d messages, want the two oldest", len(first))
+	}
+}
+
+// TestAck: acking a sequence number removes every message up to it and
+// no other, and the waiting count follows.
+func TestAck(t *testing.T) {
+	st, _ := open(t, newClock(), store.DefaultOutboxLimit)
+	for i := range 5 {
+		if err := st.Emit(store.Message{Topic: "t", Key: "k", Value: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting(t, st, 5)
+	all := outbox(t, st, 10)
+	if err := st.Ack(all[1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	rest := outbox(t, st, 10)
+	if len(rest) != 3 || rest[0].Seq != all[2].Seq || rest[0].Value[0] != 2 {
+		t.Fatalf("after acking the second of 5: %d left, first %v", len(rest), rest)
+	}
+	if w, _ := st.OutboxStats(); w != 3 {
+		t.Errorf("waiting = %d after ack, want 3", w)
+	}
+	// Acking again what is gone changes nothing.
+	if err := st.Ack(all[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := st.OutboxStats(); w != 3 || len(outbox(t, st, 10)) != 3 {
+		t.Errorf("a repeated ack removed messages: waiting %d", w)
+	}
+	if err := st.Ack(all[4].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := st.OutboxStats(); w != 0 || len(outbox(t, st, 10)) != 0 {
+		t.Errorf("after acking the last: waiting %d, outbox %d", w, len(outbox(t, st, 10)))
+	}
+	// Sequence numbers keep growing after the outbox emptied, so an ack of
+	// an old number can never remove a new message.
+	if err := st.Emit(store.Message{Topic: "t", Value: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	waiting(t, st, 1)
+	if m := outbox(t, st, 1); m[0].Seq <= all[4].Seq {
+		t.Errorf("new message seq %d, not above the acked %d", m[0].Seq, all[4].Seq)
+	}
+}
+
+// TestOutboxReady: a publisher waiting on OutboxReady hears of emitted
+// messages and of messages written with a job.
+func TestOutboxReady(t *testing.T) {
+	st, _ := open(t, newClock(), store.DefaultOutboxLimit)
+	select {
+	case <-st.OutboxReady():
+	default:
+	}
+	signalled := func(what string) {
+		t.Helper()
+		select {
+		case <-st.OutboxReady():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no OutboxReady signal after %s", what)
+		}
+	}
+	if err := st.Emit(store.Message{Topic: "t", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	signalled("Emit")
+	if err := st.CreateJobs([]store.Job{{ID: "j1", Created: 1}}, []store.Message{{Topic: "slip.jobs", Key: "j1"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The message is in the outbox when CreateJobs returns, and the signal
+	// is there too.
+	select {
+	case <-st.OutboxReady():
+	default:
+		t.Error("no OutboxReady signal when CreateJobs returned")
+	}
+	if w, _ := st.OutboxStats(); w != 2 {
+		t.Errorf("waiting = %d, want 2", w)
+	}
+}
+
+// TestEmitRefusedWhenFull: with OpenLimit messages waiting, Emit refuses
+// and counts the drop; an ack makes room again.
+func TestEmitRefusedWhenFull(t *testing.T) {
+	st, _ := open(t, newClock(), 3)
+	for i := range 3 {
+		if err := st.Emit(store.Message{Topic: "t", Value: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		waiting(t, st, int64(i+1))
+	}
+	for i := range 2 {
+		if err := st.Emit(store.Message{Topic: "t", Value: []byte("extra")}); !errors.Is(err, store.ErrOutboxFull) {
+			t.Fatalf("Emit into a full outbox: %v, want ErrOutboxFull", err)
+		}
+		if w, d := st.OutboxStats(); w != 3 || d != int64(i+1) {
+			t.Fatalf("after %d refusals: waiting %d dropped %d", i+1, w, d)
+		}
+	}
+	msgs := outbox(t, st, 10)
+	if len(msgs) != 3 {
+		t.Fatalf("outbox holds %d messages, want 3", len(msgs))
+	}
+	if err := st.Ack(msgs[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Emit(store.Message{Topic: "t", Value: []byte("room again")}); err != nil {
+		t.Fatalf("Emit after an ack made room: %v", err)
+	}
+	waiting(t, st, 3)
+	if _, d := st.OutboxStats(); d != 2 {
+		t.Errorf("dropped = %d, want 2", d)
+	}
+}
+
+// TestEmittedBeforeCloseSurviveReopen: Close writes every message emitted
+// before it, in order, and a reopened store counts them.
+func TestEmittedBeforeCloseSurviveReopen(t *testing.T) {
+	c := newClock()
+	path := filepath.Join(t.TempDir(), "core.db")
+	st, err := store.Open(path, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1500 // more than one transaction's worth
+	for i := range n {
+		if err := st.Emit(store.Message{Topic: "slip.usage", Key: "svc", Value: fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.Open(path, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if w, d := st.OutboxStats(); w != n || d != 0 {
+		t.Errorf("reopened store: waiting %d dropped %d, want %d and 0", w, d, n)
+	}
+	msgs := outbox(t, st, 2*n)
+	if len(msgs) != n {
+		t.Fatalf("outbox after reopen holds %d messages, want %d", len(msgs), n)
+	}
+	for i, m := range msgs {
+		if string(m.Value) != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q: order lost", i, m.Value)
+		}
+	}
+}
+
+// TestEmitAfterClose: a message emitted after Close is refused with
+// ErrClosed, never accepted and then lost.
+func TestEmitAfterClose(t *testing.T) {
+	c := newClock()
+	path := filepath.Join(t.TempDir(), "core.db")
+	st, err := store.Open(path, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for range 50 {
+		if err := st.Emit(store.Message{Topic: "t", Value: []byte("late")}); err == nil {
+			accepted++
+		} else if !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("Emit after Close: %v, want ErrClosed", err)
+		}
+	}
+	if accepted > 0 {
+		t.Errorf("Emit after Close returned nil %d times of 50; those messages are never written", accepted)
+	}
+}
+
+// TestUsageEventsWithConsume: a verification's usage event is in the
+// outbox when Consume returns, told whether quota was consumed; with the
+// outbox full the verification still succeeds and the event is counted as
+// dropped.
+func TestUsageEventsWithConsume(t *testing.T) {
+	st, _ := open(t, newClock(), 2)
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	usage := func(charged bool) store.Message {
+		return store.Message{Topic: "slip.usage", Key: "svc", Value: fmt.Appendf(nil, "charged=%v", charged)}
+	}
+	consume := func(slip string) store.Consumed {
+		t.Helper()
+		c, err := st.Consume(store.Verification{ServiceID: "svc", BranchID: "br", SlipKey: store.SlipKey("bank", "004", slip),
+			Result: []byte(`{}`), Policy: store.FreeSelfDuplicate, Usage: usage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := consume("REF1"); !c.Charged {
+		t.Fatal("a new slip was not charged")
+	}
+	if c := consume("REF1"); c.Charged {
+		t.Fatal("a self-duplicate was charged")
+	}
+	// Both events are on disk already: no waiting.
+	msgs := outbox(t, st, 10)
+	if len(msgs) != 2 || string(msgs[0].Value) != "charged=true" || string(msgs[1].Value) != "charged=false" ||
+		msgs[0].Topic != "slip.usage" || msgs[0].Key != "svc" {
+		t.Fatalf("outbox after two verifications: %+v", msgs)
+	}
+	// The outbox (limit 2) is full: the next verification is charged, its
+	// event dropped and counted.
+	if c := consume("REF2"); !c.Charged {
+		t.Fatal("a verification with a full outbox was not charged")
+	}
+	if w, d := st.OutboxStats(); w != 2 || d != 1 {
+		t.Errorf("with a full outbox: waiting %d dropped %d, want 2 and 1", w, d)
+	}
+	u, err := st.Usage(store.Service{ID: "svc", CycleAnchorDay: 1}, "br")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Service.Used != 2 || u.Branch.Used != 2 {
+		t.Errorf("quota used: service %d branch %d, want 2 and 2", u.Service.Used, u.Branch.Used)
+	}
+}

@@ -1,0 +1,525 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/deploy/broker"
+)
+
+// startBroker runs an in-memory broker on addr, with the platform's topics
+// in the given number of partitions, until stop or the end of the test.
+func startBroker(t *testing.T, addr string, partitions int) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- broker.Run(ctx, broker.Config{Addr: addr, Partitions: partitions, Memory: true}, func([]string) { close(ready) })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("broker did not start: %v", err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "core.db"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// warnings counts the warnings logged through it.
+type warnings struct{ n atomic.Int64 }
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		w.n.Add(1)
+	}
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+// runPublisher runs p until the test ends, checking that it stops cleanly.
+func runPublisher(t *testing.T, p *stream.Publisher) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("publisher: %v", err)
+		}
+	})
+}
+
+// readTopic returns every record of topic, partition by partition in
+// offset order.
+func readTopic(t *testing.T, addr, topic string, partitions int) [][]kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := make([][]kafka.Message, partitions)
+	for p := range partitions {
+		conn, err := kafka.DialLeader(ctx, "tcp", addr, topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond})
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				r.Close()
+				t.Fatalf("%s/%d: after %d of %d records: %v", topic, p, len(out[p]), last, err)
+			}
+			out[p] = append(out[p], m)
+			if m.Offset == last-1 {
+				break
+			}
+		}
+		r.Close()
+	}
+	return out
+}
+
+// TestPublisherSendsOutboxInOrder: the publisher moves the outbox to the
+// topics its messages name, each key's messages in the order they were
+// written and with their keys, and acks them from the outbox.
+func TestPublisherSendsOutboxInOrder(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 3)
+	st := openStore(t)
+	keys := []string{"job-a", "job-b", "job-c", "job-d"}
+	const perKey = 60
+	for i := range perKey {
+		for _, k := range keys {
+			topic := api.TopicJobs
+			if k == "job-d" {
+				topic = api.TopicResults
+			}
+			if err := st.Emit(store.Message{Topic: topic, Key: k, Value: []byte(k + "/" + strconv.Itoa(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	total := int64(perKey * len(keys))
+	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == total },
+		func() string { return "emitted messages not written" })
+	w := stream.NewWriter([]string{addr})
+	t.Cleanup(func() { w.Close() })
+	runPublisher(t, &stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: 50})
+	testnet.Eventually(t, 20*time.Second, func() bool { n, _ := st.OutboxStats(); return n == 0 },
+		func() string {
+			n, _ := st.OutboxStats()
+			return fmt.Sprintf("%d of %d messages still in the outbox", n, total)
+		})
+	if msgs, _ := st.Outbox(10); len(msgs) != 0 {
+		t.Errorf("outbox counts none but holds %d", len(msgs))
+	}
+
+	got := map[string][]string{} // key: values in offset order
+	partOf := map[string]int{}
+	for _, topic := range []string{api.TopicJobs, api.TopicResults} {
+		for p, recs := range readTopic(t, addr, topic, 3) {
+			for _, m := range recs {
+				k := string(m.Key)
+				if prev, ok := partOf[k]; ok && prev != p {
+					t.Errorf("key %s on partitions %d and %d", k, prev, p)
+				}
+				partOf[k] = p
+				if want := map[bool]string{true: api.TopicResults, false: api.TopicJobs}[k == "job-d"]; topic != want {
+					t.Errorf("key %s on topic %s, want %s", k, topic, want)
+				}
+				got[k] = append(got[k], string(m.Value))
+			}
+		}
+	}
+	for _, k := range keys {
+		if len(got[k]) != perKey {
+			t.Errorf("key %s: %d records, want %d", k, len(got[k]), perKey)
+			continue
+		}
+		for i, v := range got[k] {
+			if v != k+"/"+strconv.Itoa(i) {
+				t.Errorf("key %s: record %d is %q: out of order or changed", k, i, v)
+				break
+			}
+		}
+	}
+}
+
+// TestPublisherWaitsForBroker: while no broker answers, messages stay in
+// the outbox; once a broker starts on the address they reach it, in order.
+func TestPublisherWaitsForBroker(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	st := openStore(t)
+	const n = 20
+	for i := range n {
+		if err := st.Emit(store.Message{Topic: api.TopicResults, Key: "job-1", Value: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == n },
+		func() string { return "emitted messages not written" })
+	w := stream.NewWriter([]string{addr})
+	w.MaxAttempts = 1 // fail fast: the publisher retries
+	t.Cleanup(func() { w.Close() })
+	warned := &warnings{}
+	runPublisher(t, &stream.Publisher{Store: st, Writer: w, Log: slog.New(warned), Backoff: 50 * time.Millisecond})
+
+	testnet.Eventually(t, 20*time.Second, func() bool { return warned.n.Load() >= 2 },
+		func() string { return "the publisher reported no failed publish without a broker" })
+	if waiting, _ := st.OutboxStats(); waiting != n {
+		t.Fatalf("without a broker, %d messages wait in the outbox, want %d", waiting, n)
+	}
+	if msgs, _ := st.Outbox(2 * n); len(msgs) != n {
+		t.Fatalf("without a broker, the outbox holds %d messages, want %d", len(msgs), n)
+	}
+
+	startBroker(t, addr, 1)
+	testnet.Eventually(t, 30*time.Second, func() bool { w, _ := st.OutboxStats(); return w == 0 },
+		func() string {
+			w, _ := st.OutboxStats()
+			return fmt.Sprintf("%d messages still in the outbox with the broker up", w)
+		})
+	recs := readTopic(t, addr, api.TopicResults, 1)[0]
+	if len(recs) != n {
+		t.Fatalf("the broker holds %d records, want %d", len(recs), n)
+	}
+	for i, m := range recs {
+		if string(m.Value) != strconv.Itoa(i) || string(m.Key) != "job-1" {
+			t.Fatalf("record %d is %s=%s", i, m.Key, m.Value)
+		}
+	}
+}
+
+// produce writes one record per value to topic, value i to partition
+// i % partitions.
+func produce(t *testing.T, addr, topic string, partitions int, from, to int) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+		Balancer: kafka.BalancerFunc(func(m kafka.Message, _ ...int) int {
+			i, _ := strconv.Atoi(string(m.Value))
+			return i % partitions
+		})}
+	defer w.Close()
+	msgs := make([]kafka.Message, 0, to-from)
+	for i := from; i < to; i++ {
+		msgs = append(msgs, kafka.Message{Key: []byte("k" + strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumer runs stream.Consume over a new group reader until stop, which
+// returns Consume's error after the reader is closed.
+type consumer struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func consume(t *testing.T, addr, topic, group string, workers int, h stream.Handler) *consumer {
+	t.Helper()
+	r := stream.NewReader([]string{addr}, topic, group)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &consumer{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := stream.Consume(ctx, r, workers, h)
+		r.Close()
+		c.done <- err
+	}()
+	t.Cleanup(func() { c.stop() })
+	return c
+}
+
+func (c *consumer) stop() error {
+	c.once.Do(func() { c.cancel(); c.err = <-c.done })
+	return c.err
+}
+
+// record is a record's value as an int.
+func record(m kafka.Message) int { i, _ := strconv.Atoi(string(m.Value)); return i }
+
+// seen is a concurrent set of handled records with how often each was
+// handled.
+type seen struct {
+	mu sync.Mutex
+	n  map[int]int
+}
+
+func newSeen() *seen { return &seen{n: map[int]int{}} }
+func (s *seen) add(i int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[i]++
+	return len(s.n)
+}
+func (s *seen) has(i int) bool { s.mu.Lock(); defer s.mu.Unlock(); return s.n[i] > 0 }
+func (s *seen) len() int       { s.mu.Lock(); defer s.mu.Unlock(); return len(s.n) }
+
+// TestConsumeHandlesConcurrently: records of one partition are in hand
+// several at once, up to the number of workers.
+func TestConsumeHandlesConcurrently(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 1)
+	produce(t, addr, api.TopicJobs, 1, 0, 8)
+	const workers = 4
+	var inHand, most atomic.Int64
+	all := make(chan struct{})
+	var allOnce sync.Once
+	handled := newSeen()
+	c := consume(t, addr, api.TopicJobs, "concurrent", workers, func(ctx context.Context, m kafka.Message) error {
+		n := inHand.Add(1)
+		defer inHand.Add(-1)
+		for {
+			if old := most.Load(); n <= old || most.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		if n == workers {
+			allOnce.Do(func() { close(all) })
+		}
+		if record(m) < workers { // the first records wait for each other
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		handled.add(record(m))
+		return nil
+	})
+	testnet.Eventually(t, 60*time.Second, func() bool { return handled.len() == 8 },
+		func() string { return fmt.Sprintf("%d of 8 records handled", handled.len()) })
+	if err := c.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if m := most.Load(); m != workers {
+		t.Errorf("at most %d records in hand at once, want %d", m, workers)
+	}
+}
+
+// committed returns the group's committed offset of each partition of
+// topic (-1: none).
+func committed(t *testing.T, addr, group, topic string, partitions int) []int64 {
+	t.Helper()
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := (&kafka.Client{Addr: kafka.TCP(addr)}).OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int64, partitions)
+	for i := range out {
+		out[i] = -1
+	}
+	for _, p := range resp.Topics[topic] {
+		out[p.Partition] = p.CommittedOffset
+	}
+	return out
+}
+
+// TestConsumeRestart: a consumer stopped midway and a new one in its group
+// together handle every record; the new one gets nothing the stopped one
+// handled (a clean stop commits everything handled), and nothing the
+// stopped one did not handle is skipped.
+func TestConsumeRestart(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	const partitions, n, stopAt = 3, 600, 300
+	startBroker(t, addr, partitions)
+	produce(t, addr, api.TopicJobs, partitions, 0, n)
+
+	first := newSeen()
+	var c1 *consumer
+	stopping := make(chan struct{})
+	var stopOnce sync.Once
+	c1 = consume(t, addr, api.TopicJobs, "restart", 8, func(ctx context.Context, m kafka.Message) error {
+		if first.add(record(m)) >= stopAt {
+			stopOnce.Do(func() { close(stopping) })
+		}
+		return nil
+	})
+	select {
+	case <-stopping:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the first consumer handled %d records", first.len())
+	}
+	if err := c1.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if first.len() >= n {
+		t.Fatalf("the first consumer handled all %d records before it stopped; nothing left to resume", n)
+	}
+	// The commits of a clean stop are on the broker once Consume returned
+	// and the reader closed.
+	offsets := committed(t, addr, "restart", api.TopicJobs, partitions)
+	var sum int64
+	for _, o := range offsets {
+		sum += max(o, 0)
+	}
+	if sum < int64(stopAt) {
+		t.Errorf("committed offsets %v cover %d records; the first consumer handled %d", offsets, sum, first.len())
+	}
+
+	second := newSeen()
+	c2 := consume(t, addr, api.TopicJobs, "restart", 8, func(ctx context.Context, m kafka.Message) error {
+		second.add(record(m))
+		return nil
+	})
+	missing := func() []int {
+		var out []int
+		for i := range n {
+			if !first.has(i) && !second.has(i) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	testnet.Eventually(t, 30*time.Second, func() bool { return len(missing()) == 0 },
+		func() string { return fmt.Sprintf("records handled by neither consumer: %v", missing()) })
+	if err := c2.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var again []int
+	for i := range n {
+		if first.has(i) && second.has(i) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		t.Errorf("%d records handled by the stopped consumer were delivered again: %v", len(again), again)
+	}
+}
+
+// TestConsumeHandlerErrorStops: a handler's error stops consumption with
+// that error, and the record is delivered again to the next consumer of
+// the group, followed by everything after it.
+func TestConsumeHandlerErrorStops(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 1)
+	const n, bad = 20, 7
+	produce(t, addr, api.TopicJobs, 1, 0, n)
+	errStore := errors.New("store is gone")
+	c1 := consume(t, addr, api.TopicJobs, "failing", 4, func(ctx context.Context, m kafka.Message) error {
+		if record(m) == bad {
+			return errStore
+		}
+		return nil
+	})
+	select {
+	case err := <-c1.done:
+		c1.done <- err // for the cleanup's stop
+		if !errors.Is(err, errStore) {
+			t.Fatalf("Consume returned %v, want the handler's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Consume went on after the handler failed")
+	}
+
+	second := newSeen()
+	c2 := consume(t, addr, api.TopicJobs, "failing", 4, func(ctx context.Context, m kafka.Message) error {
+		second.add(record(m))
+		return nil
+	})
+	testnet.Eventually(t, 30*time.Second, func() bool {
+		for i := bad; i < n; i++ {
+			if !second.has(i) {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		return fmt.Sprintf("the next consumer handled %d records, not every one from %d", second.len(), bad)
+	})
+	if err := c2.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConsumeSlowRecord: a record that takes long does not keep later
+// records of its partition from being handled, but it holds back the
+// partition's commit until it is done.
+func TestConsumeSlowRecord(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 1)
+	const n = 30
+	produce(t, addr, api.TopicJobs, 1, 0, n)
+	release := make(chan struct{})
+	handled := newSeen()
+	c := consume(t, addr, api.TopicJobs, "slow", 4, func(ctx context.Context, m kafka.Message) error {
+		if record(m) == 0 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		handled.add(record(m))
+		return nil
+	})
+	testnet.Eventually(t, 30*time.Second, func() bool { return handled.len() == n-1 },
+		func() string {
+			return fmt.Sprintf("%d of the %d records after the slow one handled", handled.len(), n-1)
+		})
+	if handled.has(0) {
+		t.Fatal("the slow record finished before it was released")
+	}
+	if o := committed(t, addr, "slow", api.TopicJobs, 1)[0]; o > 0 {
+		t.Errorf("committed offset %d while record 0 is still in hand", o)
+	}
+	close(release)
+	testnet.Eventually(t, 10*time.Second, func() bool { return committed(t, addr, "slow", api.TopicJobs, 1)[0] == n },
+		func() string {
+			return fmt.Sprintf("committed offset %d after every record was handled, want %d", committed(t, addr, "slow", api.TopicJobs, 1)[0], n)
+		})
+	if err := c.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
