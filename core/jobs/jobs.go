@@ -373,7 +373,7 @@ func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
 	}
 	stale := errors.New("stale")
 	_, err := j.Store.UpdateJob(o.JobID, func(job *store.Job) ([]store.Message, error) {
-		if job.Settled || job.Delivery != o.Delivery || job.DueAt != 0 {
+		if job.Settled || len(job.Callback) == 0 || o.Delivery < 1 || job.Delivery != o.Delivery || job.DueAt != 0 {
 			return nil, stale
 		}
 		if o.OK {

@@ -47,16 +47,17 @@ func (s *Store) enqueue(tx *bolt.Tx, msgs ...Message) error {
 // every message emitted before it. It returns ErrOutboxFull when
 // OutboxLimit messages already wait, and ErrClosed after Close.
 func (s *Store) Emit(m Message) error {
+	s.closing.RLock()
+	defer s.closing.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
 	if s.outboxLen.Load() >= s.outboxLimit {
 		s.dropped.Add(1)
 		return ErrOutboxFull
 	}
-	select {
-	case s.emitted <- m:
-		return nil
-	case <-s.stopped:
-		return ErrClosed
-	}
+	s.emitted <- m // the committer runs until Close, which waits for this
+	return nil
 }
 
 // Outbox returns up to max messages from the start of the outbox, oldest

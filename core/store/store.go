@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,9 @@ type Store struct {
 	outboxLimit int64
 	dropped     atomic.Int64
 	enqueued    int64 // messages the running transaction added; committer only
+
+	closing sync.RWMutex // Close waits for Emits in progress
+	closed  bool
 }
 
 type op struct {
@@ -126,6 +130,13 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 // Close finishes the writes in hand, writes the emitted messages and closes
 // the file.
 func (s *Store) Close() error {
+	s.closing.Lock()
+	already := s.closed
+	s.closed = true
+	s.closing.Unlock()
+	if already {
+		return ErrClosed
+	}
 	close(s.quit)
 	<-s.stopped
 	return s.db.Close()
