@@ -19,7 +19,7 @@ run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 
 # LONG are the packages whose full tests are slow under the race detector
 # (the image corpus, whole-stack runs): they run in full without it.
-LONG := ./core/qrscan ./deploy/... ./edge/openapi ./dispatcher
+LONG := ./core/qrscan ./deploy/... ./edge/openapi ./usage/cmd/usage ./dispatcher
 
 test: ## run every test (vet, unit, integration, end to end)
 	$(GO) vet ./...
