@@ -18,8 +18,9 @@ run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 	deploy/dev/run.sh
 
 # LONG are the packages whose full tests are slow under the race detector
-# (the image corpus, whole-stack runs): they run in full without it.
-LONG := ./core/qrscan ./deploy/... ./edge/openapi ./usage/cmd/usage ./dispatcher
+# (the image corpus, whole-stack runs, timing measurements): they run in
+# full without it.
+LONG := ./core/qrscan ./deploy/... ./edge/openapi ./usage/cmd/usage ./dispatcher ./bench/load
 
 test: ## run every test (vet, unit, integration, end to end)
 	$(GO) vet ./...

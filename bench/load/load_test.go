@@ -187,6 +187,9 @@ func httpFunc(c *http.Client, url string, sent func(time.Time)) Func {
 // listener: the rate actually sent is within 2 % of the target and the
 // server saw every request.
 func TestOpenLoopRateAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a timing measurement: make test runs it in full, without the race detector")
+	}
 	srv := newServer(t)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	const rate, secs = 2000, 3
