@@ -1,0 +1,38 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestProbe(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			http.NotFound(w, r)
+			return
+		}
+		if status == 0 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.WriteHeader(max(status, 200))
+	}))
+	defer srv.Close()
+	f := func(status0 int, args []string, ok bool) {
+		t.Helper()
+		status = status0
+		if err := run(args); (err == nil) != ok {
+			t.Errorf("%d %v: err %v, want ok=%v", status0, args, err, ok)
+		}
+	}
+	f(200, []string{srv.URL + "/health"}, true)
+	f(204, []string{srv.URL + "/health"}, true)
+	f(503, []string{srv.URL + "/health"}, false)
+	f(200, []string{srv.URL + "/nope"}, false)
+	f(0, []string{"-timeout", "100ms", srv.URL + "/health"}, false) // no answer in time
+	f(200, []string{}, false)
+	srv.Close()
+	f(200, []string{srv.URL + "/health"}, false) // refused
+}
