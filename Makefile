@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 CMDS     := ./core/cmd/core ./edge/cmd/edge ./dispatcher/cmd/dispatcher ./usage/cmd/usage ./deploy/cmd/broker ./deploy/cmd/clickhouse ./edge/cmd/slipsign
 FUZZTIME ?= 2m
 
-.PHONY: help build run test bench fuzz
+.PHONY: help build run test bench bench-go fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -27,7 +27,12 @@ test: ## run every test (vet, unit, integration, end to end)
 	$(GO) test -race -short -count=1 ./...
 	$(GO) test -count=1 $(LONG)
 
-bench: ## run the Go benchmarks with allocations
+bench: ## start a fresh stack and run the bench suite (table, JSON, HTML in bench/out)
+	@mkdir -p bin
+	$(GO) build -o bin/ ./bench/cmd/loadgen
+	bin/loadgen suite -out bench/out
+
+bench-go: ## run the Go benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # FUZZ lists each fuzz test as package:Target.

@@ -44,6 +44,8 @@ type Stack struct {
 	out  *syncBuffer
 	done chan error
 	tmp  string
+	stop sync.Once
+	err  error // of the first Stop
 }
 
 // syncBuffer is the stack's combined output, written by its processes.
@@ -150,12 +152,32 @@ func Start(o Options) (*Stack, error) {
 	}
 }
 
+// Exited returns why the stack exited, or nil while it runs.
+func (s *Stack) Exited() error {
+	select {
+	case err := <-s.done:
+		s.done <- err // keep it for Stop
+		if err == nil {
+			err = errors.New("make run exited")
+		}
+		return fmt.Errorf("stack: exited (%v):\n%s", err, tail(s.out.String()))
+	default:
+		return nil
+	}
+}
+
 // Output returns what the stack printed so far.
 func (s *Stack) Output() string { return s.out.String() }
 
 // Stop sends SIGTERM to the whole stack, as Ctrl-C does, waits for it (then
 // kills what is left after 30 s) and removes a temporary data directory.
+// Later calls return the first call's answer.
 func (s *Stack) Stop() error {
+	s.stop.Do(func() { s.err = s.terminate() })
+	return s.err
+}
+
+func (s *Stack) terminate() error {
 	pg := -s.cmd.Process.Pid
 	syscall.Kill(pg, syscall.SIGTERM)
 	var err error

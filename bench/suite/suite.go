@@ -32,6 +32,9 @@ type Runner struct {
 	Env *scenario.Env
 	// CPU reads the CPU time of the stack's processes (nil: not known).
 	CPU func() stack.CPU
+	// Alive reports an error when the stack under test stopped (nil: not
+	// checked).
+	Alive func() error
 	// CallbackWait bounds the wait for async callbacks after a run.
 	CallbackWait time.Duration
 	Log          io.Writer
@@ -51,7 +54,11 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 	if name == "" {
 		name = sc.Name
 	}
-	f, err := sc.Build(r.Env)
+	// Each run has slips of its own: a scenario run twice, or a part of
+	// the mix, never meets the slips of an earlier run as duplicates.
+	env := *r.Env
+	env.Run = scenario.RunID()
+	f, err := sc.Build(&env)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +80,11 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 	mode := "open"
 	if plan.Schedule == nil {
 		mode = "closed"
+	}
+	if r.Alive != nil {
+		if err := r.Alive(); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	out := report.FromResult(name, sc.About, mode, describe(plan), sc.VerificationsPer(r.Env), res)
 	if sc.Async {
@@ -208,7 +220,11 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	defer client.CloseIdle()
 	env := &scenario.Env{Client: client, Seed: seed, Run: scenario.RunID(), Webhook: wh,
 		Mix: filepath.Join(o.Repo, "bench", "profiles", "production.json")}
-	r := &Runner{Env: env, CPU: st.CPU, Log: o.Log}
+	r := &Runner{Env: env, CPU: st.CPU, Alive: st.Exited, Log: o.Log}
+	defer func() {
+		// The stack's own log, for a run that went wrong.
+		os.WriteFile(filepath.Join(o.Out, "stack.log"), []byte(st.Output()), 0o644)
+	}()
 	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: o.Command, Host: Host(), Target: st.Edge}
 	if err := standard(ctx, r, rep, o); err != nil {
 		return rep, err
