@@ -1,0 +1,60 @@
+package suite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/slipverify/slipverify/bench/report"
+)
+
+// TestShortSuite starts a real stack with make run and runs the suite's
+// short form against it: every sync scenario answers, the async ones run or
+// are reported pending with a reason, and the table, JSON and HTML are
+// written and read back.
+func TestShortSuite(t *testing.T) {
+	out := t.TempDir()
+	var log strings.Builder
+	rep, err := Run(context.Background(), Options{Repo: filepath.Join("..", ".."), Out: out, Short: true,
+		Only: []string{"bank-v2", "bank-v2-signed", "bank-v1", "wallet-v2", "duplicates", "overload", "async-single"}, Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	for _, name := range []string{"bank-v2", "bank-v2-signed", "bank-v1", "wallet-v2", "duplicates"} {
+		s := rep.Find(name)
+		if s == nil || s.OK < 90 || s.Failed != 0 || s.Latency.P50 <= 0 {
+			t.Errorf("%s: %+v", name, s)
+		}
+	}
+	if s := rep.Find("overload"); s == nil || s.Requests < 300 {
+		t.Errorf("overload: %+v", s)
+	}
+	if s := rep.Find("async-single"); s == nil || (s.Pending == "" && (s.Callbacks == nil || s.Callbacks.Stats.Delivered != s.OK || s.Callbacks.Stats.BadSig != 0)) {
+		t.Errorf("async-single: %+v %+v", s, s.Callbacks)
+	}
+	if rep.Capacity == nil || len(rep.Capacity.Tiers) != 4 {
+		t.Errorf("capacity: %+v", rep.Capacity)
+	}
+	json, html := filepath.Join(out, "bench.json"), filepath.Join(out, "bench.html")
+	if err := rep.WriteJSON(json); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteHTML(html); err != nil {
+		t.Fatal(err)
+	}
+	back, err := report.Read(json)
+	if err != nil || len(back.Scenarios) != len(rep.Scenarios) {
+		t.Fatalf("read back: %v", err)
+	}
+	page, _ := os.ReadFile(html)
+	if !strings.Contains(string(page), "<svg") || strings.Contains(string(page), "http://") && !strings.Contains(string(page), "http://www.w3.org/2000/svg") {
+		t.Error("the HTML has no chart, or refers to the network")
+	}
+	var table strings.Builder
+	rep.Table(&table)
+	if !strings.Contains(table.String(), "bank-v2-signed") || !strings.Contains(table.String(), "Capacity for 5000") {
+		t.Errorf("table:\n%s", table.String())
+	}
+}
