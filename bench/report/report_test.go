@@ -1,0 +1,106 @@
+package report
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/bench/load"
+)
+
+// clock is a manual clock: sleepers jump to their time, and the request
+// function moves it on by the server's service time.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) SleepUntil(_ context.Context, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
+	}
+}
+func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// run makes a small result on a manual clock: 100 requests, 10 of them
+// refused, the rest taking slow each on one connection.
+func run(t *testing.T, slow time.Duration) *Scenario {
+	t.Helper()
+	s, _ := load.NewSchedule(load.Stage{Duration: 100 * time.Millisecond, From: 1000, To: 1000})
+	clk := &clock{now: time.Unix(1_800_000_000, 0)}
+	res, err := load.Run(context.Background(), load.Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, func(_ context.Context, r load.Request) load.Outcome {
+		if r.Seq%10 == 0 {
+			return load.Outcome{Code: "429 RATE_LIMIT_EXCEEDED", RateLimit: 50}
+		}
+		clk.advance(slow)
+		return load.Outcome{Code: "200", OK: true, RateLimit: 100}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return FromResult("bank-v2", "about", "open", "1000/s 100ms", 1, res)
+}
+
+func TestReportRoundTrip(t *testing.T) {
+	s := run(t, time.Millisecond)
+	if s.Requests != 100 || s.OK != 90 || s.Codes["429 RATE_LIMIT_EXCEEDED"] != 10 || s.Latency.P50 < 1 {
+		t.Fatalf("scenario %+v", s)
+	}
+	s.SetCPU(map[string]time.Duration{"core": 2 * time.Second})
+	if want := s.Verifications * s.Elapsed / 2; s.PerCore["core"] != want {
+		t.Errorf("per core %v, want %v", s.PerCore["core"], want)
+	}
+	r := &Report{Version: Version, Created: time.Now(), Command: "test", Scenarios: []*Scenario{s, {Name: "async-single", Pending: "not served"}}}
+	dir := t.TempDir()
+	if err := r.WriteJSON(filepath.Join(dir, "a.json")); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(filepath.Join(dir, "a.json"))
+	if err != nil || back.Find("bank-v2").OK != 90 || back.Find("async-single").Pending == "" {
+		t.Fatalf("read back: %v", err)
+	}
+	var b strings.Builder
+	r.Table(&b)
+	for _, want := range []string{"bank-v2", "10.0%", "429 RATE_LIMIT_EXCEEDED ×10", "X-RateLimit-Limit seen: 50..100", "pending: not served"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if err := r.WriteHTML(filepath.Join(dir, "a.html")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(filepath.Join(dir, "a.html")); err == nil {
+		t.Error("an HTML file was read as a result")
+	}
+}
+
+// TestCompare checks that a slower run shows as a latency increase.
+func TestCompare(t *testing.T) {
+	old := &Report{Version: Version, Scenarios: []*Scenario{run(t, 0)}}
+	cur := &Report{Version: Version, Scenarios: []*Scenario{run(t, 3*time.Millisecond), {Name: "overload"}}}
+	var b strings.Builder
+	Compare(&b, old, cur)
+	out := b.String()
+	if !strings.Contains(out, "p50 ms") || !strings.Contains(out, "overload") || !strings.Contains(out, "+") {
+		t.Errorf("compare:\n%s", out)
+	}
+	if change(2, 3) != "+50.0%" || change(0, 0) != "=" || change(4, 3) != "-25.0%" {
+		t.Error("change is wrong")
+	}
+}
+
+func TestChart(t *testing.T) {
+	svg := string(chart("t", "x", "y", true, []series{{name: "a<b", color: "#000", points: [][2]float64{{0, 1}, {1, 100}, {2, 0}}}}))
+	if !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "a&lt;b") || strings.Contains(svg, "NaN") || strings.Contains(svg, "Inf") {
+		t.Errorf("chart: %s", svg)
+	}
+	if chart("t", "x", "y", false, nil) != "" {
+		t.Error("an empty chart was drawn")
+	}
+}
