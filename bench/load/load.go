@@ -73,6 +73,40 @@ func (RealClock) SleepUntil(ctx context.Context, t time.Time) {
 	}
 }
 
+// ManualClock is a clock that moves only when told: a sleeper jumps it to
+// the time it waits for, and Advance moves it on (a simulated service
+// time). Tests run whole profiles on it at once.
+type ManualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewManualClock returns a ManualClock set to t.
+func NewManualClock(t time.Time) *ManualClock { return &ManualClock{now: t} }
+
+// Now returns the clock's time.
+func (c *ManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// SleepUntil moves the clock to t unless it is past t already.
+func (c *ManualClock) SleepUntil(_ context.Context, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
+	}
+}
+
+// Advance moves the clock on by d.
+func (c *ManualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 // Plan is the load of one run. Open loop when Schedule is set, closed loop
 // when Workers is.
 type Plan struct {

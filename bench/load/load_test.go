@@ -77,26 +77,10 @@ func TestScheduleErrors(t *testing.T) {
 	}
 }
 
-// fakeClock jumps to the time a sleeper waits for: a whole profile runs at
-// once, and every request's due time is checked against the schedule.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) SleepUntil(_ context.Context, t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.now) {
-		c.now = t
-	}
-}
-
 func TestOpenLoopDueTimes(t *testing.T) {
 	s, _ := NewSchedule(Stage{Duration: time.Second, From: 100, To: 300}, Stage{Duration: time.Second, From: 300, To: 300})
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	start := clk.now
+	start := time.Unix(1_700_000_000, 0)
+	clk := NewManualClock(start)
 	var mu sync.Mutex
 	due := map[uint64]time.Time{}
 	res, err := Run(context.Background(), Plan{Schedule: s, Clock: clk, MaxInFlight: 4}, func(_ context.Context, r Request) Outcome {
@@ -124,7 +108,7 @@ func TestOpenLoopDueTimes(t *testing.T) {
 
 func TestRequestCount(t *testing.T) {
 	s, _ := NewSchedule(Stage{Duration: time.Hour, From: 1000, To: 1000})
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clk := NewManualClock(time.Unix(1_700_000_000, 0))
 	var n atomic.Int64
 	res, _ := Run(context.Background(), Plan{Schedule: s, Clock: clk, Requests: 123}, func(context.Context, Request) Outcome {
 		n.Add(1)

@@ -5,6 +5,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -174,19 +175,9 @@ func (s *Scenario) ErrorCodes() []string {
 		if s.Codes[a] != s.Codes[b] {
 			return int(s.Codes[b]) - int(s.Codes[a])
 		}
-		return compareStrings(a, b)
+		return cmp.Compare(a, b)
 	})
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Find returns the scenario called name, or nil.

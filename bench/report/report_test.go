@@ -4,41 +4,23 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/slipverify/slipverify/bench/load"
 )
 
-// clock is a manual clock: sleepers jump to their time, and the request
-// function moves it on by the server's service time.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) SleepUntil(_ context.Context, t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.now) {
-		c.now = t
-	}
-}
-func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 // run makes a small result on a manual clock: 100 requests, 10 of them
 // refused, the rest taking slow each on one connection.
 func run(t *testing.T, slow time.Duration) *Scenario {
 	t.Helper()
 	s, _ := load.NewSchedule(load.Stage{Duration: 100 * time.Millisecond, From: 1000, To: 1000})
-	clk := &clock{now: time.Unix(1_800_000_000, 0)}
+	clk := load.NewManualClock(time.Unix(1_800_000_000, 0))
 	res, err := load.Run(context.Background(), load.Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, func(_ context.Context, r load.Request) load.Outcome {
 		if r.Seq%10 == 0 {
 			return load.Outcome{Code: "429 RATE_LIMIT_EXCEEDED", RateLimit: 50}
 		}
-		clk.advance(slow)
+		clk.Advance(slow)
 		return load.Outcome{Code: "200", OK: true, RateLimit: 100}
 	})
 	if err != nil {

@@ -1,10 +1,10 @@
 package scenario
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/slipverify/slipverify/bench/load"
+	"github.com/slipverify/slipverify/bench/tenant"
 )
 
 // submitted is the data of an async submit's 202 answer: jobId for one
@@ -45,15 +45,8 @@ func asyncSubmit(env *Env, path string, want int, body func(dst []byte, seq uint
 	if err != nil {
 		return nil, err
 	}
-	auth := bearers(bs)
-	c := env.Client
-	return func(ctx context.Context, r load.Request) load.Outcome {
-		b := pick(bs, r.Seq)
-		req := c.newRequest("POST", path)
-		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(auth))])
-		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(body(req.Body()[:0], r.Seq))
-		return c.do(ctx, req, func(a Answer) string {
+	return bearerJSON(env, bs, path, body, func(r load.Request, b *tenant.Branch) func(Answer) string {
+		return func(a Answer) string {
 			if a.Status != 202 {
 				return ""
 			}
@@ -69,8 +62,8 @@ func asyncSubmit(env *Env, path string, want int, body func(dst []byte, seq uint
 				env.Webhook.Expect(id, r.Due, b.WebhookSecret)
 			}
 			return ""
-		})
-	}, nil
+		}
+	}), nil
 }
 
 // appendItem appends one v2 bank body of a fresh slip.

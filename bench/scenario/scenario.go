@@ -114,9 +114,6 @@ func Names() []string {
 	return out
 }
 
-// pick returns the branch of request seq: round robin over branches.
-func pick(bs []tenant.Branch, seq uint64) *tenant.Branch { return &bs[seq%uint64(len(bs))] }
-
 // bearers returns "Bearer <key>" of each branch, built once.
 func bearers(bs []tenant.Branch) [][]byte {
 	out := make([][]byte, len(bs))
@@ -137,18 +134,31 @@ func benchBranches(env *Env, service string) ([]tenant.Branch, error) {
 	return bs, nil
 }
 
-// payloadPost returns a Func that POSTs {"payload": payload(seq)} to path
-// with a Bearer key of bs.
-func payloadPost(env *Env, bs []tenant.Branch, path string, payload func(seq uint64) string) load.Func {
+// bearerJSON returns a Func that POSTs body(seq) as JSON to path with the
+// Bearer key of branch seq mod len(bs); check, when set, returns the
+// answer's check for a request and its branch (see Client.do).
+func bearerJSON(env *Env, bs []tenant.Branch, path string, body func(dst []byte, seq uint64) []byte,
+	check func(r load.Request, b *tenant.Branch) func(Answer) string) load.Func {
 	auth := bearers(bs)
 	c := env.Client
 	return func(ctx context.Context, r load.Request) load.Outcome {
+		i := r.Seq % uint64(len(bs))
 		req := c.newRequest("POST", path)
-		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(auth))])
+		req.Header.SetBytesV("Authorization", auth[i])
 		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(appendPayloadBody(req.Body()[:0], payload(r.Seq)))
-		return c.do(ctx, req, nil)
+		req.SetBodyRaw(body(req.Body()[:0], r.Seq))
+		var read func(Answer) string
+		if check != nil {
+			read = check(r, &bs[i])
+		}
+		return c.do(ctx, req, read)
 	}
+}
+
+// payloadPost returns a Func that POSTs {"payload": payload(seq)} to path
+// with a Bearer key of bs.
+func payloadPost(env *Env, bs []tenant.Branch, path string, payload func(seq uint64) string) load.Func {
+	return bearerJSON(env, bs, path, func(dst []byte, seq uint64) []byte { return appendPayloadBody(dst, payload(seq)) }, nil)
 }
 
 func bankV2(env *Env) (load.Func, error) {
@@ -211,17 +221,11 @@ func bankV1(env *Env) (load.Func, error) {
 	if err != nil {
 		return nil, err
 	}
-	auth := bearers(bs)
-	c := env.Client
-	return func(ctx context.Context, r load.Request) load.Outcome {
-		req := c.newRequest("POST", "/verify")
-		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(auth))])
-		req.Header.SetContentType("application/json")
-		b := append(req.Body()[:0], `{"checkDuplicate":true,"payload":"`...)
-		b = append(b, bankPayload(env.Run, 'V', r.Seq)...)
-		req.SetBodyRaw(append(b, `"}`...))
-		return c.do(ctx, req, nil)
-	}, nil
+	return bearerJSON(env, bs, "/verify", func(dst []byte, seq uint64) []byte {
+		dst = append(dst, `{"checkDuplicate":true,"payload":"`...)
+		dst = append(dst, bankPayload(env.Run, 'V', seq)...)
+		return append(dst, `"}`...)
+	}, nil), nil
 }
 
 // signers holds one signer per service secret.

@@ -31,6 +31,9 @@ type Options struct {
 	DataDir string
 	// Env adds variables (NAME=value), after the ones Start sets.
 	Env []string
+	// Log is the file the stack's output goes to; empty: a file in the
+	// temporary directory.
+	Log string
 	// Ready bounds the wait for the edge's /health (default 3 minutes: the
 	// first start builds the programs).
 	Ready time.Duration
@@ -41,29 +44,11 @@ type Stack struct {
 	// Edge is the edge's address (host:port), the only one clients use.
 	Edge string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	log  *os.File // the stack's combined output
 	done chan error
 	tmp  string
 	stop sync.Once
 	err  error // of the first Stop
-}
-
-// syncBuffer is the stack's combined output, written by its processes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // freeAddr returns a loopback address whose port is free now.
@@ -89,12 +74,21 @@ func Start(o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{out: &syncBuffer{}, done: make(chan error, 1)}
-	if o.DataDir == "" {
+	s := &Stack{done: make(chan error, 1)}
+	if o.DataDir == "" || o.Log == "" {
 		if s.tmp, err = os.MkdirTemp("", "slipbench-"); err != nil {
 			return nil, err
 		}
-		o.DataDir = s.tmp
+	}
+	if o.DataDir == "" {
+		o.DataDir = filepath.Join(s.tmp, "data")
+	}
+	if o.Log == "" {
+		o.Log = filepath.Join(s.tmp, "stack.log")
+	}
+	if s.log, err = os.Create(o.Log); err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("stack: %w", err)
 	}
 	env := append(os.Environ(), "SLIP_DATA_DIR="+o.DataDir, "SLIP_SEED="+seed, "SLIP_EDGE_DRAIN=100ms")
 	// Every listener of every tier on a free port, so the bench never meets
@@ -119,7 +113,7 @@ func Start(o Options) (*Stack, error) {
 	s.cmd = exec.Command("make", "-s", "run")
 	s.cmd.Dir = o.Repo
 	s.cmd.Env = env
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
 		s.cleanup()
@@ -142,12 +136,12 @@ func Start(o Options) (*Stack, error) {
 		select {
 		case err := <-s.done:
 			s.cleanup()
-			return nil, fmt.Errorf("stack: make run exited (%v) before it was ready:\n%s", err, tail(s.out.String()))
+			return nil, fmt.Errorf("stack: make run exited (%v) before it was ready:\n%s", err, tail(s.Output()))
 		case <-time.After(100 * time.Millisecond): // polling interval
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			return nil, fmt.Errorf("stack: not ready within %v:\n%s", ready, tail(s.out.String()))
+			return nil, fmt.Errorf("stack: not ready within %v:\n%s", ready, tail(s.Output()))
 		}
 	}
 }
@@ -160,14 +154,17 @@ func (s *Stack) Exited() error {
 		if err == nil {
 			err = errors.New("make run exited")
 		}
-		return fmt.Errorf("stack: exited (%v):\n%s", err, tail(s.out.String()))
+		return fmt.Errorf("stack: exited (%v):\n%s", err, tail(s.Output()))
 	default:
 		return nil
 	}
 }
 
 // Output returns what the stack printed so far.
-func (s *Stack) Output() string { return s.out.String() }
+func (s *Stack) Output() string {
+	raw, _ := os.ReadFile(s.log.Name())
+	return string(raw)
+}
 
 // Stop sends SIGTERM to the whole stack, as Ctrl-C does, waits for it (then
 // kills what is left after 30 s) and removes a temporary data directory.
@@ -196,6 +193,9 @@ func (s *Stack) terminate() error {
 }
 
 func (s *Stack) cleanup() {
+	if s.log != nil {
+		s.log.Close()
+	}
 	if s.tmp != "" {
 		os.RemoveAll(s.tmp)
 	}

@@ -210,7 +210,7 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	}
 	defer wh.Close()
 	fmt.Fprintf(o.Log, "bench: starting a fresh stack (make run)\n")
-	st, err := stack.Start(stack.Options{Repo: o.Repo, Seed: seedPath, DataDir: filepath.Join(tmp, "data"),
+	st, err := stack.Start(stack.Options{Repo: o.Repo, Seed: seedPath, DataDir: filepath.Join(tmp, "data"), Log: filepath.Join(o.Out, "stack.log"),
 		Env: []string{"SLIP_EGRESS_CA_FILE=" + wh.CAFile, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8"}})
 	if err != nil {
 		return nil, err
@@ -222,10 +222,6 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	env := &scenario.Env{Client: client, Seed: seed, Run: scenario.RunID(), Webhook: wh,
 		Mix: filepath.Join(o.Repo, "bench", "profiles", "production.json")}
 	r := &Runner{Env: env, CPU: st.CPU, Alive: st.Exited, Log: o.Log}
-	defer func() {
-		// The stack's own log, for a run that went wrong.
-		os.WriteFile(filepath.Join(o.Out, "stack.log"), []byte(st.Output()), 0o644)
-	}()
 	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: o.Command, Host: Host(), Target: st.Edge}
 	if err := standard(ctx, r, rep, o); err != nil {
 		return rep, err

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
+
+	"github.com/slipverify/slipverify/core/seed"
+	"github.com/slipverify/slipverify/core/store"
 )
 
 // Options shape a generated seed.
@@ -65,53 +67,6 @@ func (s *Seed) Of(id string) []Branch {
 	return out
 }
 
-// The seed file's shape, as core reads it (deploy/dev/seed.json).
-type (
-	file struct {
-		Services []service `json:"services"`
-		Sandbox  sandbox   `json:"sandbox"`
-	}
-	service struct {
-		ID           string      `json:"id"`
-		Name         string      `json:"name"`
-		State        string      `json:"state"`
-		UserBanned   bool        `json:"userBanned"`
-		Quota        quota       `json:"quota"`
-		Rate         rate        `json:"rate"`
-		Branches     []branch    `json:"branches"`
-		B2BClients   []b2bClient `json:"b2bClients"`
-		BankAccounts []struct{}  `json:"bankAccounts"`
-	}
-	quota struct {
-		Limit          int64 `json:"limit"`
-		CycleAnchorDay int   `json:"cycleAnchorDay"`
-	}
-	rate struct {
-		Bank   int `json:"bank"`
-		Wallet int `json:"wallet"`
-	}
-	branch struct {
-		ID            string   `json:"id"`
-		Name          string   `json:"name"`
-		Main          bool     `json:"main"`
-		Key           string   `json:"key"`
-		Active        bool     `json:"active"`
-		IPAllow       []string `json:"ipAllow"`
-		LimitQuota    *int64   `json:"limitQuota"`
-		WebhookURL    *string  `json:"webhookUrl"`
-		WebhookSecret *string  `json:"webhookSecret"`
-	}
-	b2bClient struct {
-		Key         string   `json:"key"`
-		Secret      string   `json:"secret"`
-		Permissions []string `json:"permissions"`
-	}
-	sandbox struct {
-		Slips    []struct{} `json:"slips"`
-		NotFound []string   `json:"notFound"`
-	}
-)
-
 func (o Options) check() error {
 	var errs []error
 	if o.Services < 1 || o.Branches < 1 || o.OverloadBranches < 1 {
@@ -143,28 +98,28 @@ func Generate(o Options) ([]byte, error) {
 		s := string(h)
 		return s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
 	}
-	svc := func(id, name string, branches, planRate int) service {
-		s := service{
-			ID: id, Name: name, State: "active", Quota: quota{Limit: o.Quota, CycleAnchorDay: 1},
-			Rate:         rate{Bank: planRate, Wallet: planRate},
-			B2BClients:   []b2bClient{{Key: hexOf(32), Secret: "b2bsec_" + hexOf(24), Permissions: []string{"branch:read", "quota:read"}}},
-			BankAccounts: []struct{}{},
+	svc := func(id, name string, branches, planRate int) seed.Service {
+		s := seed.Service{
+			ID: id, Name: name, State: "active", Rate: store.Rate{Bank: planRate, Wallet: planRate},
+			B2BClients:   []seed.B2BClient{{Key: hexOf(32), Secret: "b2bsec_" + hexOf(24), Permissions: []string{"branch:read", "quota:read"}}},
+			BankAccounts: []seed.BankAccount{},
 		}
+		s.Quota.Limit, s.Quota.CycleAnchorDay = o.Quota, 1
 		for i := range branches {
 			secret := "whsec_" + hexOf(16)
-			s.Branches = append(s.Branches, branch{
+			s.Branches = append(s.Branches, seed.Branch{
 				ID: fmt.Sprintf("%s-br%02d", id, i+1), Name: fmt.Sprintf("%s branch %d", name, i+1), Main: i == 0,
 				Key: uuid4(), Active: true, IPAllow: []string{"*"}, WebhookSecret: &secret,
 			})
 		}
 		return s
 	}
-	var f file
+	// No scripted slips: every generated payload gets a synthetic slip.
+	f := seed.File{Sandbox: json.RawMessage(`{"slips":[],"notFound":[]}`)}
 	for i := range o.Services {
 		f.Services = append(f.Services, svc(fmt.Sprintf("bench-%d", i+1), fmt.Sprintf("Bench shop %d", i+1), o.Branches, o.Rate))
 	}
 	f.Services = append(f.Services, svc(OverloadService, "Bench overload", o.OverloadBranches, o.OverloadRate))
-	f.Sandbox = sandbox{Slips: []struct{}{}, NotFound: []string{}}
 	out, err := json.MarshalIndent(f, "", "  ")
 	return append(out, '\n'), err
 }
@@ -174,13 +129,9 @@ func Generate(o Options) ([]byte, error) {
 // (the generator's address is not known in advance). A branch whose service
 // has no B2B client cannot sign; its Secret is empty.
 func Read(path string) (*Seed, error) {
-	raw, err := os.ReadFile(path)
+	f, err := seed.Read(path) // core's own reader: what it refuses, the bench refuses
 	if err != nil {
-		return nil, fmt.Errorf("seed: %w", err)
-	}
-	var f file
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, fmt.Errorf("seed %s: %w", path, err)
+		return nil, err
 	}
 	s := &Seed{}
 	for _, svc := range f.Services {
