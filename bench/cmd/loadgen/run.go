@@ -69,8 +69,19 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 }
 
 func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("loadgen "+name, flag.ContinueOnError)
-	return fs
+	return flag.NewFlagSet("loadgen "+name, flag.ContinueOnError)
+}
+
+// parse parses a command's flags and refuses arguments beyond nargs, so a
+// misspelt or misplaced flag is an error, not ignored.
+func parse(fs *flag.FlagSet, args []string, nargs int) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != nargs {
+		return fmt.Errorf("%s: want %d arguments after the flags, got %q", fs.Name(), nargs, fs.Args())
+	}
+	return nil
 }
 
 // capacityFlags adds the model's flags to fs, defaults from
@@ -118,11 +129,8 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 	only := fs.String("only", "", "comma-separated scenario names to run (default: the whole suite)")
 	in := capacityFlags(fs)
 	apply := perCoreFlags(fs, in)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, 0); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("suite takes no arguments, got %q", fs.Args())
 	}
 	apply()
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
@@ -217,7 +225,7 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	whDir := fs.String("webhook-dir", "", "async scenarios: directory of the receiver's CA (start the stack with SLIP_EGRESS_CA_FILE=DIR/webhook-ca.pem and SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8)")
 	jsonOut := fs.String("json", "", "write the result as JSON to this file")
 	htmlOut := fs.String("html", "", "write the HTML report to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	sc, err := scenario.Get(*name)
@@ -273,8 +281,7 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: "loadgen run " + strings.Join(args, " "),
-		Target: *addr, Host: suite.Host(), Scenarios: []*report.Scenario{s}}
+	rep := single("loadgen run "+strings.Join(args, " "), *addr, s)
 	rep.Table(out)
 	if *jsonOut != "" {
 		if err := rep.WriteJSON(*jsonOut); err != nil {
@@ -327,7 +334,7 @@ func cmdCapacity(args []string, out io.Writer) error {
 	from := fs.String("from", "", "a JSON result whose measured per-core numbers to use")
 	in := capacityFlags(fs)
 	apply := perCoreFlags(fs, in)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	m := &capacity.Output{}
@@ -355,11 +362,8 @@ func cmdCapacity(args []string, out io.Writer) error {
 func cmdReport(args []string, out io.Writer) error {
 	fs := newFlags("report")
 	htmlOut := fs.String("html", "", "also write the HTML report to this file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: loadgen report [-html FILE] RESULT.json")
+	if err := parse(fs, args, 1); err != nil {
+		return fmt.Errorf("%w\nusage: loadgen report [-html FILE] RESULT.json", err)
 	}
 	rep, err := report.Read(fs.Arg(0))
 	if err != nil {
@@ -383,7 +387,7 @@ func cmdSeed(args []string, out io.Writer) error {
 	fs.IntVar(&o.OverloadBranches, "overload-branches", o.OverloadBranches, "branches of the overload service")
 	fs.IntVar(&o.OverloadRate, "overload-rate", o.OverloadRate, "plan rate per branch of the overload service")
 	fs.Uint64Var(&o.Seed, "random-seed", o.Seed, "seed of the keys and secrets")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	raw, err := tenant.Generate(o)
@@ -401,7 +405,7 @@ func cmdSelftest(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlags("selftest")
 	step := fs.Duration("step", 3*time.Second, "duration of each step (16 and 64 workers)")
 	seedPath := fs.String("seed", "bench/seed.json", "seed file whose keys the requests carry")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	seed, err := tenant.Read(*seedPath)
@@ -412,7 +416,12 @@ func cmdSelftest(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: "loadgen selftest", Host: suite.Host(), Target: "in-process", Scenarios: []*report.Scenario{s}}
-	rep.Table(out)
+	single("loadgen selftest", "in-process", s).Table(out)
 	return nil
+}
+
+// single is the report of one scenario run now on this machine.
+func single(command, target string, s *report.Scenario) *report.Report {
+	return &report.Report{Version: report.Version, Created: time.Now(), Command: command, Host: suite.Host(), Target: target,
+		Scenarios: []*report.Scenario{s}}
 }

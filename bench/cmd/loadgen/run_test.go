@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/bench/load"
+)
+
+func TestParseStages(t *testing.T) {
+	st, err := parseStages("10s:100-1000, 30s:1000")
+	if err != nil || len(st) != 2 || st[0] != (load.Stage{Duration: 10 * time.Second, From: 100, To: 1000}) || st[1].From != 1000 || st[1].To != 1000 {
+		t.Fatalf("%v %+v", err, st)
+	}
+	for _, bad := range []string{"10s", "ten:5", "10s:x", "10s:1-y"} {
+		if _, err := parseStages(bad); err == nil {
+			t.Errorf("parseStages(%q) accepted", bad)
+		}
+	}
+}
+
+// TestCommandErrors checks that bad flags, files and combinations are
+// refused with a reason, before anything is sent.
+func TestCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	f := func(want string, args ...string) {
+		t.Helper()
+		var out strings.Builder
+		err := run(context.Background(), args, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("loadgen %v: %v, want an error with %q", args, err, want)
+		}
+	}
+	f("usage", []string{}...)
+	f(`unknown command "nope"`, "nope")
+	f(`unknown scenario "nope"`, "run", "-scenario", "nope", "-rate", "1")
+	f("either -workers", "run", "-workers", "4", "-rate", "10")
+	f("positive integers", "run", "-workers", "0")
+	f("give -rate", "run")
+	f("stage", "run", "-stages", "10s")
+	f("no such file", "run", "-rate", "10", "-seed", filepath.Join(dir, "missing.json"))
+	f("no edge answers", "run", "-rate", "10", "-seed", filepath.Join("..", "..", "seed.json"), "-addr", "127.0.0.1:1")
+	f("want 0 arguments", "suite", "extra")
+	f("usage: loadgen compare", "compare", "one.json")
+	f("no such file", "compare", filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json"))
+	f("target must be positive", "capacity", "-target", "0")
+	f("rates and quota", "seed", "-rate", "0")
+}
+
+func TestCommands(t *testing.T) {
+	var out strings.Builder
+	if err := run(context.Background(), []string{"capacity", "-target", "5000", "-async", "0.2"}, &out, &out); err != nil ||
+		!strings.Contains(out.String(), "Capacity for 5000 verifications/s, 20 % async") {
+		t.Errorf("capacity: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"list"}, &out, &out); err != nil || !strings.Contains(out.String(), "async-batch") {
+		t.Errorf("list: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"seed", "-services", "1", "-branches", "2"}, &out, &out); err != nil || !strings.Contains(out.String(), `"bench-1-br02"`) {
+		t.Errorf("seed: %v", err)
+	}
+}
