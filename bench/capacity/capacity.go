@@ -166,7 +166,7 @@ func (o Output) Assumptions() []string {
 	return []string{
 		fmt.Sprintf("instances of %.0f cores, planned at %.0f %% CPU at the target (headroom for bursts, GC and a lost instance); at least %d of each tier",
 			in.CoresPerInstance, in.Utilisation*100, in.MinInstances),
-		"throughput grows linearly with cores and instances (no shared bottleneck: each core node owns its own bbolt file, services are spread over core nodes by the load balancer's key hash)",
+		"throughput grows linearly with cores and instances; for core this holds only with services partitioned between core nodes (each owns one bbolt file), which the platform does not do yet: until then the core line is the CPU one core node needs",
 		"each verification is one edge request (sync) or 1/batch of a submit (async), one unit of core work, one usage event; each async verification one callback, without retries",
 		"per-core numbers are requests handled per CPU-second of the tier's process, measured under the bench's load on a shared machine: compare ratios, re-measure on the production hardware",
 		"the sandbox bank answers at once; a real bank gateway's latency needs more concurrency per core, not more CPU, and is not modelled",

@@ -307,8 +307,8 @@ func standard(ctx context.Context, r *Runner, rep *report.Report, o Options) err
 		}
 		at := rate
 		if name == "mixed" && !o.Short {
-			// Its pictures cost core about 60 payloads each: the mix runs
-			// at a quarter of the payload peak.
+			// Its pictures cost core as much as about 90 payloads each:
+			// the mix runs at a quarter of the payload peak.
 			at = roundRate(peak / 4)
 		}
 		if err := add(r.Run(ctx, "", get(name), Open(at, sec(10), inflight))); err != nil {
