@@ -89,12 +89,9 @@ type Submitted struct {
 // https URL, the caller must be able to verify now, and every image URL
 // must be one that can be fetched. It returns after the jobs are durable.
 func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []verify.Request, callbackURL string, batch bool) (Submitted, error) {
-	if err := j.Verifier.Admit(serviceID, branchID); err != nil {
-		return Submitted{}, err
-	}
-	br, err := j.Store.Branch(serviceID, branchID)
+	br, err := j.Verifier.Admit(serviceID, branchID)
 	if err != nil {
-		return Submitted{}, &api.Error{Code: api.InternalServerError, Cause: err}
+		return Submitted{}, err
 	}
 	if callbackURL == "" && br.WebhookURL != nil {
 		callbackURL = *br.WebhookURL
@@ -203,10 +200,9 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 		j.Log.Error("skipping a malformed job message", "offset", m.Offset, "err", err)
 		return nil
 	}
-	stale := errors.New("stale")
 	waiting := func(job *store.Job) error {
 		if job.Attempt != msg.Attempt || (job.Status != Queued && job.Status != Processing) {
-			return stale
+			return errStale
 		}
 		return nil
 	}
@@ -217,7 +213,7 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 		job.Status = Processing
 		return nil, nil
 	})
-	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, errStale) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -239,13 +235,7 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 		}
 		return j.settle(job, res, verr, sign)
 	})
-	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err == nil {
-		j.poke()
-	}
-	return err
+	return j.updated(err)
 }
 
 // settle moves a job on from the outcome of its attempt: a verified slip
@@ -296,6 +286,23 @@ func (j *Jobs) signer(serviceID, branchID string) (func([]byte) string, error) {
 		mac.Write(body)
 		return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 	}, nil
+}
+
+// errStale refuses a change a job has moved past: a message for an attempt
+// or delivery it no longer waits for.
+var errStale = errors.New("jobs: stale message")
+
+// updated ends the handling of a message that changed a job: a stale
+// message or a job gone (expired) is done with; a change that may have
+// set a due time wakes the scheduler.
+func (j *Jobs) updated(err error) error {
+	if errors.Is(err, errStale) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		j.poke()
+	}
+	return err
 }
 
 // notFound is the failure context of a not_found result.
@@ -371,10 +378,9 @@ func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
 		j.Log.Error("skipping a malformed webhook outcome", "offset", m.Offset, "err", err)
 		return nil
 	}
-	stale := errors.New("stale")
 	_, err := j.Store.UpdateJob(o.JobID, func(job *store.Job) ([]store.Message, error) {
 		if job.Settled || len(job.Callback) == 0 || o.Delivery < 1 || job.Delivery != o.Delivery || job.DueAt != 0 {
-			return nil, stale
+			return nil, errStale
 		}
 		if o.OK {
 			job.Settled = true
@@ -400,13 +406,7 @@ func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
 		job.Settled = true
 		return nil, markWebhookFailed(job)
 	})
-	if errors.Is(err, stale) || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err == nil {
-		j.poke()
-	}
-	return err
+	return j.updated(err)
 }
 
 // markWebhookFailed adds webhook: failed and the deliveries to the job's

@@ -203,10 +203,8 @@ func (v *Verifier) settle(ctx context.Context, r Request, kind, key string, out 
 		result = seen.Result
 	default:
 		// Slow path: ask the bank, but not when the answer could not be charged.
-		if u, err := v.Store.Usage(sv, br.ID); err != nil {
-			return false, internal(err)
-		} else if !u.Service.Allows(&sv.QuotaLimit) || !u.Branch.Allows(br.LimitQuota) {
-			return false, api.E(api.QuotaExceeded)
+		if err := v.quotaLeft(sv, br); err != nil {
+			return false, err
 		}
 		s, err := lookup(ctx)
 		if err != nil {
@@ -280,16 +278,22 @@ func (v *Verifier) usage(r Request, kind, outcome string, billable bool) store.M
 }
 
 // Admit refuses a verification the caller could not make now: an unknown
-// or refused service or branch, or quota already used up. Async submit
-// asks before it accepts jobs.
-func (v *Verifier) Admit(serviceID, branchID string) error {
+// or refused service or branch, or quota already used up. It returns the
+// branch it read. Async submit asks before it accepts jobs.
+func (v *Verifier) Admit(serviceID, branchID string) (store.Branch, error) {
 	sv, br, err := v.Store.Identity(serviceID, branchID)
 	if err != nil {
-		return identityError(err)
+		return br, identityError(err)
 	}
 	if err := checkState(sv, br); err != nil {
-		return err
+		return br, err
 	}
+	return br, v.quotaLeft(sv, br)
+}
+
+// quotaLeft refuses with QUOTA_EXCEEDED when the service or the branch has
+// used up its quota of the current period.
+func (v *Verifier) quotaLeft(sv store.Service, br store.Branch) error {
 	u, err := v.Store.Usage(sv, br.ID)
 	if err != nil {
 		return internal(err)
