@@ -82,6 +82,13 @@ wait_tcp() {
 	return 1
 }
 
+# start NAME URL: run bin/NAME and wait until URL answers 200.
+start() {
+	"bin/$1" &
+	pids+=($!)
+	wait_ready "$2" || fail "$1"
+}
+
 # The broker first: every later tier may talk to it.
 bin/broker &
 pids+=($!)
@@ -97,25 +104,12 @@ if [ ! -x "${SLIP_CLICKHOUSE_BIN:-/usr/sbin/clickhouse-server}" ]; then
 		fail clickhouse
 	fi
 fi
-bin/clickhouse &
-pids+=($!)
-wait_ready "http://$SLIP_CLICKHOUSE_HTTP_ADDR/ping" || fail clickhouse
+start clickhouse "http://$SLIP_CLICKHOUSE_HTTP_ADDR/ping"
 
-bin/core &
-pids+=($!)
-wait_ready "http://$SLIP_CORE_ADDR/health" || fail core
-
-bin/usage &
-pids+=($!)
-wait_ready "http://$SLIP_USAGE_ADDR/health" || fail usage
-
-bin/dispatcher &
-pids+=($!)
-wait_ready "http://$SLIP_DISPATCHER_ADDR/health" || fail dispatcher
-
-bin/edge &
-pids+=($!)
-wait_ready "http://$SLIP_EDGE_ADDR/health" || fail edge
+start core "http://$SLIP_CORE_ADDR/health"
+start usage "http://$SLIP_USAGE_ADDR/health"
+start dispatcher "http://$SLIP_DISPATCHER_ADDR/health"
+start edge "http://$SLIP_EDGE_ADDR/health"
 echo "stack: ready on http://$SLIP_EDGE_ADDR" >&2
 
 # A tier that exits on its own stops the stack.
