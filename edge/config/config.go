@@ -23,6 +23,7 @@ type Config struct {
 	AuthTTL        time.Duration // how long an auth record is cached
 	Drain          time.Duration // /health fails this long before shutdown
 	CoreTimeout    time.Duration // one forwarded request
+	ReadTimeout    time.Duration // reading one client request, headers and body
 	LatencyTarget  time.Duration // core latency (p90) above which limits drop
 	AdaptInterval  time.Duration // how often the adaptive factor moves
 	MinFactor      float64       // the lowest the adaptive factor goes
@@ -42,6 +43,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_AUTH_TTL", "auth-ttl", "2s", "how long a key's auth record (or its absence) is cached", &c.AuthTTL),
 		envflag.Def("SLIP_EDGE_DRAIN", "drain", "2s", "how long /health fails on SIGTERM before the listener closes", &c.Drain),
 		envflag.Def("SLIP_EDGE_CORE_TIMEOUT", "core-timeout", "30s", "timeout of one request forwarded to core", &c.CoreTimeout),
+		envflag.Def("SLIP_EDGE_READ_TIMEOUT", "read-timeout", "30s", "time a client has to send one whole request, headers and body (slow clients are cut off)", &c.ReadTimeout),
 		envflag.Def("SLIP_EDGE_LATENCY_TARGET", "latency-target", "250ms", "core p90 latency above which rate limits drop", &c.LatencyTarget),
 		envflag.Def("SLIP_EDGE_ADAPT_INTERVAL", "adapt-interval", "1s", "how often the adaptive rate factor moves", &c.AdaptInterval),
 		envflag.Def("SLIP_EDGE_MIN_FACTOR", "min-factor", "0.1", "the lowest fraction of a plan's rate the adaptive limit goes to", &c.MinFactor),
@@ -82,7 +84,7 @@ func (c Config) Validate() error {
 	if _, err := c.Trusted(); err != nil {
 		bad("SLIP_TRUSTED_PROXIES: %v", err)
 	}
-	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout,
+	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout, "SLIP_EDGE_READ_TIMEOUT": c.ReadTimeout,
 		"SLIP_EDGE_LATENCY_TARGET": c.LatencyTarget, "SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval} {
 		if d <= 0 {
 			bad("%s: must be positive", env)

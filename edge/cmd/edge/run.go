@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,10 +56,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	srv := &fasthttp.Server{
 		Handler:               gw.Handler(),
+		HeaderReceived:        closeOnAmbiguousFraming,
 		ErrorHandler:          gw.ErrorHandler,
 		Logger:                printfLogger{log},
 		Name:                  "edge",
-		ReadTimeout:           30 * time.Second,
+		ReadTimeout:           cfg.ReadTimeout, // from the first byte of a request to its last: slowloris ends here
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 		MaxRequestBodySize:    maxBody,
@@ -103,6 +105,39 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return nil
 	}
 	return err
+}
+
+// closeOnAmbiguousFraming closes the connection after a request that
+// carries both Transfer-Encoding: chunked and Content-Length, which
+// fasthttp reads by Transfer-Encoding but would keep reading after
+// (RFC 9112 6.1: the server MUST close). A proxy in front that counted the
+// Content-Length instead would otherwise have the rest of this request read
+// as the next one, ahead of whatever request it sends next on the same
+// connection. It runs once the header is read, before the body (which
+// turns the framing into a plain length). Fast path: a request that is not
+// chunked costs one compare.
+func closeOnAmbiguousFraming(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() == -1 && hasContentLength(h.RawHeaders()) {
+		h.SetConnectionClose()
+	}
+	return fasthttp.RequestConfig{} // the server's limits
+}
+
+// hasContentLength reports whether raw request header lines (as received)
+// include a Content-Length field.
+func hasContentLength(raw []byte) bool {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if name, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
+			return true
+		}
+	}
+	return false
 }
 
 // printfLogger sends fasthttp's own messages (refused connections, bodies
