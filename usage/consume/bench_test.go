@@ -20,7 +20,7 @@ import (
 // slip.usage message and append it to the columnar batch.
 func BenchmarkDecode(b *testing.B) {
 	value, _ := json.Marshal(ledgertest.Event(1, "svc-demo", "br-main", time.Now().UTC()))
-	var e api.UsageEvent
+	var d Decoder
 	var rows chstore.Rows
 	b.ReportAllocs()
 	b.SetBytes(int64(len(value)))
@@ -28,7 +28,7 @@ func BenchmarkDecode(b *testing.B) {
 		if i%20000 == 0 {
 			rows.Reset()
 		}
-		if err := Decode(value, &e, &rows); err != nil {
+		if err := d.Decode(value, &rows); err != nil {
 			b.Fatal(err)
 		}
 	}

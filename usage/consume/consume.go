@@ -13,7 +13,6 @@ package consume
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,7 +44,7 @@ type Consumer struct {
 	Log      *slog.Logger
 	Now      func() time.Time // the clock of delay metrics; nil means time.Now
 
-	event api.UsageEvent // decode scratch, used by the fetching goroutine only
+	dec Decoder // used by the fetching goroutine only
 	// Written by the inserting goroutine, read once Run has returned (for
 	// benchmarks): the largest event delay seen, the batches inserted and
 	// the time their inserts took.
@@ -145,25 +144,13 @@ func (c *Consumer) fill(ctx context.Context, b *batch) error {
 	return nil
 }
 
-// add decodes one message into b (fast path: a valid event is one
-// json.Unmarshal and ten slice appends), or sets it aside as a reject.
+// add decodes one message into b, or sets it aside as a reject.
 func (c *Consumer) add(b *batch, m kafka.Message) {
 	b.last[m.Partition] = m
-	if err := Decode(m.Value, &c.event, &b.rows); err != nil {
+	if err := c.dec.Decode(m.Value, &b.rows); err != nil {
 		b.reject = append(b.reject, chstore.Reject{Partition: int32(m.Partition), Offset: m.Offset,
 			Key: string(m.Key), Value: string(m.Value), Err: err.Error()})
 	}
-}
-
-// Decode parses one slip.usage message into e and appends it to rows, or
-// returns why it is not a usage event. e is scratch space, reused between
-// calls.
-func Decode(value []byte, e *api.UsageEvent, rows *chstore.Rows) error {
-	*e = api.UsageEvent{}
-	if err := json.Unmarshal(value, e); err != nil {
-		return fmt.Errorf("not a usage event: %w", err)
-	}
-	return rows.Append(e)
 }
 
 // flush inserts b, retrying with backoff while ClickHouse fails, then
