@@ -251,11 +251,40 @@ func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error)
 	return f, nil, err
 }
 
-// jsonFields reads a JSON object body.
+// jsonFields reads a JSON object body. A field given twice is refused,
+// naming it: JSON parsers disagree on which value counts, so such a body
+// means different things to different readers.
 func jsonFields(body []byte) (fields, error) {
-	var f fields
-	if err := json.Unmarshal(body, &f.json); err != nil || f.json == nil {
-		return f, api.Errorf(api.Validation, "body: must be a JSON object")
+	notObject := api.Errorf(api.Validation, "body: must be a JSON object")
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fields{}, notObject
+	}
+	f := fields{json: map[string]json.RawMessage{}}
+	var fe api.FieldErrors
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fields{}, notObject
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fields{}, notObject
+		}
+		if _, dup := f.json[name]; dup {
+			fe.Add(name, "given more than once")
+		}
+		f.json[name] = v
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return fields{}, notObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fields{}, notObject // data after the object
+	}
+	if err := fe.Err(); err != nil {
+		return fields{}, err
 	}
 	return f, nil
 }

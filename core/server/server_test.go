@@ -411,6 +411,15 @@ func TestErrorsV2(t *testing.T) {
 	f(call{branch: "br-main", method: "DELETE", path: "/v2/verify/bank"}, 404, "NOT_FOUND")
 	f(call{branch: "br-main", body: []byte("[1,2]")}, 400, "VALIDATION_ERROR")
 	f(call{branch: "br-main", body: []byte("{bad json")}, 400, "VALIDATION_ERROR")
+	f(call{branch: "br-main", body: []byte(`{"payload":"` + bankPayload("004", "DUPKEYREF001") + `"}{}`)}, 400, "VALIDATION_ERROR")
+
+	// A field given twice is refused, whichever value a reader would keep.
+	dup := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: []byte(`{"payload":"x","remark":"a","payload":"` + bankPayload("004", "DUPKEYREF001") + `"}`)})
+	dup.v2err(t, 400, "VALIDATION_ERROR")
+	if msg := get(dup.body, "error", "message"); msg != "payload: given more than once" {
+		t.Errorf("a field given twice: message %q", msg)
+	}
 
 	// Every failing field is named, joined with "; ".
 	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
