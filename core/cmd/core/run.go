@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
@@ -91,11 +92,13 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	srv := &fasthttp.Server{
 		Handler:               server.New(v, j, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
 		NoDefaultServerHeader: true, // the edge names itself to clients
+		Logger:                printfLogger{log},
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 		MaxRequestBodySize:    maxBody,
 		NoDefaultDate:         true,
+		SecureErrorLogMessage: true, // fasthttp would quote a malformed request, the edge token included, in the log
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -192,3 +195,20 @@ func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
 	}
 	return sandbox.New(sc, time.Now)
 }
+
+// printfLogger sends fasthttp's own messages to the structured log. Quoted
+// text in their errors is replaced: fasthttp quotes parts of a malformed
+// request there, such as a header value, even with SecureErrorLogMessage.
+type printfLogger struct{ log *slog.Logger }
+
+func (l printfLogger) Printf(format string, args ...any) {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = quoted.ReplaceAllString(err.Error(), `"…"`)
+		}
+	}
+	l.log.Warn(fmt.Sprintf(format, args...), "source", "fasthttp")
+}
+
+// quoted matches a Go-quoted string (%q).
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		MaxRequestBodySize:    maxBody,
 		NoDefaultDate:         true,
 		NoDefaultServerHeader: true,
+		SecureErrorLogMessage: true, // fasthttp would quote a malformed request, credentials included, in the log
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -141,12 +143,22 @@ func hasContentLength(raw []byte) bool {
 }
 
 // printfLogger sends fasthttp's own messages (refused connections, bodies
-// over the limit) to the structured log.
+// over the limit) to the structured log. Quoted text in their errors is
+// replaced: fasthttp quotes parts of a malformed request there, such as a
+// header value with its credential, even with SecureErrorLogMessage.
 type printfLogger struct{ log *slog.Logger }
 
 func (l printfLogger) Printf(format string, args ...any) {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = quoted.ReplaceAllString(err.Error(), `"…"`)
+		}
+	}
 	l.log.Warn(fmt.Sprintf(format, args...), "source", "fasthttp")
 }
+
+// quoted matches a Go-quoted string (%q).
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // followConfig drops the cached auth records whenever core announces a
 // change on slip.config. Every edge reads every event: its consumer group
