@@ -115,11 +115,32 @@ func BenchmarkVerify(b *testing.B) {
 	v := vectors(b)[1]
 	s := NewSigner(v.Secret)
 	buf := make([]byte, 0, 512)
+	method, uri, ts, nonce, body, sig := []byte(v.Method), []byte(v.RequestURI), []byte(v.Timestamp), []byte(v.Nonce), []byte(v.Body), []byte(v.Signature)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = AppendStringToSign(buf[:0], []byte(v.Method), SignedPath([]byte(v.RequestURI)), []byte(v.Timestamp), []byte(v.Nonce), []byte(v.Body))
-		if !s.Verify(buf, []byte(v.Signature)) {
+		buf = AppendStringToSign(buf[:0], method, SignedPath(uri), ts, nonce, body)
+		if !s.Verify(buf, sig) {
 			b.Fatal("no")
 		}
+	}
+}
+
+// TestVerifyAllocs: checking a signature, valid or not, allocates nothing
+// once the signer's pool holds a keyed HMAC.
+func TestVerifyAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	v := vectors(t)[1]
+	s := NewSigner(v.Secret)
+	sts := AppendStringToSign(nil, []byte(v.Method), SignedPath([]byte(v.RequestURI)), []byte(v.Timestamp), []byte(v.Nonce), []byte(v.Body))
+	good, bad := []byte(v.Signature), []byte(strings.Repeat("0", 64))
+	s.Verify(sts, good)
+	if n := testing.AllocsPerRun(100, func() {
+		if !s.Verify(sts, good) || s.Verify(sts, bad) {
+			t.Fatal("wrong answer")
+		}
+	}); n != 0 {
+		t.Errorf("Verify allocates %.1f times per call", n)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package authn
+
+const raceEnabled = false
