@@ -127,16 +127,17 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			}
 		}()
 	}
-	background("jobs consumer", func(ctx context.Context) error {
-		r := stream.NewReader(brokers, api.TopicJobs, "slip-core-jobs")
-		defer r.Close()
-		return stream.Consume(ctx, r, cfg.JobWorkers, j.HandleJob)
-	})
-	background("webhook outcomes consumer", func(ctx context.Context) error {
-		r := stream.NewReader(brokers, api.TopicWebhookOutcomes, "slip-core-outcomes")
-		defer r.Close()
-		return stream.Consume(ctx, r, 16, j.HandleOutcome)
-	})
+	consumer := func(name, topic, group string, workers int, h stream.Handler) {
+		background(name, func(ctx context.Context) error {
+			return stream.Resume(ctx, log, name, time.Second, func(ctx context.Context) error {
+				r := stream.NewReader(brokers, topic, group)
+				defer r.Close()
+				return stream.Consume(ctx, r, workers, h)
+			})
+		})
+	}
+	consumer("jobs consumer", api.TopicJobs, "slip-core-jobs", cfg.JobWorkers, j.HandleJob)
+	consumer("webhook outcomes consumer", api.TopicWebhookOutcomes, "slip-core-outcomes", 16, j.HandleOutcome)
 	background("job scheduler", j.Schedule)
 	background("job expiry", func(ctx context.Context) error { return expireJobs(ctx, j, log) })
 

@@ -60,10 +60,12 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	r := stream.NewReader(brokers, api.TopicResults, "slip-dispatcher")
-	defer r.Close()
 	log.Info("delivering", "addr", ln.Addr().String(), "kafka", cfg.KafkaAddr, "version", version)
-	err = stream.Consume(ctx, r, cfg.Workers, d.Handle)
+	err = stream.Resume(ctx, log, "callbacks consumer", time.Second, func(ctx context.Context) error {
+		r := stream.NewReader(brokers, api.TopicResults, "slip-dispatcher")
+		defer r.Close()
+		return stream.Consume(ctx, r, cfg.Workers, d.Handle)
+	})
 	log.Info("stopped")
 	if errors.Is(err, context.Canceled) {
 		return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/config"
 	"github.com/slipverify/slipverify/usage/consume"
@@ -77,14 +78,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if err := migrate(ctx, store, cfg.RetryMax, log); err != nil {
 		return err
 	}
-	reader := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: cfg.Brokers(), GroupID: cfg.Group, Topic: api.TopicUsage,
-		StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
-		QueueCapacity: 4 * cfg.Batch, SessionTimeout: 10 * time.Second, CommitInterval: 0, // commits are synchronous, after the insert
-		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn("kafka: " + fmt.Sprintf(f, a...)) }),
-	})
-	defer reader.Close()
-	c := &consume.Consumer{Reader: reader, Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log}
+	c := &consume.Consumer{Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log}
 	lag := &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}
 	go lag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
@@ -103,7 +97,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		go syncAnchors(ctx, core, store, log)
 	}
 	log.Info("listening", "addr", cfg.Addr, "kafka", cfg.Kafka, "clickhouse", cfg.CHAddr, "database", cfg.CHDatabase, "version", version)
-	go func() { errc <- c.Run(ctx) }()
+	go func() {
+		// A broker outage stops a run; the next one starts from the
+		// committed offsets, with a reader of its own.
+		errc <- stream.Resume(ctx, log, "usage consumer", time.Second, func(ctx context.Context) error {
+			c.Reader = kafka.NewReader(kafka.ReaderConfig{
+				Brokers: cfg.Brokers(), GroupID: cfg.Group, Topic: api.TopicUsage,
+				StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
+				QueueCapacity: 4 * cfg.Batch, SessionTimeout: 10 * time.Second, CommitInterval: 0, // commits are synchronous, after the insert
+				ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn("kafka: " + fmt.Sprintf(f, a...)) }),
+			})
+			defer c.Reader.Close()
+			return c.Run(ctx)
+		})
+	}()
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
