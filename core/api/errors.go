@@ -113,6 +113,22 @@ var byCode = func() (idx [numCodes]Row) {
 	return idx
 }()
 
+// Internal is the answer to a failure inside the platform: an *Error in
+// err's chain as it is; API_SERVER_ERROR ("try again") when err says it is
+// temporary (a Temporary method reporting true, as a store that cannot
+// write does); INTERNAL_SERVER_ERROR otherwise.
+func Internal(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var t interface{ Temporary() bool }
+	if errors.As(err, &t) && t.Temporary() {
+		return &Error{Code: APIServerError, Cause: err}
+	}
+	return &Error{Code: InternalServerError, Cause: err}
+}
+
 // Lookup returns the catalog row of c; an unknown c gets the row of
 // InternalServerError.
 func Lookup(c Code) Row {

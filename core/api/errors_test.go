@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -97,5 +99,29 @@ func TestRenderOK(t *testing.T) {
 	b2, _ := RenderOK(V2, map[string]int{"a": 1})
 	if string(b1) != `{"status":200,"data":{"a":1}}` || string(b2) != `{"success":true,"data":{"a":1}}` {
 		t.Errorf("got %s and %s", b1, b2)
+	}
+}
+
+type temporary struct{ temp bool }
+
+func (t temporary) Error() string   { return "disk full" }
+func (t temporary) Temporary() bool { return t.temp }
+
+func TestInternal(t *testing.T) {
+	quota := E(QuotaExceeded)
+	for _, c := range []struct {
+		name string
+		err  error
+		want Code
+	}{
+		{"a temporary failure: try again", fmt.Errorf("commit: %w", temporary{true}), APIServerError},
+		{"a failure that says it is not temporary", temporary{false}, InternalServerError},
+		{"any other failure", errors.New("boom"), InternalServerError},
+		{"an answer already decided", fmt.Errorf("wrapped: %w", quota), QuotaExceeded},
+	} {
+		got := Internal(c.err)
+		if got.Code != c.want || !errors.Is(got, c.err) && got != quota {
+			t.Errorf("%s: Internal(%v) = %v (cause %v), want %v", c.name, c.err, got.Code, got.Cause, c.want)
+		}
 	}
 }

@@ -120,7 +120,7 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 	for i, r := range reqs {
 		raw, err := json.Marshal(r)
 		if err != nil {
-			return Submitted{}, &api.Error{Code: api.InternalServerError, Cause: err}
+			return Submitted{}, api.Internal(err)
 		}
 		jobs[i] = store.Job{ID: uuid.NewString(), ServiceID: serviceID, BranchID: branchID, Created: now,
 			Status: Queued, Request: raw, CallbackURL: callbackURL, Attempt: 1}
@@ -131,7 +131,7 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 		out.JobIDs = append(out.JobIDs, jobs[i].ID)
 	}
 	if err := j.Store.CreateJobs(jobs, msgs); err != nil {
-		return Submitted{}, &api.Error{Code: api.InternalServerError, Cause: err}
+		return Submitted{}, api.Internal(err)
 	}
 	out.Status = Queued
 	if !batch {
@@ -177,7 +177,7 @@ func (j *Jobs) Poll(serviceID, branchID, jobID string) (View, error) {
 	case errors.Is(err, store.ErrNotFound):
 		return View{}, api.E(api.JobNotFound)
 	case err != nil:
-		return View{}, &api.Error{Code: api.InternalServerError, Cause: err}
+		return View{}, api.Internal(err)
 	case job.ServiceID != serviceID || job.BranchID != branchID || j.expired(job):
 		return View{}, api.E(api.JobNotFound)
 	}

@@ -14,7 +14,7 @@ import (
 func (s *Server) usageCounters(*fasthttp.RequestCtx, caller) (any, error) {
 	at, all, err := s.store.Counters()
 	if err != nil {
-		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+		return nil, api.Internal(err)
 	}
 	out := api.UsageCounters{At: at.UTC(), Services: make([]api.ServiceCounters, 0, len(all))}
 	for _, sc := range all {

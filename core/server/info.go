@@ -46,7 +46,7 @@ func (s *Server) info(_ *fasthttp.RequestCtx, c caller) (any, error) {
 	}
 	u, err := s.store.Usage(sv, br.ID)
 	if err != nil {
-		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+		return nil, api.Internal(err)
 	}
 	var in Info
 	in.Application.ID, in.Application.Name, in.Application.State = sv.ID, sv.Name, sv.State

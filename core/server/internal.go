@@ -21,7 +21,7 @@ func (s *Server) branchAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	}
 	if first != nil {
 		if a.SigningSecret, err = s.box.Open(first.Secret, "b2b/"+first.KeyDigest); err != nil {
-			return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+			return nil, api.Internal(err)
 		}
 	}
 	return a, nil
@@ -35,7 +35,7 @@ func (s *Server) clientAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	}
 	secret, err := s.box.Open(c.Secret, "b2b/"+c.KeyDigest)
 	if err != nil {
-		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+		return nil, api.Internal(err)
 	}
 	return api.ClientAuth{
 		ServiceID: sv.ID, ServiceState: sv.State, UserBanned: sv.UserBanned,
@@ -47,5 +47,5 @@ func lookupError(err error) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return api.E(api.InvalidAPIKey)
 	}
-	return &api.Error{Code: api.InternalServerError, Cause: err}
+	return api.Internal(err)
 }

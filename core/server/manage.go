@@ -457,7 +457,7 @@ func manageError(err error, what string) error {
 	case errors.Is(err, store.ErrRule):
 		return api.Errorf(api.Validation, strings.TrimPrefix(err.Error(), store.ErrRule.Error()+": "))
 	}
-	return &api.Error{Code: api.InternalServerError, Cause: err}
+	return api.Internal(err)
 }
 
 func param(ctx *fasthttp.RequestCtx, name string) string {

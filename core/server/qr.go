@@ -48,7 +48,7 @@ func (s *Server) generateQR(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	}
 	png, err := promptpay.PNG(payload, 0)
 	if err != nil {
-		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+		return nil, api.Internal(err)
 	}
 	return QR{Payload: payload, Image: base64.StdEncoding.EncodeToString(png)}, nil
 }

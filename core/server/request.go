@@ -337,12 +337,12 @@ func readPart(h *multipart.FileHeader) ([]byte, error) {
 	}
 	file, err := h.Open()
 	if err != nil {
-		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+		return nil, api.Internal(err)
 	}
 	defer file.Close()
 	img := make([]byte, h.Size)
 	if _, err := io.ReadFull(file, img); err != nil {
-		return nil, &api.Error{Code: api.InternalServerError, Cause: err}
+		return nil, api.Internal(err)
 	}
 	return img, nil
 }

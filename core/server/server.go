@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 
@@ -171,10 +170,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 		}
 		err = &api.Error{Code: api.InternalServerError, Cause: err2}
 	}
-	var e *api.Error
-	if !errors.As(err, &e) {
-		e = &api.Error{Code: api.InternalServerError, Cause: err}
-	}
+	e := api.Internal(err)
 	status, body := api.RenderError(v, e)
 	if status >= 500 {
 		s.log.Error("request failed", "path", string(ctx.Path()), "request_id",

@@ -230,16 +230,35 @@ func (s *Store) flushEmitted(msgs []Message) {
 // accounts for the messages it added to the outbox.
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	s.enqueued = 0
-	err := s.db.Update(fn)
-	if err == nil && s.enqueued > 0 {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return WriteError{err}
+	}
+	defer tx.Rollback() // after a commit: a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return WriteError{err}
+	}
+	if s.enqueued > 0 {
 		s.outboxLen.Add(s.enqueued)
 		select {
 		case s.outboxReady <- struct{}{}:
 		default:
 		}
 	}
-	return err
+	return nil
 }
+
+// WriteError is a write the store could not make durable (a full or
+// failing disk): nothing of it was kept, and the same write may succeed
+// later, so clients are told to try again.
+type WriteError struct{ Err error }
+
+func (e WriteError) Error() string   { return "store: write failed: " + e.Err.Error() }
+func (e WriteError) Unwrap() error   { return e.Err }
+func (e WriteError) Temporary() bool { return true }
 
 // write runs fn in a write transaction shared with other writers. fn must
 // check everything before it writes: a failing fn does not roll back its

@@ -36,5 +36,5 @@ func (im Images) Payload(ctx context.Context, src Source, accept func(string) bo
 	case errors.Is(err, qrscan.ErrNoQR):
 		return "", api.E(api.QRCodeNotFound)
 	}
-	return "", &api.Error{Code: api.InternalServerError, Cause: err}
+	return "", api.Internal(err)
 }

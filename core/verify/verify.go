@@ -361,7 +361,7 @@ func bankError(err error) error {
 	return &api.Error{Code: api.APIServerError, Cause: err}
 }
 
-func internal(err error) error { return &api.Error{Code: api.InternalServerError, Cause: err} }
+func internal(err error) error { return api.Internal(err) }
 
 // amountMatches compares amounts in satang, so 100.1 matches 100.10.
 func amountMatches(want *float64, got float64) bool {
