@@ -5,10 +5,10 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 CMDS     := ./core/cmd/core ./edge/cmd/edge ./dispatcher/cmd/dispatcher ./usage/cmd/usage ./deploy/cmd/broker ./deploy/cmd/clickhouse ./edge/cmd/slipsign
 FUZZTIME ?= 2m
 
-.PHONY: help build run test vulncheck bench bench-go fuzz
+.PHONY: help build run test test-faults vulncheck bench bench-go fuzz
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build every program into bin/
 	@mkdir -p bin
@@ -20,12 +20,16 @@ run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 # LONG are the packages whose full tests are slow under the race detector
 # (the image corpus, whole-stack runs, timing measurements): they run in
 # full without it.
-LONG := ./core/qrscan ./deploy/... ./edge/openapi ./usage/cmd/usage ./dispatcher ./bench/load
+LONG := ./core/qrscan ./deploy/... ./edge/openapi ./edge/cmd/edge ./usage/cmd/usage ./dispatcher ./bench/load
 
 test: ## run every test (vet, unit, integration, end to end)
 	$(GO) vet ./...
 	$(GO) test -race -short -count=1 ./...
 	$(GO) test -count=1 $(LONG)
+
+test-faults: ## kill, stop, slow down and starve each tier under load; print what clients saw and what was lost
+	$(GO) vet -tags faults ./deploy/faults
+	$(GO) test -tags faults -count=1 -v -timeout 20m -run TestFaultMatrix ./deploy/faults
 
 # GOVULNCHECK is the govulncheck the vulncheck target runs. v1.1.4 builds
 # from the module proxy alone (later versions need a golang.org/x/telemetry

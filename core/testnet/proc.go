@@ -148,6 +148,9 @@ func (p *Proc) Restart() {
 	p.start()
 }
 
+// Pid is the process id of the program's current run.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Exited reports whether the program has exited.
 func (p *Proc) Exited() bool {
 	select {
