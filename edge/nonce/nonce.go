@@ -10,17 +10,20 @@
 // Nonces are grouped in buckets by the request's timestamp, not by the time
 // they arrived. A request is accepted while its timestamp is within Window of
 // the clock, so a nonce whose timestamp is ts stays acceptable until
-// now > ts+Window; a bucket is dropped, whole, once every timestamp in it is
-// older than now-Window. Dropping a bucket frees its memory at once, without
-// visiting its entries, and takes no longer for a flood than for a trickle.
+// now > ts+Window; a bucket is due, whole, once every timestamp in it is
+// older than now-Window.
 //
-// The price is that Use looks a nonce up in every live bucket (about
-// Window/Bucket of them hold anything), since a nonce must be unique whatever
-// its timestamp. The alternative, one set per shard plus per-bucket lists of
-// what to delete, makes that a single lookup but was measured only about 25%
-// faster (650 against 850 ns per new nonce at 1,000 a second from one client,
-// where cache misses dominate either way), holds about 40% more memory per
-// nonce, and must visit every nonce of a bucket to drop it.
+// Each shard keeps its nonces in one open-addressing hash table (linear
+// probing), each entry with the epoch of its bucket, so a new nonce costs
+// one probe sequence however many buckets are live (a set per bucket costs
+// a lookup, mostly a cache miss, in each of them). When a bucket is due its
+// nonces are forgotten at once: an entry whose epoch is below the cutoff
+// counts as absent. Their slots are freed gradually: every Use looks at the
+// next few slots of the table in turn and deletes the due entries there
+// (with backward shifting, so the table holds no tombstones and a probe ends
+// at the first empty slot). A burst's memory goes back when a lap of the
+// table finds it mostly empty; a store about to refuse with ErrFull deletes
+// every due entry first.
 package nonce
 
 import (
@@ -61,12 +64,13 @@ type Config struct {
 	// for as long.
 	Window time.Duration
 	// Bucket is the timestamp span of one bucket; 1 minute. A nonce is kept
-	// at most Window+Bucket past its timestamp; Use looks a nonce up in each
-	// non-empty bucket, about Window/Bucket+1 of them.
+	// at most Window+Bucket past its timestamp, and its memory is released
+	// within about another Bucket at steady traffic.
 	Bucket time.Duration
-	// MaxEntries bounds the nonces held, all clients together; 4,000,000.
-	// Budget about 70 bytes per nonce (66 measured at a million), so the
-	// default bound is about 280 MB.
+	// MaxEntries bounds the nonces held, all clients together, due ones not
+	// yet deleted included; 4,000,000. Each takes a 32-byte slot in a table
+	// that doubles when 3/4 full, so budget at most 86 bytes per nonce
+	// (56 measured at a million), about 340 MB for the default bound.
 	MaxEntries int
 	// MaxPerClient bounds the nonces held for one client; 400,000. It must
 	// allow the client's rate limit for Window+Bucket (a branch at 1,000
@@ -80,8 +84,8 @@ const numShards = 64 // a power of two
 
 // Store is a bounded set of (client, nonce) pairs, bucketed by timestamp. It
 // is safe for concurrent use. Clients are spread over shards, each with its
-// own lock, ring of buckets and per-client counts, so one client's nonces
-// live in one shard and its bound is checked without global state.
+// own lock, table, ring of buckets and per-client counts, so one client's
+// nonces live in one shard and its bound is checked without global state.
 type Store struct {
 	window, bucket int64 // ns
 	maxEntries     int64
@@ -89,7 +93,7 @@ type Store struct {
 	now            func() time.Time
 	seed           maphash.Seed
 
-	total     atomic.Int64 // nonces held in all shards
+	total     atomic.Int64 // entries in all tables, due ones not yet deleted included
 	sweptUpTo atomic.Int64 // cutoff of the last full sweep
 	shards    [numShards]shard
 }
@@ -103,25 +107,44 @@ type key struct {
 	nonce  [16]byte
 }
 
+// slot is one entry of a shard's table; epoch is noEpoch in an empty slot.
+type slot struct {
+	key
+	epoch int64
+}
+
 type shard struct {
 	mu      sync.Mutex
-	cutoff  int64 // buckets below this epoch have been dropped; never decreases
+	cutoff  int64  // buckets below this epoch are due; never decreases
+	table   []slot // len a power of two, or 0
+	used    int    // slots holding an entry, due ones included
+	cursor  int    // the next slot the gradual sweep looks at
 	ring    []bucket
-	clients map[uint64]int32 // nonces held per client, in this shard
+	clients map[uint64]int32 // nonces held per client in live buckets, in this shard
 	_       [64]byte
 }
 
+// bucket counts the nonces of one epoch per client, to uncount them when
+// the bucket is due.
 type bucket struct {
 	epoch     int64 // timestamp / Bucket; noEpoch when unused
-	set       map[key]struct{}
-	perClient map[uint64]int32 // nonces per client in this bucket, to uncount on drop
+	perClient map[uint64]int32
 }
 
 const noEpoch = -1 << 63
 
-// retainMin is the bucket size below which a dropped bucket's maps are
-// cleared and reused rather than released.
-const retainMin = 1024
+const (
+	// minTable is the smallest table, in slots.
+	minTable = 16
+	// sweepPerUse is how many slots each Use looks at for due entries. At
+	// steady traffic a table is more than 3/8 full, so a lap takes fewer
+	// Uses than a sixth of the entries it holds: due entries are deleted
+	// within a sixth of Window+Bucket after they are due.
+	sweepPerUse = 16
+	// retainMin is the number of clients below which a dropped bucket's
+	// count map is cleared and reused rather than released.
+	retainMin = 1024
+)
 
 // New returns an empty Store.
 func New(cfg Config) *Store {
@@ -175,9 +198,10 @@ func New(cfg Config) *Store {
 // under two clients is not. Checks run in that order: window, duplicate,
 // bounds.
 //
-// Use does not retain client. It allocates nothing once the buckets have
-// grown to the traffic (maps grow, and are reused when their bucket is
-// dropped); it never waits on I/O.
+// Use does not retain client. It allocates nothing unless its shard's table
+// grows (when 3/4 full, so the cost of the pass that rebuilds it is spread
+// over as many new nonces as it holds) or shrinks after a burst; it never
+// waits on I/O.
 func (s *Store) Use(client string, nonce [16]byte, ts time.Time) error {
 	now := s.now()
 	if d := ts.Sub(now); d > time.Duration(s.window) || d < -time.Duration(s.window) {
@@ -192,7 +216,7 @@ func (s *Store) Use(client string, nonce [16]byte, ts time.Time) error {
 
 	err := s.use(sh, k, epoch, cutoff)
 	if err == ErrFull && s.sweepAll(cutoff) {
-		// Other shards may have held buckets that were due; they are gone now.
+		// Due entries, in this shard and others, are deleted now.
 		err = s.use(sh, k, epoch, cutoff)
 	}
 	return err
@@ -204,67 +228,151 @@ func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
 	if cutoff > sh.cutoff {
 		s.expire(sh, cutoff)
 	}
+	s.sweep(sh, sweepPerUse)
 	if epoch < sh.cutoff {
 		// Only after the clock stepped back: this bucket was dropped already,
 		// so the nonce cannot be checked.
 		return ErrOutsideWindow
 	}
-	// The bucket of the request's own timestamp first: a replay carries the
-	// timestamp it was signed with.
-	b := &sh.ring[uint64(epoch)%uint64(len(sh.ring))]
-	if b.epoch == epoch {
-		if _, dup := b.set[k]; dup {
-			return ErrDuplicate
-		}
-	}
-	for i := range sh.ring {
-		if o := &sh.ring[i]; o != b && len(o.set) > 0 {
-			if _, dup := o.set[k]; dup {
-				return ErrDuplicate
-			}
-		}
+	// One probe sequence whatever the timestamp: a replay may be re-signed
+	// with another one.
+	i, found := s.find(sh, k)
+	if found && sh.table[i].epoch >= sh.cutoff {
+		return ErrDuplicate
 	}
 	if sh.clients[k.client] >= s.maxPerClient {
 		return ErrClientFull
 	}
-	if s.total.Add(1) > s.maxEntries {
-		s.total.Add(-1)
-		return ErrFull
+	if !found { // a due entry found is taken over: it adds nothing
+		if s.total.Add(1) > s.maxEntries {
+			s.total.Add(-1)
+			return ErrFull
+		}
+		if 4*(sh.used+1) > 3*len(sh.table) { // at most 3/4 full: probes stay short
+			s.resize(sh, 2*len(sh.table))
+			i, _ = s.find(sh, k)
+		}
+		sh.used++
 	}
+	sh.table[i] = slot{key: k, epoch: epoch}
+	b := &sh.ring[uint64(epoch)%uint64(len(sh.ring))]
 	if b.epoch != epoch { // an unused slot: its last bucket was dropped
 		b.epoch = epoch
 	}
-	if b.set == nil {
-		b.set = make(map[key]struct{})
+	if b.perClient == nil {
 		b.perClient = make(map[uint64]int32)
 	}
-	b.set[k] = struct{}{}
 	b.perClient[k.client]++
 	sh.clients[k.client]++
 	return nil
 }
 
-// expire drops the shard's buckets below cutoff. A dropped bucket's maps are
-// kept for reuse when they are no bigger than twice the largest live bucket
-// (steady traffic: no allocation next time round) and released otherwise
-// (after a burst, the memory goes back to the garbage collector).
-func (s *Store) expire(sh *shard, cutoff int64) {
-	sh.cutoff = cutoff
-	live := 0
-	for i := range sh.ring {
-		if b := &sh.ring[i]; b.epoch >= cutoff {
-			live = max(live, len(b.set))
+// home is the slot where a probe for k starts, in a table of mask+1 slots.
+// The nonce is hashed with the store's seed: no client can aim its nonces
+// at one probe sequence.
+func (s *Store) home(k *key, mask int) int {
+	return int((maphash.Bytes(s.seed, k.nonce[:]) ^ k.client) & uint64(mask))
+}
+
+// find returns the slot holding k, or the empty slot where k would go.
+func (s *Store) find(sh *shard, k key) (int, bool) {
+	if len(sh.table) == 0 {
+		s.resize(sh, minTable)
+	}
+	mask := len(sh.table) - 1
+	for i := s.home(&k, mask); ; i = (i + 1) & mask {
+		switch sl := &sh.table[i]; {
+		case sl.epoch == noEpoch:
+			return i, false
+		case sl.key == k:
+			return i, true
 		}
 	}
+}
+
+// remove empties slot i and moves back the entries after it whose probe
+// passes through it, so every entry stays reachable from its home and the
+// table needs no tombstones.
+func (s *Store) remove(sh *shard, i int) {
+	mask := len(sh.table) - 1
+	for j := (i + 1) & mask; sh.table[j].epoch != noEpoch; j = (j + 1) & mask {
+		if h := s.home(&sh.table[j].key, mask); (j-h)&mask >= (j-i)&mask {
+			sh.table[i] = sh.table[j]
+			i = j
+		}
+	}
+	sh.table[i].epoch = noEpoch
+	sh.used--
+}
+
+// sweep looks at n slots from the shard's cursor on and deletes the due
+// entries there. If it passed the table's end and left the table less than
+// 1/8 full, the table is rebuilt to fit what it holds, so the memory of a
+// burst goes back to the garbage collector.
+func (s *Store) sweep(sh *shard, n int) {
+	if sh.used == 0 {
+		return
+	}
+	deleted, wrapped := 0, false
+	for ; n > 0; n-- {
+		if sl := &sh.table[sh.cursor]; sl.epoch != noEpoch && sl.epoch < sh.cutoff {
+			s.remove(sh, sh.cursor) // an entry from further on may be here now: look again
+			deleted++
+			continue
+		}
+		sh.cursor = (sh.cursor + 1) & (len(sh.table) - 1)
+		wrapped = wrapped || sh.cursor == 0
+	}
+	s.total.Add(-int64(deleted))
+	if wrapped && 8*sh.used < len(sh.table) && len(sh.table) > minTable {
+		s.resize(sh, minTable)
+	}
+}
+
+// lap sweeps the whole table: every slot once, plus one look more per
+// deletion. Entries move back only into the hole at the cursor or ahead of
+// it, so none is passed over.
+func (s *Store) lap(sh *shard) { s.sweep(sh, len(sh.table)+sh.used) }
+
+// resize rebuilds the shard's table with the entries not yet due, with n
+// slots or, if that is not at least twice what it keeps, the next power of
+// two that is.
+func (s *Store) resize(sh *shard, n int) {
+	live := 0
+	for i := range sh.table {
+		if sl := &sh.table[i]; sl.epoch != noEpoch && sl.epoch >= sh.cutoff {
+			live++
+		}
+	}
+	for n < 2*(live+1) {
+		n *= 2
+	}
+	s.total.Add(int64(live - sh.used)) // the due entries left behind
+	old := sh.table
+	sh.table = make([]slot, n)
+	for i := range sh.table {
+		sh.table[i].epoch = noEpoch
+	}
+	sh.used, sh.cursor = live, 0
+	for i := range old {
+		if sl := &old[i]; sl.epoch != noEpoch && sl.epoch >= sh.cutoff {
+			j, _ := s.find(sh, sl.key)
+			sh.table[j] = *sl
+		}
+	}
+}
+
+// expire drops the shard's buckets below cutoff: their nonces are forgotten
+// at once, since entries below the cutoff count as absent, and their
+// clients' counts go down; sweep deletes the entries later.
+func (s *Store) expire(sh *shard, cutoff int64) {
+	sh.cutoff = cutoff
 	for i := range sh.ring {
 		b := &sh.ring[i]
 		if b.epoch == noEpoch || b.epoch >= cutoff {
 			continue
 		}
 		b.epoch = noEpoch
-		if len(b.set) == 0 {
-			continue
-		}
 		for c, n := range b.perClient {
 			if left := sh.clients[c] - n; left > 0 {
 				sh.clients[c] = left
@@ -272,19 +380,18 @@ func (s *Store) expire(sh *shard, cutoff int64) {
 				delete(sh.clients, c)
 			}
 		}
-		s.total.Add(-int64(len(b.set)))
-		if len(b.set) <= max(retainMin, 2*live) {
-			clear(b.set)
+		if len(b.perClient) <= retainMin {
 			clear(b.perClient)
 		} else {
-			b.set, b.perClient = nil, nil
+			b.perClient = nil
 		}
 	}
 }
 
-// sweepAll drops the due buckets of every shard, once per cutoff, and
-// reports whether it ran. Use calls it before answering ErrFull, since shards
-// drop their buckets lazily and an idle shard may still count expired ones.
+// sweepAll drops the due buckets of every shard and deletes their entries,
+// once per cutoff, and reports whether it ran. Use
+// calls it before answering ErrFull, since shards drop their buckets lazily
+// and delete their entries gradually.
 func (s *Store) sweepAll(cutoff int64) bool {
 	for {
 		done := s.sweptUpTo.Load()
@@ -301,21 +408,32 @@ func (s *Store) sweepAll(cutoff int64) bool {
 		if cutoff > sh.cutoff {
 			s.expire(sh, cutoff)
 		}
+		s.lap(sh)
 		sh.mu.Unlock()
 	}
 	return true
 }
 
-// Sweep drops every bucket that is due, in all shards. Use drops buckets
-// lazily, per shard, so memory held by clients that went quiet is released
-// only when their shard is next used or the store fills up; a caller that
-// wants it back sooner calls Sweep now and then (say each Bucket).
+// Sweep drops every bucket that is due, in all shards, and deletes their
+// entries: a pass over every table. Use does both lazily, per shard, so
+// memory held by clients that went quiet is released only when their shard
+// is next used or the store fills up; a caller that wants it back sooner
+// calls Sweep now and then (say each Bucket).
 func (s *Store) Sweep() {
-	s.sweepAll(floorDiv(s.now().UnixNano()-s.window, s.bucket))
+	cutoff := floorDiv(s.now().UnixNano()-s.window, s.bucket)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if cutoff > sh.cutoff {
+			s.expire(sh, cutoff)
+		}
+		s.lap(sh)
+		sh.mu.Unlock()
+	}
 }
 
-// Len returns the number of nonces held, including any in buckets due but
-// not yet swept.
+// Len returns the number of nonces held, including due ones not yet
+// deleted.
 func (s *Store) Len() int { return int(s.total.Load()) }
 
 func floorDiv(a, b int64) int64 {

@@ -152,6 +152,38 @@ func TestAgainstModel(t *testing.T) {
 		if got == nil {
 			first[k] = ts
 		}
+		if i%10_000 == 0 {
+			checkTables(t, s)
+		}
+	}
+	checkTables(t, s)
+}
+
+// checkTables checks every shard's table: the counts agree with its slots,
+// and every entry is found where it is, from its home, with no empty slot
+// on the way.
+func checkTables(t *testing.T, s *Store) {
+	t.Helper()
+	total := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		used := 0
+		for j := range sh.table {
+			if sh.table[j].epoch == noEpoch {
+				continue
+			}
+			used++
+			if at, ok := s.find(sh, sh.table[j].key); !ok || at != j {
+				t.Fatalf("shard %d: the entry in slot %d is not found from its home", i, j)
+			}
+		}
+		if used != sh.used {
+			t.Fatalf("shard %d: %d slots hold entries, used = %d", i, used, sh.used)
+		}
+		total += used
+	}
+	if total != s.Len() {
+		t.Fatalf("tables hold %d entries, Len = %d", total, s.Len())
 	}
 }
 
@@ -175,6 +207,34 @@ func TestClockStepsBack(t *testing.T) {
 	}
 	if err := s.Use("k", n(2), c.Now().Add(4*time.Minute)); err != ErrDuplicate {
 		t.Fatalf("after the clock stepped back: %v", err)
+	}
+}
+
+// TestDueDeletedGradually: a due bucket's nonces are forgotten at once and
+// deleted from memory by the calls that follow, without a Sweep; a nonce
+// used again before its old entry is deleted stays remembered.
+func TestDueDeletedGradually(t *testing.T) {
+	c := newClock()
+	s := New(Config{Now: c.Now})
+	for i := range 1000 {
+		if err := s.Use("k", n(uint64(i)), c.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Advance(6*time.Minute + time.Second)
+	if err := s.Use("k", n(5), c.Now()); err != nil {
+		t.Fatalf("a forgotten nonce: %v", err)
+	}
+	for i := range 600 {
+		if err := s.Use("k", n(uint64(10_000+i)), c.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Len() != 601 {
+		t.Fatalf("Len = %d, want the 601 nonces used since", s.Len())
+	}
+	if err := s.Use("k", n(5), c.Now()); err != ErrDuplicate {
+		t.Fatalf("a nonce used again: %v", err)
 	}
 }
 
@@ -382,6 +442,25 @@ func BenchmarkUse(b *testing.B) {
 		for b.Loop() {
 			i++
 			c.Advance(time.Millisecond)
+			s.Use("branch", n(i), c.Now())
+		}
+	})
+	b.Run("new-large", func(b *testing.B) {
+		// 3,333 a second from one branch, 1.2 million nonces held: the
+		// store's map no longer fits in the CPU's caches.
+		c := newClock()
+		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30})
+		const step = 300 * time.Microsecond
+		i := uint64(0)
+		for range 1_500_000 {
+			i++
+			c.Advance(step)
+			s.Use("branch", n(i), c.Now())
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			i++
+			c.Advance(step)
 			s.Use("branch", n(i), c.Now())
 		}
 	})
