@@ -24,7 +24,37 @@ var (
 	hClientIP  = []byte(api.HeaderClientIP)
 	hRequestID = []byte(api.HeaderRequestID)
 	versions   = [3][]byte{api.V1: []byte("v1"), api.V2: []byte("v2")}
+
+	// Names of headers a client sends, as fasthttp stores them, so they are
+	// read and deleted without normalising the name again.
+	hAuthorization = canonical("Authorization")
+	hAPIKey        = canonical("X-API-Key")
+	hSignature     = canonical("X-Signature")
+	hTimestamp     = canonical("X-Timestamp")
+	hNonce         = canonical("X-Nonce")
+	hForwardedFor  = canonical("X-Forwarded-For")
+	hOverload      = canonical(api.HeaderOverload)
+
+	// Response headers. The rate headers keep the spec's casing
+	// (X-RateLimit-Limit), which normalising would change.
+	hRetryAfter    = canonical("Retry-After")
+	hRateLimit     = []byte("X-RateLimit-Limit")
+	hRateRemaining = []byte("X-RateLimit-Remaining")
+	hRateReset     = []byte("X-RateLimit-Reset")
 )
+
+// canonical is a header name normalised as fasthttp stores parsed names.
+func canonical(name string) []byte { return fasthttp.AppendNormalizedHeaderKey(nil, name) }
+
+// delCanonical deletes the request header of canonical name k without
+// normalising k again.
+func delCanonical(h *fasthttp.RequestHeader, k []byte) {
+	disabled := h.DisableNormalizing()
+	h.DelBytes(k)
+	if !disabled {
+		h.EnableNormalizing()
+	}
+}
 
 // forward sends the request to core and copies core's answer back. The
 // request is reused in place: fasthttp's reverse-proxy pattern. The
@@ -34,9 +64,9 @@ var (
 func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Principal, ip netip.Addr, start time.Time) time.Time {
 	h := &ctx.Request.Header
 	if p.ClientID != "" || p.Signed {
-		h.Del("X-API-Key")
+		delCanonical(h, hAPIKey)
 	} else {
-		h.Del("Authorization")
+		delCanonical(h, hAuthorization)
 	}
 	var buf [64]byte
 	h.SetCanonical(hEdgeToken, g.edgeToken)
@@ -68,7 +98,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Prin
 	rh := &ctx.Response.Header
 	rh.ResetConnectionClose() // core's connection is not the client's
 	overloaded := ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable
-	if len(rh.Peek(api.HeaderOverload)) > 0 {
+	if len(rh.PeekCanonical(hOverload)) > 0 {
 		overloaded = true
 		rh.Del(api.HeaderOverload)
 	}

@@ -163,7 +163,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	switch {
 	case rt.Auth == AuthClient:
 		p, code = g.signed(ctx, authcache.Client, start)
-	case rt.Auth == AuthBranch && (len(h.Peek("X-Signature")) > 0 || len(h.Peek("X-API-Key")) > 0):
+	case rt.Auth == AuthBranch && (len(h.PeekCanonical(hSignature)) > 0 || len(h.PeekCanonical(hAPIKey)) > 0):
 		p, code = g.signed(ctx, authcache.Branch, start)
 		if p != nil {
 			p = p.AsSigned()
@@ -199,8 +199,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 			g.reject(ctx, rt.Version, api.RateLimitExceeded)
 			setRateHeaders(&ctx.Response.Header, d)
 			var buf [20]byte
-			ctx.Response.Header.EnableNormalizing()
-			ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], int64(max(1, d.RetryAfter)), 10))
+			ctx.Response.Header.SetCanonical(hRetryAfter, strconv.AppendInt(buf[:0], int64(max(1, d.RetryAfter)), 10))
 			return
 		}
 	}
@@ -212,7 +211,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 
 // bearer authenticates Authorization: Bearer <branch key>.
 func (g *Gateway) bearer(ctx *fasthttp.RequestCtx, now time.Time) (*authcache.Principal, api.Code) {
-	hv := ctx.Request.Header.Peek("Authorization")
+	hv := ctx.Request.Header.PeekCanonical(hAuthorization)
 	if len(hv) == 0 {
 		return nil, api.MissingAPIKey
 	}
@@ -243,7 +242,7 @@ func (g *Gateway) lookup(k authcache.Kind, key []byte, now time.Time) (*authcach
 // correctly signed requests can fill the nonce store.
 func (g *Gateway) signed(ctx *fasthttp.RequestCtx, k authcache.Kind, now time.Time) (*authcache.Principal, api.Code) {
 	h := &ctx.Request.Header
-	key := h.Peek("X-API-Key")
+	key := h.PeekCanonical(hAPIKey)
 	if len(key) == 0 {
 		return nil, api.MissingAPIKey
 	}
@@ -258,12 +257,12 @@ func (g *Gateway) signed(ctx *fasthttp.RequestCtx, k authcache.Kind, now time.Ti
 	if code != 0 {
 		return nil, code
 	}
-	tsRaw := h.Peek("X-Timestamp")
+	tsRaw := h.PeekCanonical(hTimestamp)
 	ts, ok := authn.ParseTimestamp(tsRaw)
 	if !ok || !authn.InWindow(ts, now.Unix()) {
 		return nil, api.InvalidTimestamp
 	}
-	nonceRaw, sig := h.Peek("X-Nonce"), h.Peek("X-Signature")
+	nonceRaw, sig := h.PeekCanonical(hNonce), h.PeekCanonical(hSignature)
 	n, ok := nonce.ParseUUID(nonceRaw)
 	if !ok || p.Signer == nil {
 		return nil, api.InvalidSignature
@@ -302,10 +301,14 @@ func isHex64(b []byte) bool {
 
 // clientIP is the caller's address: the peer, or the right-most
 // X-Forwarded-For address not a trusted proxy when the peer is one.
+// X-Forwarded-For is read only then (fast path: a peer that is no proxy).
 func (g *Gateway) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
 	peer = peer.Unmap()
-	all := ctx.Request.Header.PeekAll("X-Forwarded-For")
+	if !g.cfg.Trusted.Contains(peer) {
+		return iplist.ClientIP(peer, nil, g.cfg.Trusted)
+	}
+	all := ctx.Request.Header.PeekAll(string(hForwardedFor))
 	switch len(all) {
 	case 0:
 		return iplist.ClientIP(peer, nil, g.cfg.Trusted)
@@ -335,11 +338,10 @@ func (g *Gateway) reject(ctx *fasthttp.RequestCtx, v api.Version, code api.Code)
 // setRateHeaders writes the rate headers in the spec's casing
 // (X-RateLimit-Limit), which fasthttp would otherwise normalise.
 func setRateHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
-	h.DisableNormalizing()
 	var buf [20]byte
-	h.SetBytesV("X-RateLimit-Limit", strconv.AppendInt(buf[:0], int64(d.Limit), 10))
-	h.SetBytesV("X-RateLimit-Remaining", strconv.AppendInt(buf[:0], int64(d.Remaining), 10))
-	h.SetBytesV("X-RateLimit-Reset", strconv.AppendInt(buf[:0], int64(d.Reset), 10))
+	h.SetCanonical(hRateLimit, strconv.AppendInt(buf[:0], int64(d.Limit), 10))
+	h.SetCanonical(hRateRemaining, strconv.AppendInt(buf[:0], int64(d.Remaining), 10))
+	h.SetCanonical(hRateReset, strconv.AppendInt(buf[:0], int64(d.Reset), 10))
 }
 
 // stripInternal deletes internal headers a client sent. One pass over the
