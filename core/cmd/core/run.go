@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/fastlog"
 	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/qrscan"
 	"github.com/slipverify/slipverify/core/secret"
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	srv := &fasthttp.Server{
 		Handler:               server.New(v, j, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
 		NoDefaultServerHeader: true, // the edge names itself to clients
-		Logger:                printfLogger{log},
+		Logger:                fastlog.Logger{Log: log},
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
@@ -196,20 +196,3 @@ func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
 	}
 	return sandbox.New(sc, time.Now)
 }
-
-// printfLogger sends fasthttp's own messages to the structured log. Quoted
-// text in their errors is replaced: fasthttp quotes parts of a malformed
-// request there, such as a header value, even with SecureErrorLogMessage.
-type printfLogger struct{ log *slog.Logger }
-
-func (l printfLogger) Printf(format string, args ...any) {
-	for i, a := range args {
-		if err, ok := a.(error); ok {
-			args[i] = quoted.ReplaceAllString(err.Error(), `"…"`)
-		}
-	}
-	l.log.Warn(fmt.Sprintf(format, args...), "source", "fasthttp")
-}
-
-// quoted matches a Go-quoted string (%q).
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/fastlog"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		Handler:               gw.Handler(),
 		HeaderReceived:        closeOnAmbiguousFraming,
 		ErrorHandler:          gw.ErrorHandler,
-		Logger:                printfLogger{log},
+		Logger:                fastlog.Logger{Log: log},
 		Name:                  "edge",
 		ReadTimeout:           cfg.ReadTimeout, // from the first byte of a request to its last: slowloris ends here
 		WriteTimeout:          30 * time.Second,
@@ -141,24 +141,6 @@ func hasContentLength(raw []byte) bool {
 	}
 	return false
 }
-
-// printfLogger sends fasthttp's own messages (refused connections, bodies
-// over the limit) to the structured log. Quoted text in their errors is
-// replaced: fasthttp quotes parts of a malformed request there, such as a
-// header value with its credential, even with SecureErrorLogMessage.
-type printfLogger struct{ log *slog.Logger }
-
-func (l printfLogger) Printf(format string, args ...any) {
-	for i, a := range args {
-		if err, ok := a.(error); ok {
-			args[i] = quoted.ReplaceAllString(err.Error(), `"…"`)
-		}
-	}
-	l.log.Warn(fmt.Sprintf(format, args...), "source", "fasthttp")
-}
-
-// quoted matches a Go-quoted string (%q).
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // followConfig drops the cached auth records whenever core announces a
 // change on slip.config. Every edge reads every event: its consumer group
