@@ -21,20 +21,22 @@ func ParseUUID(s []byte) ([16]byte, bool) {
 	default:
 		return u, false
 	}
-	j := 0
-	for i := 0; i < 36; i += 2 {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-		}
+	// Invalid digits map to 0xff: one test of the OR of all of them, after
+	// the loop, instead of a branch per digit.
+	var acc byte
+	for j, i := range digitPairs {
 		hi, lo := unhex[s[i]], unhex[s[i+1]]
-		if hi|lo == 0xff {
-			return [16]byte{}, false
-		}
+		acc |= hi | lo
 		u[j] = hi<<4 | lo
-		j++
+	}
+	if acc > 0xf {
+		return [16]byte{}, false
 	}
 	return u, true
 }
+
+// digitPairs are the offsets of the 16 digit pairs in the 36-character form.
+var digitPairs = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
 // unhex maps a hex digit to its value and everything else to 0xff.
 var unhex = func() (t [256]byte) {
