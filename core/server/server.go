@@ -34,6 +34,7 @@ type Server struct {
 
 	inflight    atomic.Int64
 	maxInflight int64
+	metrics     *coreMetrics
 }
 
 // New returns a Server. jobs runs async verification (nil: the async
@@ -45,8 +46,10 @@ func New(v *verify.Verifier, j *jobs.Jobs, st *store.Store, box *secret.Box, edg
 	if err != nil {
 		panic(err) // a static list of strings always encodes
 	}
-	return &Server{verifier: v, jobs: j, store: st, box: box, edgeToken: []byte(edgeToken), log: log, banks: banks,
+	s := &Server{verifier: v, jobs: j, store: st, box: box, edgeToken: []byte(edgeToken), log: log, banks: banks,
 		maxInflight: int64(maxInflight)}
+	s.metrics = newMetrics(s)
+	return s
 }
 
 // caller is who a request acts for, from the edge's identity headers.
@@ -75,6 +78,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.HandleMethodNotAllowed = false // an unknown method is an unknown endpoint
 	r.GET("/health", s.health)
 	r.GET("/v2/health", s.health)
+	r.GET("/metrics", s.writeMetrics)
 	r.GET("/banks", s.guard(api.V2, anyone, s.bankList))
 	r.GET("/v2/banks", s.guard(api.V2, anyone, s.bankList))
 	r.POST("/qr/generate", s.guard(api.V2, anyone, s.generateQR))
@@ -166,11 +170,13 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 		if err2 == nil {
 			ctx.SetStatusCode(status)
 			ctx.SetBody(body)
+			s.metrics.answered(nil, ctx.Time())
 			return
 		}
 		err = &api.Error{Code: api.InternalServerError, Cause: err2}
 	}
 	e := api.Internal(err)
+	s.metrics.answered(e, ctx.Time())
 	status, body := api.RenderError(v, e)
 	if status >= 500 {
 		s.log.Error("request failed", "path", string(ctx.Path()), "request_id",

@@ -607,3 +607,39 @@ func TestGenerateQR(t *testing.T) {
 	}
 	c.do(t, call{method: "POST", path: "/qr/generate", body: map[string]any{"type": "promptpay", "target": "12345"}}).v2err(t, 400, "VALIDATION_ERROR")
 }
+
+// TestMetrics: core's /metrics counts answers by code and shows its
+// outbox and store, without the edge token (the edge forwards no such path).
+func TestMetrics(t *testing.T) {
+	c := startCore(t, nil)
+	c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: map[string]any{"payload": bankPayload("004", "LISTEDREF0001")}})
+	for range 2 {
+		c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: map[string]any{"payload": bankPayload("004", "NOTFOUNDREF1")}})
+	}
+	c.do(t, call{method: "GET", path: "/v2/banks", token: "wrong-token"})
+	res, err := http.Get(c.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	a := answer{status: res.StatusCode, raw: string(raw)}
+	if a.status != 200 {
+		t.Fatalf("metrics: %d %s", a.status, a.raw)
+	}
+	for _, want := range []string{
+		`slip_core_answers_total{code="OK"} 1`,
+		`slip_core_answers_total{code="SLIP_NOT_FOUND"} 2`,
+		`slip_core_answers_total{code="INVALID_API_KEY"} 1`,
+		`slip_core_request_duration_seconds_count 4`,
+		`slip_core_store_write_failures_total 0`,
+		"slip_core_outbox_messages ", "slip_core_inflight_requests ", "process_resident_memory_bytes ",
+	} {
+		if !strings.Contains(a.raw, want) {
+			t.Errorf("metrics lack %q:\n%s", want, a.raw)
+		}
+	}
+	if strings.Contains(a.raw, "slip_core_store_bytes 0\n") {
+		t.Errorf("the store's size is 0:\n%s", a.raw)
+	}
+}

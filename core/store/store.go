@@ -74,6 +74,8 @@ type Store struct {
 	dropped     atomic.Int64
 	enqueued    int64 // messages the running transaction added; committer only
 
+	writeFailures atomic.Int64 // transactions that did not commit
+
 	closing sync.RWMutex // Close waits for Emits in progress
 	closed  bool
 }
@@ -239,6 +241,7 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		s.writeFailures.Add(1)
 		return WriteError{err}
 	}
 	if s.enqueued > 0 {
@@ -249,6 +252,16 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 		}
 	}
 	return nil
+}
+
+// WriteFailures counts the transactions the store could not commit.
+func (s *Store) WriteFailures() int64 { return s.writeFailures.Load() }
+
+// Size is the size of the store's file in bytes.
+func (s *Store) Size() int64 {
+	var n int64
+	s.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
 }
 
 // WriteError is a write the store could not make durable (a full or

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+)
+
+// coreMetrics are core's Prometheus series, served on GET /metrics of its
+// listener (internal, as every route of core is; the edge forwards no such
+// path). Each server has a set of its own.
+type coreMetrics struct {
+	set      *metrics.Set
+	ok       *metrics.Counter
+	byCode   map[api.Code]*metrics.Counter
+	duration *metrics.Histogram
+}
+
+func newMetrics(s *Server) *coreMetrics {
+	set := metrics.NewSet()
+	m := &coreMetrics{set: set, byCode: map[api.Code]*metrics.Counter{}}
+	m.ok = set.NewCounter(`slip_core_answers_total{code="OK"}`)
+	for _, r := range api.Rows() {
+		m.byCode[r.Code] = set.GetOrCreateCounter(fmt.Sprintf(`slip_core_answers_total{code=%q}`, r.Code.String()))
+	}
+	m.duration = set.NewHistogram(`slip_core_request_duration_seconds`)
+	set.NewGauge(`slip_core_inflight_requests`, func() float64 { return float64(s.inflight.Load()) })
+	set.NewGauge(`slip_core_outbox_messages`, func() float64 { w, _ := s.store.OutboxStats(); return float64(w) })
+	set.NewGauge(`slip_core_outbox_dropped_total`, func() float64 { _, d := s.store.OutboxStats(); return float64(d) })
+	set.NewGauge(`slip_core_store_write_failures_total`, func() float64 { return float64(s.store.WriteFailures()) })
+	set.NewGauge(`slip_core_store_bytes`, func() float64 { return float64(s.store.Size()) })
+	return m
+}
+
+// answered counts one answer: OK, or the catalog code of its error.
+func (m *coreMetrics) answered(e *api.Error, start time.Time) {
+	if e == nil {
+		m.ok.Inc()
+	} else {
+		m.byCode[e.Code].Inc()
+	}
+	m.duration.UpdateDuration(start)
+}
+
+func (s *Server) writeMetrics(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; version=0.0.4")
+	s.metrics.set.WritePrometheus(ctx)
+	metrics.WriteProcessMetrics(ctx)
+}
