@@ -13,13 +13,14 @@
 // now > ts+Window; a bucket is due, whole, once every timestamp in it is
 // older than now-Window.
 //
-// Each shard keeps its nonces in one open-addressing hash table (linear
-// probing), each entry with the epoch of its bucket, so a new nonce costs
-// one probe sequence however many buckets are live (a set per bucket costs
-// a lookup, mostly a cache miss, in each of them). When a bucket is due its
+// Each shard keeps its nonces in open-addressing hash tables (linear
+// probing; 64 segments chosen by hash, so a table that grows rebuilds a
+// 64th of the shard at a time), each entry with the epoch of its bucket, so
+// a new nonce costs one probe sequence however many buckets are live (a set
+// per bucket costs a lookup, mostly a cache miss, in each of them). When a bucket is due its
 // nonces are forgotten at once: an entry whose epoch is below the cutoff
 // counts as absent. Their slots are freed gradually: every Use looks at the
-// next few slots of the table in turn and deletes the due entries there
+// next few slots of its segment and deletes the due entries there
 // (with backward shifting, so the table holds no tombstones and a probe ends
 // at the first empty slot). A burst's memory goes back when a lap of the
 // table finds it mostly empty; a store about to refuse with ErrFull deletes
@@ -84,7 +85,7 @@ const numShards = 64 // a power of two
 
 // Store is a bounded set of (client, nonce) pairs, bucketed by timestamp. It
 // is safe for concurrent use. Clients are spread over shards, each with its
-// own lock, table, ring of buckets and per-client counts, so one client's
+// own lock, tables, ring of buckets and per-client counts, so one client's
 // nonces live in one shard and its bound is checked without global state.
 type Store struct {
 	window, bucket int64 // ns
@@ -107,18 +108,33 @@ type key struct {
 	nonce  [16]byte
 }
 
-// slot is one entry of a shard's table; epoch is noEpoch in an empty slot.
+// slot is one entry of a segment's table; epoch is noEpoch in an empty slot.
 type slot struct {
 	key
 	epoch int64
 }
 
+// segment is one open-addressing table of a shard. A shard's nonces are
+// spread over segments by hash, so a table that grows is rebuilt alone: the
+// pause is a 1/segments share of the shard's nonces, not all of them.
+type segment struct {
+	table  []slot // len a power of two; nil when empty
+	used   int    // slots holding an entry, due ones included
+	cursor int    // the next slot the gradual sweep looks at
+}
+
+// segments is the number of segments per shard, a power of two; segShift
+// takes a segment's index from the top bits of a hash, the probe's home is
+// in the bottom ones.
+const (
+	segments = 64
+	segShift = 64 - 6
+)
+
 type shard struct {
 	mu      sync.Mutex
-	cutoff  int64  // buckets below this epoch are due; never decreases
-	table   []slot // len a power of two, or 0
-	used    int    // slots holding an entry, due ones included
-	cursor  int    // the next slot the gradual sweep looks at
+	cutoff  int64 // buckets below this epoch are due; never decreases
+	segs    [segments]segment
 	ring    []bucket
 	clients map[uint64]int32 // nonces held per client in live buckets, in this shard
 	_       [64]byte
@@ -136,10 +152,10 @@ const noEpoch = -1 << 63
 const (
 	// minTable is the smallest table, in slots.
 	minTable = 16
-	// sweepPerUse is how many slots each Use looks at for due entries. At
-	// steady traffic a table is more than 3/8 full, so a lap takes fewer
-	// Uses than a sixth of the entries it holds: due entries are deleted
-	// within a sixth of Window+Bucket after they are due.
+	// sweepPerUse is how many slots of its segment each Use looks at for
+	// due entries. At steady traffic a table is more than 3/8 full, so a lap
+	// takes fewer Uses than a sixth of the entries it holds: due entries are
+	// deleted within a sixth of Window+Bucket after they are due.
 	sweepPerUse = 16
 	// retainMin is the number of clients below which a dropped bucket's
 	// count map is cleared and reused rather than released.
@@ -198,10 +214,10 @@ func New(cfg Config) *Store {
 // under two clients is not. Checks run in that order: window, duplicate,
 // bounds.
 //
-// Use does not retain client. It allocates nothing unless its shard's table
-// grows (when 3/4 full, so the cost of the pass that rebuilds it is spread
-// over as many new nonces as it holds) or shrinks after a burst; it never
-// waits on I/O.
+// Use does not retain client. It allocates nothing unless its segment's
+// table grows (when 3/4 full, so the pass that rebuilds it is paid for by as
+// many new nonces as it holds) or shrinks after a burst; it never waits on
+// I/O.
 func (s *Store) Use(client string, nonce [16]byte, ts time.Time) error {
 	now := s.now()
 	if d := ts.Sub(now); d > time.Duration(s.window) || d < -time.Duration(s.window) {
@@ -228,7 +244,9 @@ func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
 	if cutoff > sh.cutoff {
 		s.expire(sh, cutoff)
 	}
-	s.sweep(sh, sweepPerUse)
+	h := s.hash(&k)
+	seg := &sh.segs[h>>segShift]
+	s.sweep(seg, sh.cutoff, sweepPerUse)
 	if epoch < sh.cutoff {
 		// Only after the clock stepped back: this bucket was dropped already,
 		// so the nonce cannot be checked.
@@ -236,8 +254,8 @@ func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
 	}
 	// One probe sequence whatever the timestamp: a replay may be re-signed
 	// with another one.
-	i, found := s.find(sh, k)
-	if found && sh.table[i].epoch >= sh.cutoff {
+	i, found := s.find(seg, sh.cutoff, k, h)
+	if found && seg.table[i].epoch >= sh.cutoff {
 		return ErrDuplicate
 	}
 	if sh.clients[k.client] >= s.maxPerClient {
@@ -248,13 +266,13 @@ func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
 			s.total.Add(-1)
 			return ErrFull
 		}
-		if 4*(sh.used+1) > 3*len(sh.table) { // at most 3/4 full: probes stay short
-			s.resize(sh, 2*len(sh.table))
-			i, _ = s.find(sh, k)
+		if 4*(seg.used+1) > 3*len(seg.table) { // at most 3/4 full: probes stay short
+			s.resize(seg, sh.cutoff, 2*len(seg.table))
+			i, _ = s.find(seg, sh.cutoff, k, h)
 		}
-		sh.used++
+		seg.used++
 	}
-	sh.table[i] = slot{key: k, epoch: epoch}
+	seg.table[i] = slot{key: k, epoch: epoch}
 	b := &sh.ring[uint64(epoch)%uint64(len(sh.ring))]
 	if b.epoch != epoch { // an unused slot: its last bucket was dropped
 		b.epoch = epoch
@@ -267,21 +285,20 @@ func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
 	return nil
 }
 
-// home is the slot where a probe for k starts, in a table of mask+1 slots.
-// The nonce is hashed with the store's seed: no client can aim its nonces
-// at one probe sequence.
-func (s *Store) home(k *key, mask int) int {
-	return int((maphash.Bytes(s.seed, k.nonce[:]) ^ k.client) & uint64(mask))
-}
+// hash places k: its segment from the top bits, its home slot from the
+// bottom ones. The nonce is hashed with the store's seed, so no client can
+// aim its nonces at one probe sequence.
+func (s *Store) hash(k *key) uint64 { return maphash.Bytes(s.seed, k.nonce[:]) ^ k.client }
 
-// find returns the slot holding k, or the empty slot where k would go.
-func (s *Store) find(sh *shard, k key) (int, bool) {
-	if len(sh.table) == 0 {
-		s.resize(sh, minTable)
+// find returns the slot of seg holding k, whose hash is h, or the empty
+// slot where k would go.
+func (s *Store) find(seg *segment, cutoff int64, k key, h uint64) (int, bool) {
+	if seg.table == nil {
+		s.resize(seg, cutoff, minTable)
 	}
-	mask := len(sh.table) - 1
-	for i := s.home(&k, mask); ; i = (i + 1) & mask {
-		switch sl := &sh.table[i]; {
+	mask := len(seg.table) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch sl := &seg.table[i]; {
 		case sl.epoch == noEpoch:
 			return i, false
 		case sl.key == k:
@@ -293,71 +310,79 @@ func (s *Store) find(sh *shard, k key) (int, bool) {
 // remove empties slot i and moves back the entries after it whose probe
 // passes through it, so every entry stays reachable from its home and the
 // table needs no tombstones.
-func (s *Store) remove(sh *shard, i int) {
-	mask := len(sh.table) - 1
-	for j := (i + 1) & mask; sh.table[j].epoch != noEpoch; j = (j + 1) & mask {
-		if h := s.home(&sh.table[j].key, mask); (j-h)&mask >= (j-i)&mask {
-			sh.table[i] = sh.table[j]
+func (s *Store) remove(seg *segment, i int) {
+	mask := len(seg.table) - 1
+	for j := (i + 1) & mask; seg.table[j].epoch != noEpoch; j = (j + 1) & mask {
+		if h := int(s.hash(&seg.table[j].key)) & mask; (j-h)&mask >= (j-i)&mask {
+			seg.table[i] = seg.table[j]
 			i = j
 		}
 	}
-	sh.table[i].epoch = noEpoch
-	sh.used--
+	seg.table[i].epoch = noEpoch
+	seg.used--
 }
 
-// sweep looks at n slots from the shard's cursor on and deletes the due
-// entries there. If it passed the table's end and left the table less than
-// 1/8 full, the table is rebuilt to fit what it holds, so the memory of a
-// burst goes back to the garbage collector.
-func (s *Store) sweep(sh *shard, n int) {
-	if sh.used == 0 {
+// sweep looks at n slots of seg from its cursor on and deletes the entries
+// below cutoff there. If it passed the table's end and left the table less
+// than 1/8 full, the table is rebuilt to fit what it holds, so the memory
+// of a burst goes back to the garbage collector.
+func (s *Store) sweep(seg *segment, cutoff int64, n int) {
+	if seg.used == 0 {
 		return
 	}
 	deleted, wrapped := 0, false
 	for ; n > 0; n-- {
-		if sl := &sh.table[sh.cursor]; sl.epoch != noEpoch && sl.epoch < sh.cutoff {
-			s.remove(sh, sh.cursor) // an entry from further on may be here now: look again
+		if sl := &seg.table[seg.cursor]; sl.epoch != noEpoch && sl.epoch < cutoff {
+			s.remove(seg, seg.cursor) // an entry from further on may be here now: look again
 			deleted++
 			continue
 		}
-		sh.cursor = (sh.cursor + 1) & (len(sh.table) - 1)
-		wrapped = wrapped || sh.cursor == 0
+		seg.cursor = (seg.cursor + 1) & (len(seg.table) - 1)
+		wrapped = wrapped || seg.cursor == 0
 	}
 	s.total.Add(-int64(deleted))
-	if wrapped && 8*sh.used < len(sh.table) && len(sh.table) > minTable {
-		s.resize(sh, minTable)
+	if wrapped && 8*seg.used < len(seg.table) && len(seg.table) > minTable {
+		s.resize(seg, cutoff, minTable)
 	}
 }
 
-// lap sweeps the whole table: every slot once, plus one look more per
-// deletion. Entries move back only into the hole at the cursor or ahead of
-// it, so none is passed over.
-func (s *Store) lap(sh *shard) { s.sweep(sh, len(sh.table)+sh.used) }
+// lap sweeps every segment of the shard whole: every slot once, plus one
+// look more per deletion. Entries move back only into the hole at the
+// cursor or ahead of it, so none is passed over.
+func (s *Store) lap(sh *shard) {
+	for i := range sh.segs {
+		seg := &sh.segs[i]
+		s.sweep(seg, sh.cutoff, len(seg.table)+seg.used)
+	}
+}
 
-// resize rebuilds the shard's table with the entries not yet due, with n
+// resize rebuilds seg's table with the entries not below cutoff, with n
 // slots or, if that is not at least twice what it keeps, the next power of
-// two that is.
-func (s *Store) resize(sh *shard, n int) {
+// two that is; an empty segment lets its table go.
+func (s *Store) resize(seg *segment, cutoff int64, n int) {
 	live := 0
-	for i := range sh.table {
-		if sl := &sh.table[i]; sl.epoch != noEpoch && sl.epoch >= sh.cutoff {
+	for i := range seg.table {
+		if sl := &seg.table[i]; sl.epoch != noEpoch && sl.epoch >= cutoff {
 			live++
 		}
+	}
+	s.total.Add(int64(live - seg.used)) // the due entries left behind
+	old := seg.table
+	seg.table, seg.used, seg.cursor = nil, live, 0
+	if live == 0 && len(old) > 0 {
+		return
 	}
 	for n < 2*(live+1) {
 		n *= 2
 	}
-	s.total.Add(int64(live - sh.used)) // the due entries left behind
-	old := sh.table
-	sh.table = make([]slot, n)
-	for i := range sh.table {
-		sh.table[i].epoch = noEpoch
+	seg.table = make([]slot, n)
+	for i := range seg.table {
+		seg.table[i].epoch = noEpoch
 	}
-	sh.used, sh.cursor = live, 0
 	for i := range old {
-		if sl := &old[i]; sl.epoch != noEpoch && sl.epoch >= sh.cutoff {
-			j, _ := s.find(sh, sl.key)
-			sh.table[j] = *sl
+		if sl := &old[i]; sl.epoch != noEpoch && sl.epoch >= cutoff {
+			j, _ := s.find(seg, cutoff, sl.key, s.hash(&sl.key))
+			seg.table[j] = *sl
 		}
 	}
 }

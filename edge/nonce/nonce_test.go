@@ -159,28 +159,33 @@ func TestAgainstModel(t *testing.T) {
 	checkTables(t, s)
 }
 
-// checkTables checks every shard's table: the counts agree with its slots,
-// and every entry is found where it is, from its home, with no empty slot
-// on the way.
+// checkTables checks every table: the counts agree with its slots, and
+// every entry is found where it is, from its home, with no empty slot on
+// the way.
 func checkTables(t *testing.T, s *Store) {
 	t.Helper()
 	total := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
-		used := 0
-		for j := range sh.table {
-			if sh.table[j].epoch == noEpoch {
-				continue
+		for g := range sh.segs {
+			seg := &sh.segs[g]
+			used := 0
+			for j := range seg.table {
+				k := seg.table[j].key
+				if seg.table[j].epoch == noEpoch {
+					continue
+				}
+				used++
+				h := s.hash(&k)
+				if at, ok := s.find(&sh.segs[h>>segShift], sh.cutoff, k, h); !ok || at != j || h>>segShift != uint64(g) {
+					t.Fatalf("shard %d segment %d: the entry in slot %d is not found from its home", i, g, j)
+				}
 			}
-			used++
-			if at, ok := s.find(sh, sh.table[j].key); !ok || at != j {
-				t.Fatalf("shard %d: the entry in slot %d is not found from its home", i, j)
+			if used != seg.used {
+				t.Fatalf("shard %d segment %d: %d slots hold entries, used = %d", i, g, used, seg.used)
 			}
+			total += used
 		}
-		if used != sh.used {
-			t.Fatalf("shard %d: %d slots hold entries, used = %d", i, used, sh.used)
-		}
-		total += used
 	}
 	if total != s.Len() {
 		t.Fatalf("tables hold %d entries, Len = %d", total, s.Len())
