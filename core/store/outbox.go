@@ -27,6 +27,9 @@ var ErrOutboxFull = errors.New("store: outbox full")
 // committer (a write function or the committer itself).
 func (s *Store) enqueue(tx *bolt.Tx, msgs ...Message) error {
 	b := tx.Bucket(bucketOutbox)
+	// Keys only grow: full pages (bbolt splits at half by default) halve
+	// the pages each commit writes.
+	b.FillPercent = 1
 	for _, m := range msgs {
 		s.enqueued++
 		seq, err := b.NextSequence()
@@ -62,11 +65,16 @@ func (s *Store) Emit(m Message) error {
 
 // Outbox returns up to max messages from the start of the outbox, oldest
 // first.
-func (s *Store) Outbox(max int) ([]Message, error) {
+func (s *Store) Outbox(max int) ([]Message, error) { return s.OutboxAfter(0, max) }
+
+// OutboxAfter returns up to max messages that follow seq in the outbox,
+// oldest first: a publisher reads past what it has sent while the ack of
+// that is still being written.
+func (s *Store) OutboxAfter(seq uint64, max int) ([]Message, error) {
 	var out []Message
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketOutbox).Cursor()
-		for k, v := c.First(); k != nil && len(out) < max; k, v = c.Next() {
+		for k, v := c.Seek(seqKey(seq + 1)); k != nil && len(out) < max; k, v = c.Next() {
 			m, err := decodeMessage(v)
 			if err != nil {
 				return fmt.Errorf("outbox entry %x: %w", k, err)
@@ -79,25 +87,42 @@ func (s *Store) Outbox(max int) ([]Message, error) {
 	return out, err
 }
 
+// ackBatch bounds the messages one transaction of Ack deletes, so the ack
+// of a long backlog holds up other writes only briefly.
+const ackBatch = 10000
+
 // Ack removes every message up to and including seq: they reached the
 // broker.
 func (s *Store) Ack(seq uint64) error {
-	n := 0
-	err := s.write(func(tx *bolt.Tx) error {
-		n = 0
-		c := tx.Bucket(bucketOutbox).Cursor()
-		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= seq; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return err
+	for more := true; more; {
+		var done []uint64
+		err := s.write(func(tx *bolt.Tx) error {
+			// Positions first, deletions after: a bbolt cursor skips keys
+			// when it moves after a Delete, and First after one scans
+			// every emptied page.
+			b := tx.Bucket(bucketOutbox)
+			done, more = done[:0], false
+			c := b.Cursor()
+			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= seq; k, _ = c.Next() {
+				if len(done) == ackBatch {
+					more = true
+					break
+				}
+				done = append(done, binary.BigEndian.Uint64(k))
 			}
-			n++
+			for _, n := range done {
+				if err := b.Delete(seqKey(n)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	if err == nil {
-		s.outboxLen.Add(int64(-n))
+		s.outboxLen.Add(int64(-len(done)))
 	}
-	return err
+	return nil
 }
 
 // OutboxStats reports how many messages wait in the outbox and how many

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -140,6 +141,35 @@ func TestAck(t *testing.T) {
 	waiting(t, st, 1)
 	if m := outbox(t, st, 1); m[0].Seq <= all[4].Seq {
 		t.Errorf("new message seq %d, not above the acked %d", m[0].Seq, all[4].Seq)
+	}
+}
+
+// TestAckBacklog: an ack of a backlog longer than one transaction deletes
+// removes all of it, in order, and reading past a position skips what an
+// ack in progress has not removed yet.
+func TestAckBacklog(t *testing.T) {
+	st, _ := open(t, newClock(), store.DefaultOutboxLimit)
+	const n = 25_000
+	for i := range n {
+		if err := st.Emit(store.Message{Topic: "t", Key: "k", Value: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting(t, st, n)
+	all := outbox(t, st, n)
+	after, err := st.OutboxAfter(all[n-3].Seq, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 2 || string(after[0].Value) != strconv.Itoa(n-2) || string(after[1].Value) != strconv.Itoa(n-1) {
+		t.Fatalf("after the third last: %d messages, %v", len(after), after)
+	}
+	if err := st.Ack(all[n-2].Seq); err != nil {
+		t.Fatal(err)
+	}
+	rest := outbox(t, st, 10)
+	if w, _ := st.OutboxStats(); w != 1 || len(rest) != 1 || string(rest[0].Value) != strconv.Itoa(n-1) {
+		t.Errorf("after acking all but the last of %d: waiting %d, outbox %v", n, w, rest)
 	}
 }
 

@@ -60,60 +60,70 @@ func NewReader(brokers []string, topic, group string) *kafka.Reader {
 }
 
 // Publisher sends core's outbox to Kafka in order and acks what the broker
-// has; while the broker is away, messages wait in the outbox.
+// has; while the broker is away, messages wait in the outbox. One write is
+// in flight at a time, so a failed write is sent again before anything
+// after it; the ack of what was sent (a disk write) runs beside the next
+// write. A message is deleted only once the broker has it, and one sent but
+// not yet acked when core stops is sent again at the next start
+// (at-least-once).
 type Publisher struct {
 	Store   *store.Store
 	Writer  *kafka.Writer
 	Log     *slog.Logger
-	Batch   int           // messages per write; 0: 1000
+	Batch   int           // messages per write; 0: 10000
 	Backoff time.Duration // wait after a failed write; 0: 1s
+
+	sent uint64 // the outbox position of the last message the broker has
 }
 
 // Run publishes until ctx is done, then publishes what is already in the
 // outbox once more (so a clean stop leaves nothing behind while the broker
-// is reachable) and returns.
+// is reachable), waits for the last ack and returns.
 func (p *Publisher) Run(ctx context.Context) error {
 	batch, backoff := p.Batch, p.Backoff
 	if batch == 0 {
-		batch = 1000
+		batch = 10000
 	}
 	if backoff == 0 {
 		backoff = time.Second
 	}
+	a := p.startAcker()
+	defer a.stop()
 	for {
-		n, err := p.publish(ctx, batch)
+		n, err := p.publish(ctx, batch, a)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil
 		case err != nil:
 			p.Log.Warn("publish failed; the outbox keeps the messages", "err", err)
 			if !wait(ctx, backoff, nil) {
-				return p.drain(batch)
+				return p.drain(batch, a)
 			}
 		case n == batch:
 			// More may wait: go on at once.
 		case !wait(ctx, 0, p.Store.OutboxReady()):
-			return p.drain(batch)
+			return p.drain(batch, a)
 		}
 	}
 }
 
 // drain publishes what waits in the outbox at shutdown, giving up after a
 // few seconds when the broker does not take it: it stays in the outbox.
-func (p *Publisher) drain(batch int) error {
+func (p *Publisher) drain(batch int, a *acker) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for {
-		n, err := p.publish(ctx, batch)
+		n, err := p.publish(ctx, batch, a)
 		if err != nil || n < batch {
 			return err
 		}
 	}
 }
 
-// publish sends up to max messages from the outbox and acks them.
-func (p *Publisher) publish(ctx context.Context, max int) (int, error) {
-	msgs, err := p.Store.Outbox(max)
+// publish sends up to max messages that follow the last one sent and
+// hands their ack to a.
+func (p *Publisher) publish(ctx context.Context, max int, a *acker) (int, error) {
+	msgs, err := p.Store.OutboxAfter(p.sent, max)
 	if err != nil || len(msgs) == 0 {
 		return 0, err
 	}
@@ -124,7 +134,50 @@ func (p *Publisher) publish(ctx context.Context, max int) (int, error) {
 	if err := p.Writer.WriteMessages(ctx, out...); err != nil {
 		return 0, err
 	}
-	return len(msgs), p.Store.Ack(msgs[len(msgs)-1].Seq)
+	p.sent = msgs[len(msgs)-1].Seq
+	a.ack(p.sent)
+	return len(msgs), nil
+}
+
+// acker deletes sent messages from the outbox in the background. Acks
+// that queue up while one is written merge into the latest, which deletes
+// everything before it too.
+type acker struct {
+	seqs chan uint64
+	done chan struct{}
+}
+
+func (p *Publisher) startAcker() *acker {
+	a := &acker{seqs: make(chan uint64, 1), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for seq := range a.seqs {
+			// A failed ack leaves the messages in the outbox: the next ack
+			// deletes them, or core sends them again after a restart.
+			if err := p.Store.Ack(seq); err != nil {
+				p.Log.Warn("ack failed; the messages stay in the outbox", "seq", seq, "err", err)
+			}
+		}
+	}()
+	return a
+}
+
+// ack queues the deletion of every message up to seq, replacing a queued
+// smaller one.
+func (a *acker) ack(seq uint64) {
+	for {
+		select {
+		case a.seqs <- seq:
+			return
+		case <-a.seqs:
+		}
+	}
+}
+
+// stop waits for the queued ack.
+func (a *acker) stop() {
+	close(a.seqs)
+	<-a.done
 }
 
 // wait waits for d (when positive) or a signal on ready (when not nil); it
