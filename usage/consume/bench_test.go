@@ -34,6 +34,34 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkInsert is one INSERT of a batch of usage events into
+// ClickHouse, the exact-distinct rollup included, by batch size (the
+// program's default is 20,000). The same rows go in again each time, as a
+// redelivery would.
+func BenchmarkInsert(b *testing.B) {
+	_, st := ledgertest.Ledger(b)
+	at := time.Now().UTC()
+	for _, size := range []int{5000, 20000, 50000} {
+		b.Run("rows="+strconv.Itoa(size), func(b *testing.B) {
+			var d Decoder
+			var rows chstore.Rows
+			for i := range size {
+				v, _ := json.Marshal(ledgertest.Event(i, "svc-"+strconv.Itoa(i%50), "br-"+strconv.Itoa(i%500), at))
+				if err := d.Decode(v, &rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := st.Insert(context.Background(), &rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(size*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
 // TestThroughput measures the pipeline end to end: a producer at a fixed
 // rate (USAGE_E2E_RATE events/s for USAGE_E2E_SECONDS, open loop: each
 // event is stamped with the time it was due) through the real broker into
