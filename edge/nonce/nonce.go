@@ -14,17 +14,19 @@
 // older than now-Window.
 //
 // Each shard keeps its nonces in open-addressing hash tables (linear
-// probing; 64 segments chosen by hash, so a table that grows rebuilds a
-// 64th of the shard at a time), each entry with the epoch of its bucket, so
-// a new nonce costs one probe sequence however many buckets are live (a set
-// per bucket costs a lookup, mostly a cache miss, in each of them). When a bucket is due its
-// nonces are forgotten at once: an entry whose epoch is below the cutoff
-// counts as absent. Their slots are freed gradually: every Use looks at the
-// next few slots of its segment and deletes the due entries there
-// (with backward shifting, so the table holds no tombstones and a probe ends
-// at the first empty slot). A burst's memory goes back when a lap of the
-// table finds it mostly empty; a store about to refuse with ErrFull deletes
-// every due entry first.
+// probing), each entry with the epoch of its bucket, so a new nonce costs
+// one probe sequence however many buckets are live (a set per bucket costs a
+// lookup, mostly a cache miss, in each of them). A shard has 64 tables, its
+// segments, chosen by hash: a table that grows is rebuilt in one pass, and
+// that pass covers a 64th of the shard.
+//
+// When a bucket is due its nonces are forgotten at once: an entry whose
+// epoch is below the cutoff counts as absent. Their slots are freed
+// gradually: every Use looks at the next few slots of its segment and
+// deletes the due entries there (with backward shifting, so a table holds no
+// tombstones and a probe ends at the first empty slot). A burst's memory
+// goes back when a lap of a table finds it mostly empty; Sweep, and a store
+// about to refuse with ErrFull, delete every due entry first.
 package nonce
 
 import (
