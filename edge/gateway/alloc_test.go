@@ -54,6 +54,34 @@ func TestRateHeaderCasing(t *testing.T) {
 	}
 }
 
+// TestHeaderNameCasing sends the credential headers with their names in
+// lower case on the wire: the edge reads them by their canonical names,
+// which holds because fasthttp normalises names as it parses them.
+func TestHeaderNameCasing(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	body := payload("CASINGREF02")
+	signed := e.signed(keyMain, secretA, "POST", "/v2/verify/bank", body, 0, "")
+	for name, headers := range map[string][]string{
+		"bearer": {"authorization", "bearer " + keyFast},
+		"signed": signed,
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := "POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
+		for i := 0; i+1 < len(headers); i += 2 {
+			req += strings.ToLower(headers[i]) + ": " + headers[i+1] + "\r\n"
+		}
+		conn.Write([]byte(req + "Connection: close\r\n\r\n" + body))
+		status, err := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if err != nil || !strings.HasPrefix(status, "HTTP/1.1 200 ") {
+			t.Errorf("%s, lower-case header names: %q %v", name, status, err)
+		}
+	}
+}
+
 // BenchmarkBearerPath is TestBearerPathAllocs as a benchmark: one accepted
 // Bearer request through the edge to a real core.
 func BenchmarkBearerPath(b *testing.B) {
