@@ -110,6 +110,15 @@ func Count(ctx context.Context, st *chstore.Store) (Counts, error) {
 	return c, err
 }
 
+// Rows counts the rows of usage_events, duplicates included: a cheap
+// query to poll while inserts run (the distinct counts of Count read every
+// event id).
+func Rows(ctx context.Context, st *chstore.Store) (uint64, error) {
+	var n uint64
+	err := st.Conn().QueryRow(ctx, "SELECT count() FROM slip.usage_events").Scan(&n)
+	return n, err
+}
+
 // Want returns the counts events make when each is counted once.
 func Want(events []api.UsageEvent) Counts {
 	c := Counts{Events: uint64(len(events))}
