@@ -119,17 +119,19 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 // ErrorHandler answers requests fasthttp refuses before any handler runs.
 // A body over the server's limit is refused from its Content-Length, before
 // it is read: IMAGE_SIZE_TOO_LARGE on verify routes (whose bodies carry
-// images), VALIDATION_ERROR elsewhere.
+// images), VALIDATION_ERROR elsewhere, in the path's version. A request
+// fasthttp could not parse (a malformed or oversized head, ambiguous
+// framing) has been reset, so its path is unknown: VALIDATION_ERROR in the
+// current version's format.
 func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
-	v := versionOfPath(ctx.Path())
-	code := api.Validation
-	for i := range Routes {
-		if Routes[i].Budget != Unlimited && Routes[i].Path == string(ctx.Path()) {
-			v, code = Routes[i].Version, api.ImageSizeTooLarge
+	v, code := api.V2, api.Validation
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		v = versionOfPath(ctx.Path())
+		for i := range Routes {
+			if Routes[i].Budget != Unlimited && Routes[i].Path == string(ctx.Path()) {
+				v, code = Routes[i].Version, api.ImageSizeTooLarge
+			}
 		}
-	}
-	if !errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		code = api.Validation // a request fasthttp could not parse
 	}
 	g.reject(ctx, v, code)
 	ctx.SetConnectionClose()
