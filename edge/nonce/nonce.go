@@ -429,15 +429,7 @@ func (s *Store) sweepAll(cutoff int64) bool {
 			break
 		}
 	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		if cutoff > sh.cutoff {
-			s.expire(sh, cutoff)
-		}
-		s.lap(sh)
-		sh.mu.Unlock()
-	}
+	s.expireAll(cutoff)
 	return true
 }
 
@@ -446,8 +438,11 @@ func (s *Store) sweepAll(cutoff int64) bool {
 // memory held by clients that went quiet is released only when their shard
 // is next used or the store fills up; a caller that wants it back sooner
 // calls Sweep now and then (say each Bucket).
-func (s *Store) Sweep() {
-	cutoff := floorDiv(s.now().UnixNano()-s.window, s.bucket)
+func (s *Store) Sweep() { s.expireAll(floorDiv(s.now().UnixNano()-s.window, s.bucket)) }
+
+// expireAll drops the buckets below cutoff in every shard and deletes
+// their entries.
+func (s *Store) expireAll(cutoff int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
