@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,14 +57,7 @@ type delivery struct {
 
 func newReceiver(t testing.TB) *receiver {
 	r := &receiver{got: map[string][]delivery{}, hits: map[string]int{}}
-	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
-	r.srv.StartTLS()
-	t.Cleanup(r.srv.Close)
-	r.caFile = filepath.Join(t.TempDir(), "ca.pem")
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
-	if err := os.WriteFile(r.caFile, ca, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r.srv, r.caFile = testnet.TLSServer(t, http.HandlerFunc(r.serve))
 	return r
 }
 

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,12 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/reconcile"
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -237,14 +237,7 @@ type receiver struct {
 
 func newReceiver(t *testing.T) *receiver {
 	r := &receiver{got: map[string]int{}}
-	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
-	r.srv.StartTLS()
-	t.Cleanup(r.srv.Close)
-	r.caFile = filepath.Join(t.TempDir(), "ca.pem")
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})
-	if err := os.WriteFile(r.caFile, ca, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r.srv, r.caFile = testnet.TLSServer(t, http.HandlerFunc(r.serve))
 	return r
 }
 

@@ -3,14 +3,11 @@ package deliver_test
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,12 +25,7 @@ import (
 // tlsReceiver is an HTTPS receiver counting deliveries, and an egress
 // client that trusts it on loopback.
 func tlsReceiver(tb testing.TB, h http.HandlerFunc) (*httptest.Server, *egress.Client) {
-	srv := httptest.NewTLSServer(h)
-	tb.Cleanup(srv.Close)
-	ca := filepath.Join(tb.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		tb.Fatal(err)
-	}
+	srv, ca := testnet.TLSServer(tb, h)
 	c, err := egress.New(egress.Config{Policy: egress.NewPolicy([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), CAFile: ca, Timeout: 5 * time.Second})
 	if err != nil {
 		tb.Fatal(err)

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,19 +36,13 @@ func TestSecretsNeverLogged(t *testing.T) {
 		mu       sync.Mutex
 		received []string // X-Service-Signature values the receiver got
 	)
-	rcv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rcv, caFile := testnet.TLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		received = append(received, r.Header.Get("X-Service-Signature"))
 		mu.Unlock()
 	}))
-	rcv.StartTLS()
-	defer rcv.Close()
 	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	seed := filepath.Join(dir, "seed.json")
 	if err := os.WriteFile(seed, []byte(seedJSON(rcv.URL+"/hook")), 0o600); err != nil {
 		t.Fatal(err)
