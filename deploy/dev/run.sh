@@ -37,7 +37,7 @@ stop_all() {
 	done
 }
 stop() {
-	trap - INT TERM
+	trap "" INT TERM # a second signal must not leave tiers running
 	echo "stack: stopping" >&2
 	stop_all
 	exit 0

@@ -5,11 +5,13 @@ package dev_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,5 +142,41 @@ func TestMakeRun(t *testing.T) {
 	if status != 200 || body["data"].(map[string]any)["isDuplicate"] != true {
 		t.Errorf("after restart the slip is not a duplicate: %d %v", status, body)
 	}
-	s.stop(t)
+	s.stopScriptTwice(t, p)
+}
+
+// stopScriptTwice signals run.sh alone, as a supervisor or an impatient
+// user's kill does, and again while it is stopping the tiers: the second
+// signal must not cut the stop short and leave tiers running.
+func (s *stack) stopScriptTwice(t *testing.T, p ports) {
+	t.Helper()
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", s.cmd.Process.Pid, s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := strconv.Atoi(strings.Fields(string(children))[0])
+	if err != nil {
+		t.Fatalf("make run's child: %q: %v", children, err)
+	}
+	listening := func(addr string) bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}
+	syscall.Kill(script, syscall.SIGTERM)
+	testnet.Eventually(t, 20*time.Second, func() bool { return !listening(p.edge) },
+		func() string { return "the edge still listens after SIGTERM" })
+	syscall.Kill(script, syscall.SIGTERM) // the edge is down: run.sh is stopping the rest
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("make run did not stop:\n%s", s.out)
+	}
+	for _, addr := range []string{p.core, p.kafka} {
+		if listening(addr) {
+			t.Errorf("%s still listens after run.sh stopped: a tier was left running", addr)
+		}
+	}
 }
