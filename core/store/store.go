@@ -52,8 +52,14 @@ var (
 		bucketJobs, bucketJobsDue, bucketJobsByAge}
 )
 
-// maxBatch bounds how many writes share one transaction.
-const maxBatch = 512
+// maxBatch bounds how many writes share one transaction, and maxEmitted
+// how many emitted messages: those are small and many (a usage event per
+// verification attempt), so while a transaction syncs to disk the next
+// thousands wait in memory rather than hold up Emit.
+const (
+	maxBatch   = 512
+	maxEmitted = 8192
+)
 
 // DefaultOutboxLimit bounds the messages waiting in the outbox when Options
 // does not.
@@ -123,7 +129,7 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{}),
-		emitted: make(chan Message, maxBatch), outboxReady: make(chan struct{}, 1), outboxLimit: outboxLimit}
+		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: outboxLimit}
 	s.outboxLen.Store(int64(waiting))
 	go s.commit()
 	return s, nil
@@ -150,7 +156,7 @@ const emitDelay = 10 * time.Millisecond
 
 // commit runs queued writes in shared transactions until Close. Emitted
 // messages join the next transaction; while no write comes, they are
-// written together once maxBatch of them wait or the first has waited
+// written together once maxEmitted of them wait or the first has waited
 // emitDelay, so a stream of them costs few disk syncs.
 func (s *Store) commit() {
 	defer close(s.stopped)
@@ -169,7 +175,7 @@ func (s *Store) commit() {
 			batch = append(batch, o)
 		case m := <-s.emitted:
 			msgs = append(msgs, m)
-			if len(msgs) < maxBatch {
+			if len(msgs) < maxEmitted {
 				if !armed {
 					timer.Reset(emitDelay)
 					armed = true
@@ -220,7 +226,7 @@ func (s *Store) flushEmitted(msgs []Message) {
 		}
 	}
 	for len(msgs) > 0 {
-		n := min(len(msgs), maxBatch)
+		n := min(len(msgs), maxEmitted)
 		if err := s.update(func(tx *bolt.Tx) error { return s.enqueue(tx, msgs[:n]...) }); err != nil {
 			s.dropped.Add(int64(n))
 		}
