@@ -48,30 +48,32 @@ var decodeSeeds = []string{
 	`{}`, `{`, `[]`, `null`, `""`, ``,
 }
 
-// TestDecodeAsEncodingJSON: every message decodes to the rows, or fails
-// with the error, that encoding/json and the checks give, whichever path
-// it takes.
+// sameAsReference checks that d decodes value to the rows, or fails with
+// the error, that encoding/json and the checks give.
+func sameAsReference(t *testing.T, d *Decoder, value []byte) {
+	t.Helper()
+	wantRows, wantErr := reference(value)
+	var rows chstore.Rows
+	gotErr := ""
+	if err := d.Decode(value, &rows); err != nil {
+		gotErr = err.Error()
+	}
+	if gotErr != wantErr || !reflect.DeepEqual(rows, wantRows) {
+		t.Errorf("%q:\n got %+v %q\nwant %+v %q", value, rows, gotErr, wantRows, wantErr)
+	}
+}
+
+// TestDecodeAsEncodingJSON: every message decodes as encoding/json and the
+// checks would, whichever path it takes.
 func TestDecodeAsEncodingJSON(t *testing.T) {
 	var d Decoder
-	check := func(value []byte) {
-		t.Helper()
-		wantRows, wantErr := reference(value)
-		var rows chstore.Rows
-		gotErr := ""
-		if err := d.Decode(value, &rows); err != nil {
-			gotErr = err.Error()
-		}
-		if gotErr != wantErr || !reflect.DeepEqual(rows, wantRows) {
-			t.Errorf("%s:\n got %+v %q\nwant %+v %q", value, rows, gotErr, wantRows, wantErr)
-		}
-	}
 	for _, s := range decodeSeeds {
-		check([]byte(s))
+		sameAsReference(t, &d, []byte(s))
 	}
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	for i := range 200 {
 		v, _ := json.Marshal(ledgertest.Event(i, "svc-a", "br-1", at.Add(time.Duration(i)*time.Millisecond*1001)))
-		check(v)
+		sameAsReference(t, &d, v)
 	}
 }
 
@@ -82,15 +84,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value []byte) {
 		var d Decoder
-		wantRows, wantErr := reference(value)
-		var rows chstore.Rows
-		gotErr := ""
-		if err := d.Decode(value, &rows); err != nil {
-			gotErr = err.Error()
-		}
-		if gotErr != wantErr || !reflect.DeepEqual(rows, wantRows) {
-			t.Errorf("%q:\n got %+v %q\nwant %+v %q", value, rows, gotErr, wantRows, wantErr)
-		}
+		sameAsReference(t, &d, value)
 	})
 }
 
