@@ -32,7 +32,6 @@ var (
 	hSignature     = canonical("X-Signature")
 	hTimestamp     = canonical("X-Timestamp")
 	hNonce         = canonical("X-Nonce")
-	hForwardedFor  = canonical("X-Forwarded-For")
 	hOverload      = canonical(api.HeaderOverload)
 
 	// Response headers. The rate headers keep the spec's casing

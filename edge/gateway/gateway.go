@@ -310,7 +310,7 @@ func (g *Gateway) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 	if !g.cfg.Trusted.Contains(peer) {
 		return iplist.ClientIP(peer, nil, g.cfg.Trusted)
 	}
-	all := ctx.Request.Header.PeekAll(string(hForwardedFor))
+	all := ctx.Request.Header.PeekAll("X-Forwarded-For")
 	switch len(all) {
 	case 0:
 		return iplist.ClientIP(peer, nil, g.cfg.Trusted)
