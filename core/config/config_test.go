@@ -3,21 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
-
-	"github.com/slipverify/slipverify/core/envflag"
 )
-
-// TestExampleEnvFile keeps deploy/env/core.env in step with the code: the
-// same variables, with the same defaults.
-func TestExampleEnvFile(t *testing.T) {
-	drift, err := envflag.FileDrift("../../deploy/env/core.env", Vars())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range drift {
-		t.Error(d)
-	}
-}
 
 func TestValidateReportsEveryProblem(t *testing.T) {
 	env := map[string]string{"SLIP_BANK": "carrier-pigeon", "SLIP_CORE_ADDR": "nope", "SLIP_BANK_TIMEOUT": "0s"}

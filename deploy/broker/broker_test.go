@@ -9,7 +9,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/testnet"
 )
 
@@ -118,12 +117,5 @@ func TestConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q: %v", want, err)
 		}
-	}
-	drift, err := envflag.FileDrift("../env/broker.env", Vars())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range drift {
-		t.Error(d)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/slipverify/slipverify/core/envflag"
 )
 
 // TestStartStopRestart: the server answers /ping once Start returns, stops
@@ -42,16 +40,5 @@ func TestConfigErrors(t *testing.T) {
 	c := Config{Dir: t.TempDir(), TCPAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", Binary: "/nonexistent/clickhouse-server"}
 	if _, err := Start(context.Background(), c); err == nil || !strings.Contains(err.Error(), "apt-get install") {
 		t.Errorf("missing binary: %v", err)
-	}
-}
-
-// TestExampleEnvFile keeps deploy/env/clickhouse.env in step with the code.
-func TestExampleEnvFile(t *testing.T) {
-	drift, err := envflag.FileDrift("../env/clickhouse.env", Vars())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range drift {
-		t.Error(d)
 	}
 }

@@ -3,19 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
-
-	"github.com/slipverify/slipverify/core/envflag"
 )
-
-func TestExampleEnvFile(t *testing.T) {
-	drift, err := envflag.FileDrift("../../deploy/env/edge.env", Vars())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range drift {
-		t.Error(d)
-	}
-}
 
 func TestValidateReportsEveryProblem(t *testing.T) {
 	env := map[string]string{"SLIP_EDGE_ADDR": "x", "SLIP_TRUSTED_PROXIES": "10.0.0.0/8, nonsense", "SLIP_EDGE_MIN_FACTOR": "2",

@@ -3,20 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
-
-	"github.com/slipverify/slipverify/core/envflag"
 )
-
-// TestExampleEnvFile keeps deploy/env/usage.env in step with the code.
-func TestExampleEnvFile(t *testing.T) {
-	drift, err := envflag.FileDrift("../../deploy/env/usage.env", Vars())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range drift {
-		t.Error(d)
-	}
-}
 
 func TestValidate(t *testing.T) {
 	c, err := Load("usage", nil, func(string) string { return "" })
