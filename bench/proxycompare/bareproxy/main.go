@@ -8,16 +8,11 @@ package main
 
 import (
 	"flag"
-	"log"
-	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/slipverify/slipverify/bench/proxycompare/profile"
+	"github.com/slipverify/slipverify/bench/proxycompare/serve"
 )
 
 func main() {
@@ -44,7 +39,6 @@ func main() {
 		}
 	}
 
-	defer profile.Start(*cpuprofile)()
 	srv := &fasthttp.Server{
 		Handler:               handler,
 		Name:                  "bareproxy",
@@ -55,17 +49,5 @@ func main() {
 	if *timeouts {
 		srv.ReadTimeout, srv.WriteTimeout = 30*time.Second, 30*time.Second
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	go func() {
-		if err := srv.Serve(ln); err != nil {
-			log.Fatal(err)
-		}
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	<-sig
-	_ = srv.Shutdown()
+	serve.Run(srv, *addr, *cpuprofile)
 }

@@ -21,16 +21,12 @@ import (
 	"encoding/json"
 	"flag"
 	"log"
-	"net"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/slipverify/slipverify/bench/proxycompare/profile"
+	"github.com/slipverify/slipverify/bench/proxycompare/serve"
 
 	"github.com/slipverify/slipverify/core/api"
 )
@@ -94,7 +90,6 @@ func main() {
 		}
 	}
 
-	defer profile.Start(*cpuprofile)()
 	srv := &fasthttp.Server{
 		Handler:               handler,
 		Name:                  "upstream",
@@ -102,17 +97,5 @@ func main() {
 		NoDefaultServerHeader: true,
 		IdleTimeout:           2 * time.Minute,
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	go func() {
-		if err := srv.Serve(ln); err != nil {
-			log.Fatal(err)
-		}
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	<-sig
-	_ = srv.Shutdown()
+	serve.Run(srv, *addr, *cpuprofile)
 }
