@@ -30,7 +30,8 @@
 # WARMUP=3s OL_DURATION=10s OL_WARMUP=2s OL_FRACTION=0.5 (0: no open loop)
 # BASE_PORT=18180 (edge; upstream +1, bare proxy +2, nginx +3)
 # LOAD_CPUS=0 PROXY_CPUS=1 PIN=1 NICE=-10 OUT=<file for the markdown table>
-# TARGETS="a b c d" PROFILE=1 (perf stat and perf record of every proxy:
+# TARGETS="a b c d" ACCESS_LOG=1 (the edge's and nginx's access logs on,
+# to files) PROFILE=1 (perf stat and perf record of every proxy:
 # CPU µs, syscalls and context switches per request; the edge's functions)
 #
 # Needs wrk, nginx (nginx-light), taskset, curl, go; perf for PROFILE=1.
@@ -174,8 +175,13 @@ wait_port "$UP_PORT" upstream
 # The nonce bounds are raised so a multi-second flood of signed requests from
 # one branch is not refused (the default 400,000 per client would be full
 # after ~10 s at 40k/s); each nonce stays in the store for its 5 minute window.
+# The access log is off, as nginx's is (access_log off): ACCESS_LOG=1 turns
+# both on, each to a file in the temp dir (nginx buffered, 64 KiB, as the
+# edge writes in chunks).
+EDGE_ACCESS=off
+if [ "${ACCESS_LOG:-0}" = 1 ]; then EDGE_ACCESS=$TMP/edge-access.log; fi
 GOMAXPROCS=$PROXY_N SLIP_EDGE_ADDR=127.0.0.1:$EDGE_PORT SLIP_CORE_ADDR=127.0.0.1:$UP_PORT SLIP_EDGE_TOKEN=$TOKEN \
-	SLIP_EDGE_NONCE_MAX=50000000 SLIP_EDGE_NONCE_PER_CLIENT=50000000 \
+	SLIP_EDGE_NONCE_MAX=50000000 SLIP_EDGE_NONCE_PER_CLIENT=50000000 SLIP_EDGE_ACCESS_LOG=$EDGE_ACCESS \
 	"${PIN_PROXY[@]}" "$EDGE_BIN" -metrics-addr= >"$TMP/edge.log" 2>&1 &
 EDGE_PID=$!
 PIDS+=("$EDGE_PID")
@@ -188,7 +194,9 @@ PIDS+=("$BARE_PID")
 wait_port "$BARE_PORT" bareproxy
 
 mkdir -p "$TMP/nginx/tmp"
-sed -e "s#@PREFIX@#$TMP/nginx#g; s#@WORKERS@#$PROXY_N#; s#@LISTEN@#127.0.0.1:$NGINX_PORT#; s#@UPSTREAM@#127.0.0.1:$UP_PORT#" \
+NGINX_ACCESS="off"
+if [ "${ACCESS_LOG:-0}" = 1 ]; then NGINX_ACCESS="$TMP/nginx/access.log buffer=64k flush=1s"; fi
+sed -e "s#@PREFIX@#$TMP/nginx#g; s#@WORKERS@#$PROXY_N#; s#@LISTEN@#127.0.0.1:$NGINX_PORT#; s#@UPSTREAM@#127.0.0.1:$UP_PORT#; s#@ACCESS_LOG@#$NGINX_ACCESS#" \
 	"$HERE/nginx/nginx.conf.tmpl" >"$TMP/nginx/nginx.conf"
 "${PIN_PROXY[@]}" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" >"$TMP/nginx/stdout.log" 2>&1 &
 NGINX_PID=$!

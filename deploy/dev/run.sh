@@ -12,6 +12,8 @@ export SLIP_CLICKHOUSE_ADDR="${SLIP_CLICKHOUSE_ADDR:-127.0.0.1:9000}"
 export SLIP_CLICKHOUSE_HTTP_ADDR="${SLIP_CLICKHOUSE_HTTP_ADDR:-127.0.0.1:8123}"
 export SLIP_USAGE_ADDR="${SLIP_USAGE_ADDR:-127.0.0.1:8084}"
 export SLIP_DISPATCHER_ADDR="${SLIP_DISPATCHER_ADDR:-127.0.0.1:8083}"
+# The edge's access log goes to a file, not the terminal the tiers log to.
+export SLIP_EDGE_ACCESS_LOG="${SLIP_EDGE_ACCESS_LOG:-$SLIP_DATA_DIR/edge-access.log}"
 mkdir -p "$SLIP_DATA_DIR"
 chmod 700 "$SLIP_DATA_DIR"
 
@@ -110,7 +112,7 @@ start core "http://$SLIP_CORE_ADDR/health"
 start usage "http://$SLIP_USAGE_ADDR/health"
 start dispatcher "http://$SLIP_DISPATCHER_ADDR/health"
 start edge "http://$SLIP_EDGE_ADDR/health"
-echo "stack: ready on http://$SLIP_EDGE_ADDR" >&2
+echo "stack: ready on http://$SLIP_EDGE_ADDR (access log: $SLIP_EDGE_ACCESS_LOG)" >&2
 
 # A tier that exits on its own stops the stack.
 set +e

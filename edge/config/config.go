@@ -30,6 +30,7 @@ type Config struct {
 	NonceMax       int           // nonces remembered at most (all clients)
 	NoncePerClient int           // nonces remembered at most per client
 	KafkaAddr      string        // brokers of slip.config; "off": TTL only
+	AccessLog      string        // "stderr", "off" or a file path
 	envflag.Common
 }
 
@@ -44,6 +45,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_DRAIN", "drain", "2s", "how long /health fails on SIGTERM before the listener closes", &c.Drain),
 		envflag.Def("SLIP_EDGE_CORE_TIMEOUT", "core-timeout", "30s", "timeout of one request forwarded to core", &c.CoreTimeout),
 		envflag.Def("SLIP_EDGE_READ_TIMEOUT", "read-timeout", "30s", "time a client has to send one whole request, headers and body (slow clients are cut off)", &c.ReadTimeout),
+		envflag.Def("SLIP_EDGE_ACCESS_LOG", "access-log", "stderr", "access log, one JSON line per request: stderr, off, or a file path (appended to)", &c.AccessLog),
 		envflag.Def("SLIP_EDGE_LATENCY_TARGET", "latency-target", "250ms", "core p90 latency above which rate limits drop", &c.LatencyTarget),
 		envflag.Def("SLIP_EDGE_ADAPT_INTERVAL", "adapt-interval", "1s", "how often the adaptive rate factor moves", &c.AdaptInterval),
 		envflag.Def("SLIP_EDGE_MIN_FACTOR", "min-factor", "0.1", "the lowest fraction of a plan's rate the adaptive limit goes to", &c.MinFactor),
@@ -89,6 +91,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			bad("%s: must be positive", env)
 		}
+	}
+	if c.AccessLog == "" {
+		bad("SLIP_EDGE_ACCESS_LOG: stderr, off or a file path")
 	}
 	if c.Drain < 0 {
 		bad("SLIP_EDGE_DRAIN: must not be negative")

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/nonce"
@@ -39,6 +41,11 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 	if err != nil {
 		return nil, err
 	}
+	access, err := accesslog.Open(cfg.AccessLog, os.Stderr, accesslog.Config{})
+	if err != nil {
+		auth.Close()
+		return nil, err
+	}
 	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
 		Now: now, Interval: cfg.AdaptInterval, LatencyTarget: cfg.LatencyTarget, MinFactor: cfg.MinFactor,
 	})
@@ -49,7 +56,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		// replay in at the window's edge.
 		Nonces: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient, Now: now}),
 		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: trusted,
-		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log,
+		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log, Access: access,
 	}, NewMetrics(auth, adaptive)), nil
 }
 
@@ -64,13 +71,22 @@ func (g *Gateway) Metrics() *Metrics { return g.metrics }
 // AuthStats returns the auth cache's lookup counts.
 func (g *Gateway) AuthStats() authcache.Stats { return g.cfg.Auth.Stats() }
 
-// Close releases the gateway's cache and connections.
+// AccessLog returns the access log, nil when it is off.
+func (g *Gateway) AccessLog() *accesslog.Log { return g.cfg.Access }
+
 // InvalidateAuth drops every cached auth record: core announced a change.
 func (g *Gateway) InvalidateAuth() { g.cfg.Auth.Invalidate() }
 
+// Close releases the gateway's cache and connections and writes the rest
+// of the access log. Requests must have ended.
 func (g *Gateway) Close() {
 	g.cfg.Auth.Close()
 	g.cfg.Core.CloseIdleConnections()
+	if g.cfg.Access != nil {
+		if err := g.cfg.Access.Close(); err != nil {
+			g.cfg.Log.Error("closing the access log", "err", err)
+		}
+	}
 }
 
 // retryStale sends a request to core once more when its connection turned

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,7 +8,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/edge/authcache"
 )
 
 // Header names in canonical form, set without normalising them again on
@@ -60,8 +57,8 @@ func delCanonical(h *fasthttp.RequestHeader, k []byte) {
 // credential that authenticated it is not forwarded: core trusts the
 // identity headers, and a key need not travel further. It returns when
 // core answered.
-func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Principal, ip netip.Addr, start time.Time) time.Time {
-	h := &ctx.Request.Header
+func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time.Time {
+	h, p := &ctx.Request.Header, x.p
 	if p.ClientID != "" || p.Signed {
 		delCanonical(h, hAPIKey)
 	} else {
@@ -77,8 +74,8 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Prin
 		h.SetCanonical(hB2BClient, p.ClientIDBytes)
 	}
 	h.SetCanonical(hVersion, versions[rt.Version])
-	h.SetCanonical(hClientIP, ip.AppendTo(buf[:0]))
-	h.SetCanonical(hRequestID, strconv.AppendUint(append(buf[:0], g.reqPrefix...), g.reqSeq.Add(1), 16))
+	h.SetCanonical(hClientIP, x.ip.AppendTo(buf[:0]))
+	h.SetCanonical(hRequestID, x.id())
 	closeAfter := h.ConnectionClose()
 	h.ResetConnectionClose()
 
@@ -88,10 +85,11 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Prin
 		h.SetConnectionClose()
 	}
 	if err != nil {
-		g.cfg.Adaptive.ObserveAt(end.Sub(start), true, end)
+		g.cfg.Adaptive.ObserveAt(end.Sub(x.start), true, end)
 		g.cfg.Log.Error("forward to core failed", "path", string(ctx.Path()), "err", err)
 		ctx.Response.Reset()
-		g.reject(ctx, rt.Version, api.APIServerError)
+		x.code = api.APIServerError
+		g.reject(ctx, rt.Version, x.code)
 		return end
 	}
 	rh := &ctx.Response.Header
@@ -101,7 +99,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, p *authcache.Prin
 		overloaded = true
 		rh.Del(api.HeaderOverload)
 	}
-	g.cfg.Adaptive.ObserveAt(end.Sub(start), overloaded, end)
+	g.cfg.Adaptive.ObserveAt(end.Sub(x.start), overloaded, end)
 	return end
 }
 
@@ -145,7 +143,7 @@ var (
 // serveHealth answers /health: 200 when the edge serves and core answers,
 // 503 otherwise.
 func (g *Gateway) serveHealth(ctx *fasthttp.RequestCtx, idx int) {
-	start := g.cfg.Now()
+	x := g.begin(idx)
 	ctx.SetContentType("application/json")
 	switch {
 	case g.draining.Load():
@@ -157,5 +155,5 @@ func (g *Gateway) serveHealth(ctx *fasthttp.RequestCtx, idx int) {
 	default:
 		ctx.SetBody(healthOK)
 	}
-	g.metrics.observe(idx, ctx.Response.StatusCode(), g.cfg.Now().Sub(start))
+	g.finish(ctx, &x)
 }

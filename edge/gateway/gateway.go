@@ -22,6 +22,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/edge/iplist"
@@ -42,6 +43,7 @@ type Config struct {
 	CoreTimeout time.Duration
 	Now         func() time.Time
 	Log         *slog.Logger
+	Access      *accesslog.Log // nil: no access log
 }
 
 // Gateway serves the public routes.
@@ -81,6 +83,9 @@ func New(cfg Config, m *Metrics) *Gateway {
 	}
 	g.reqPrefix = append(hex.AppendEncode(nil, seed[:]), '-')
 	g.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
+	if cfg.Access != nil {
+		m.accessLog(cfg.Access)
+	}
 	return g
 }
 
@@ -105,15 +110,75 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 	}
 	// The API's own description, for anyone: no key, no limit.
 	r.GET("/openapi.json", func(ctx *fasthttp.RequestCtx) {
+		x := g.begin(noRoute)
 		ctx.SetContentType("application/json")
 		ctx.SetBody(openapi.Document())
+		g.finish(ctx, &x)
 	})
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
-		start := g.cfg.Now()
-		g.reject(ctx, versionOfPath(ctx.Path()), api.NotFound)
-		g.metrics.observe(len(Routes), ctx.Response.StatusCode(), g.cfg.Now().Sub(start))
+		x := g.begin(len(Routes))
+		x.code = api.NotFound
+		g.reject(ctx, versionOfPath(ctx.Path()), x.code)
+		g.finish(ctx, &x)
 	}
 	return r.Handler
+}
+
+// exchange is what the metrics and the access log learn of one request.
+type exchange struct {
+	route      int // index in Routes, len(Routes) for no route, noRoute for none counted
+	start, end time.Time
+	idBuf      [40]byte
+	idLen      int
+	code       api.Code // the edge's own refusal; 0 when core answered
+	p          *authcache.Principal
+	ip         netip.Addr
+}
+
+// noRoute marks an answer outside the route metrics (/openapi.json).
+const noRoute = -1
+
+// begin starts the exchange of a request to route, with its request id:
+// the edge's random prefix and a sequence number.
+func (g *Gateway) begin(route int) exchange {
+	x := exchange{route: route, start: g.cfg.Now()}
+	x.idLen = len(strconv.AppendUint(append(x.idBuf[:0:len(x.idBuf)], g.reqPrefix...), g.reqSeq.Add(1), 16))
+	return x
+}
+
+// id is the request id.
+func (x *exchange) id() []byte { return x.idBuf[:x.idLen] }
+
+// finish ends an exchange: the request id on the answer (core echoes it on
+// the answers it gives; the edge sets it on its own), the metrics and the
+// access log line.
+func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
+	if x.end.IsZero() {
+		x.end = g.cfg.Now()
+	}
+	ctx.Response.Header.SetCanonical(hRequestID, x.id())
+	status := ctx.Response.StatusCode()
+	if x.route != noRoute {
+		g.metrics.observe(x.route, status, x.end.Sub(x.start))
+	}
+	if g.cfg.Access == nil {
+		return
+	}
+	if !x.ip.IsValid() {
+		x.ip = g.clientIP(ctx)
+	}
+	e := accesslog.Entry{
+		Start: x.start, ID: x.id(), Method: ctx.Method(), Path: ctx.Path(), Status: status,
+		Duration: x.end.Sub(x.start), IP: x.ip,
+		BytesIn: len(ctx.Request.Body()), BytesOut: len(ctx.Response.Body()),
+	}
+	if x.code != 0 {
+		e.Code = x.code.String()
+	}
+	if x.p != nil {
+		e.Service, e.Branch, e.Client = x.p.ServiceIDBytes, x.p.BranchIDBytes, x.p.ClientIDBytes
+	}
+	g.cfg.Access.Write(&e)
 }
 
 // ErrorHandler answers requests fasthttp refuses before any handler runs.
@@ -124,6 +189,8 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 // framing) has been reset, so its path is unknown: VALIDATION_ERROR in the
 // current version's format.
 func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	x := g.begin(len(Routes))
+	defer g.finish(ctx, &x)
 	v, code := api.V2, api.Validation
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		v = versionOfPath(ctx.Path())
@@ -133,6 +200,7 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 			}
 		}
 	}
+	x.code = code
 	g.reject(ctx, v, code)
 	ctx.SetConnectionClose()
 }
@@ -148,14 +216,8 @@ func versionOfPath(p []byte) api.Version {
 // serve runs one public request through authentication, the caller's state,
 // the IP allow list, permissions and the rate limit, then forwards it.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
-	start := g.cfg.Now()
-	end := time.Time{}
-	defer func() {
-		if end.IsZero() {
-			end = g.cfg.Now()
-		}
-		g.metrics.observe(idx, ctx.Response.StatusCode(), end.Sub(start))
-	}()
+	x := g.begin(idx)
+	defer g.finish(ctx, &x)
 	h := &ctx.Request.Header
 	stripInternal(h)
 	var (
@@ -164,22 +226,22 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	)
 	switch {
 	case rt.Auth == AuthClient:
-		p, code = g.signed(ctx, authcache.Client, start)
+		p, code = g.signed(ctx, authcache.Client, x.start)
 	case rt.Auth == AuthBranch && (len(h.PeekCanonical(hSignature)) > 0 || len(h.PeekCanonical(hAPIKey)) > 0):
-		p, code = g.signed(ctx, authcache.Branch, start)
+		p, code = g.signed(ctx, authcache.Branch, x.start)
 		if p != nil {
 			p = p.AsSigned()
 		}
 	default:
-		p, code = g.bearer(ctx, start)
+		p, code = g.bearer(ctx, x.start)
 	}
 	if code == 0 && p.Refusal != 0 {
 		code = p.Refusal
 	}
-	var ip netip.Addr
+	x.p = p
 	if code == 0 {
-		ip = g.clientIP(ctx)
-		if !p.IPAllow.Contains(ip) {
+		x.ip = g.clientIP(ctx)
+		if !p.IPAllow.Contains(x.ip) {
 			code = api.IPNotAllowed
 		}
 	}
@@ -187,6 +249,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 		code = api.PermissionDenied
 	}
 	if code != 0 {
+		x.code = code
 		g.reject(ctx, rt.Version, code)
 		return
 	}
@@ -196,16 +259,17 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 		if rt.Budget == WalletBudget {
 			key, rate = p.WalletKey, p.RateWall
 		}
-		d = g.cfg.Limits.TakeAt(key, g.cfg.Adaptive.RateAt(rate, start), start)
+		d = g.cfg.Limits.TakeAt(key, g.cfg.Adaptive.RateAt(rate, x.start), x.start)
 		if !d.Allowed {
-			g.reject(ctx, rt.Version, api.RateLimitExceeded)
+			x.code = api.RateLimitExceeded
+			g.reject(ctx, rt.Version, x.code)
 			setRateHeaders(&ctx.Response.Header, d)
 			var buf [20]byte
 			ctx.Response.Header.SetCanonical(hRetryAfter, strconv.AppendInt(buf[:0], int64(max(1, d.RetryAfter)), 10))
 			return
 		}
 	}
-	end = g.forward(ctx, rt, p, ip, start)
+	x.end = g.forward(ctx, rt, &x)
 	if rt.Budget != Unlimited {
 		setRateHeaders(&ctx.Response.Header, d)
 	}

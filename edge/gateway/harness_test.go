@@ -141,14 +141,16 @@ func (c *clock) add(d time.Duration) { c.t.Add(int64(d)) }
 
 // edge is an edge in this process, on a real listener, in front of core.
 type edge struct {
-	url   string
-	gw    *gateway.Gateway
-	clock *clock
+	url    string
+	gw     *gateway.Gateway
+	clock  *clock
+	access string // the access log's file
 }
 
 func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 	t.Helper()
-	vars := map[string]string{"SLIP_CORE_ADDR": core.addr, "SLIP_EDGE_TOKEN": edgeToken}
+	vars := map[string]string{"SLIP_CORE_ADDR": core.addr, "SLIP_EDGE_TOKEN": edgeToken,
+		"SLIP_EDGE_ACCESS_LOG": filepath.Join(t.TempDir(), "access.log")}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
@@ -177,7 +179,26 @@ func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 		srv.Shutdown()
 		gw.Close()
 	})
-	return &edge{url: "http://" + ln.Addr().String(), gw: gw, clock: clk}
+	return &edge{url: "http://" + ln.Addr().String(), gw: gw, clock: clk, access: vars["SLIP_EDGE_ACCESS_LOG"]}
+}
+
+// accessLog returns the access log's lines so far, each checked to be one
+// JSON object.
+func (e *edge) accessLog(t testing.TB) (lines []map[string]any, raw string) {
+	t.Helper()
+	e.gw.AccessLog().Flush()
+	b, err := os.ReadFile(e.access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("access log line is not a JSON object: %v: %q", err, line)
+		}
+		lines = append(lines, m)
+	}
+	return lines, string(b)
 }
 
 // answer is a response as a client sees it.

@@ -8,6 +8,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/ratelimit"
 )
@@ -75,6 +76,13 @@ func (m *Metrics) observe(route, status int, d time.Duration) {
 }
 
 func (m *Metrics) rejected(code api.Code) { m.rejection[code].Inc() }
+
+// accessLog exports the access log's losses: lines dropped because its
+// writer fell behind, and chunks it failed to write.
+func (m *Metrics) accessLog(l *accesslog.Log) {
+	m.set.NewGauge(`edge_access_log_dropped_lines_total`, func() float64 { return float64(l.Dropped()) })
+	m.set.NewGauge(`edge_access_log_write_failures_total`, func() float64 { return float64(l.Failed()) })
+}
 
 // WritePrometheus writes every metric in Prometheus text format.
 func (m *Metrics) WritePrometheus(w io.Writer) { m.set.WritePrometheus(w) }

@@ -1,0 +1,278 @@
+// Package accesslog writes the edge's access log: one JSON line per answered
+// request, with the request id the client also gets in X-Request-Id, and
+// never a credential (no key, signature, token or query string).
+//
+// Lines are formatted into a buffer on the request path, without a system
+// call or an allocation, and written by a goroutine of their own in chunks:
+// when FlushBytes are waiting, every FlushInterval, and at Close. A writer
+// that falls behind (a full pipe, a slow disk) never slows requests: past
+// MaxPending bytes waiting, lines are dropped and counted (Dropped).
+package accesslog
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Config configures a Log. A zero field takes its default.
+type Config struct {
+	FlushInterval time.Duration // longest a line waits; 1s
+	FlushBytes    int           // write as soon as this much waits; 64 KiB
+	MaxPending    int           // bytes waiting at most, then lines drop; 8 MiB
+	Tier          string        // the "tier" field; "edge"
+}
+
+// Entry is one answered request. Byte slices may alias the request; they
+// are copied before Write returns.
+type Entry struct {
+	Start    time.Time
+	ID       []byte
+	Method   []byte
+	Path     []byte // without the query string
+	Status   int
+	Code     string // the catalog code when the edge answered itself; empty when core did
+	Duration time.Duration
+	IP       netip.Addr
+	Service  []byte // ids of the authenticated caller, empty before authentication
+	Branch   []byte
+	Client   []byte // B2B client id
+	BytesIn  int
+	BytesOut int
+}
+
+// Log is an access log. Its methods are safe for concurrent use.
+type Log struct {
+	w    io.Writer
+	file *os.File // closed by Close when Open opened it
+	cfg  Config
+
+	mu     sync.Mutex
+	buf    []byte // lines waiting for the writer
+	lines  uint64 // in buf
+	kicked bool   // the writer was told FlushBytes are waiting
+
+	wmu   sync.Mutex // one chunk written at a time, in order
+	spare []byte     // the buffer not in use, under wmu
+
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+	written atomic.Uint64
+	dropped atomic.Uint64
+	failed  atomic.Uint64
+}
+
+// New returns a Log writing to w and starts its writer; Close stops it.
+func New(w io.Writer, cfg Config) *Log {
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = time.Second
+	}
+	if cfg.FlushBytes <= 0 {
+		cfg.FlushBytes = 64 << 10
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 8 << 20
+	}
+	if cfg.Tier == "" {
+		cfg.Tier = "edge"
+	}
+	l := &Log{
+		w: w, cfg: cfg, buf: make([]byte, 0, 2*cfg.FlushBytes), spare: make([]byte, 0, 2*cfg.FlushBytes),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	go l.run()
+	return l
+}
+
+// Write appends e's line. It drops the line when MaxPending bytes already
+// wait for the writer.
+func (l *Log) Write(e *Entry) {
+	l.mu.Lock()
+	if len(l.buf) >= l.cfg.MaxPending {
+		l.mu.Unlock()
+		l.dropped.Add(1)
+		return
+	}
+	l.buf = l.appendLine(l.buf, e)
+	l.lines++
+	kick := len(l.buf) >= l.cfg.FlushBytes && !l.kicked
+	if kick {
+		l.kicked = true
+	}
+	l.mu.Unlock()
+	if kick {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Dropped returns how many lines were dropped because the writer fell
+// behind.
+func (l *Log) Dropped() uint64 { return l.dropped.Load() }
+
+// Failed returns how many chunks the writer failed to write.
+func (l *Log) Failed() uint64 { return l.failed.Load() }
+
+// Lines returns how many lines were written.
+func (l *Log) Lines() uint64 { return l.written.Load() }
+
+// Flush writes every line appended so far before it returns.
+func (l *Log) Flush() {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	out, lines := l.buf, l.lines
+	l.buf, l.lines, l.kicked = l.spare[:0], 0, false
+	l.mu.Unlock()
+	// Requests go on appending to the other buffer while this one is
+	// written: a slow writer holds up only the lines after MaxPending.
+	if len(out) > 0 {
+		if _, err := l.w.Write(out); err != nil {
+			l.failed.Add(1)
+		} else {
+			l.written.Add(lines)
+		}
+	}
+	l.spare = out[:0]
+}
+
+// Close writes what waits, stops the writer and closes the file Open
+// opened.
+func (l *Log) Close() error {
+	close(l.stop)
+	<-l.stopped
+	l.Flush()
+	if l.file != nil {
+		return l.file.Close()
+	}
+	return nil
+}
+
+// Open returns the Log of a destination setting: "off" (nil, no log),
+// "stderr" (stderr), or the path of a file, created if need be (mode 0640)
+// and appended to.
+func Open(dest string, stderr io.Writer, cfg Config) (*Log, error) {
+	switch dest {
+	case "off":
+		return nil, nil
+	case "stderr":
+		return New(stderr, cfg), nil
+	}
+	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("access log: %w", err)
+	}
+	l := New(f, cfg)
+	l.file = f
+	return l, nil
+}
+
+func (l *Log) run() {
+	defer close(l.stopped)
+	t := time.NewTicker(l.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		l.Flush()
+	}
+}
+
+// appendLine appends e as one JSON line in the shape of the tiers' slog
+// lines (time, level, msg, tier first).
+func (l *Log) appendLine(b []byte, e *Entry) []byte {
+	b = append(b, `{"time":"`...)
+	b = e.Start.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"INFO","msg":"access","tier":"`...)
+	b = append(b, l.cfg.Tier...)
+	b = append(b, `","id":`...)
+	b = appendString(b, e.ID)
+	b = append(b, `,"method":`...)
+	b = appendString(b, e.Method)
+	b = append(b, `,"path":`...)
+	b = appendString(b, e.Path)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	if e.Code != "" {
+		b = append(b, `,"code":"`...)
+		b = append(b, e.Code...) // catalog codes are plain ASCII
+		b = append(b, '"')
+	}
+	b = append(b, `,"duration_us":`...)
+	b = strconv.AppendInt(b, e.Duration.Microseconds(), 10)
+	if e.IP.IsValid() {
+		b = append(b, `,"ip":"`...)
+		b = e.IP.AppendTo(b)
+		b = append(b, '"')
+	}
+	b = appendField(b, `,"service":`, e.Service)
+	b = appendField(b, `,"branch":`, e.Branch)
+	b = appendField(b, `,"b2b_client":`, e.Client)
+	b = append(b, `,"bytes_in":`...)
+	b = strconv.AppendInt(b, int64(e.BytesIn), 10)
+	b = append(b, `,"bytes_out":`...)
+	b = strconv.AppendInt(b, int64(e.BytesOut), 10)
+	return append(b, "}\n"...)
+}
+
+func appendField(b []byte, name string, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	return appendString(append(b, name...), v)
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Client-sent bytes (the method,
+// the path) may be anything: quotes, backslashes and control characters
+// are escaped and invalid UTF-8 becomes U+FFFD, so a line stays one valid
+// JSON object that no request can break or forge.
+func appendString(b []byte, s []byte) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			b = append(b, c)
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,105 @@
+package gateway_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestAccessLog: every answer, forwarded or the edge's own, carries an
+// X-Request-Id the client can quote, and the access log has one line for it
+// under that id: what was asked, the answer's status and (for the edge's
+// own refusals) catalog code, the caller's ids once authenticated, the
+// client's address and sizes, and never a key.
+func TestAccessLog(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	badKey := "00000000-0000-4000-8000-000000000000"
+	type sent struct {
+		a                  answer
+		method, path, code string
+		service, branch    string
+		status, bytesIn    int
+	}
+	var all []sent
+	// branch is the caller's branch id; its service is svc-a.
+	send := func(method, path, body string, status int, code, branch string, header ...string) answer {
+		t.Helper()
+		a := e.do(t, method, path, body, header...)
+		if a.status != status {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, a.status, a.raw, status)
+		}
+		service := ""
+		if branch != "" {
+			service = "svc-a"
+		}
+		all = append(all, sent{a: a, method: method, path: path, code: code, service: service, branch: branch,
+			status: status, bytesIn: len(body)})
+		return a
+	}
+	send("POST", "/v2/verify/bank", payload("015353134529BPM00001"), 200, "", "a-main", bearer(keyMain)...)
+	send("GET", "/v2/info", "", 401, "INVALID_API_KEY", "", bearer(badKey)...)
+	send("GET", "/me", "", 401, "MISSING_API_KEY", "")
+	forged := send("GET", "/v2/info", "", 200, "", "a-main", append(bearer(keyMain), "X-Request-Id", "forged-id")...)
+	send("GET", "/v2/nope", "", 404, "NOT_FOUND", "")
+	send("GET", "/health", "", 200, "", "")
+	send("GET", "/v2/info", "", 403, "IP_NOT_ALLOWED", "a-ip", bearer(keyIP)...)
+
+	if got := forged.header.Get("X-Request-Id"); got == "forged-id" {
+		t.Error("a client chose its own request id")
+	}
+	lines, raw := e.accessLog(t)
+	byID := map[string]map[string]any{}
+	for _, l := range lines {
+		byID[l["id"].(string)] = l
+	}
+	if len(byID) != len(lines) || len(lines) != len(all) {
+		t.Fatalf("%d lines, %d ids, for %d requests:\n%s", len(lines), len(byID), len(all), raw)
+	}
+	for _, s := range all {
+		id := s.a.header.Get("X-Request-Id")
+		l, ok := byID[id]
+		if !ok {
+			t.Errorf("%s %s: answer's X-Request-Id %q has no line", s.method, s.path, id)
+			continue
+		}
+		want := map[string]any{
+			"msg": "access", "tier": "edge", "method": s.method, "path": s.path, "status": float64(s.status),
+			"ip": "127.0.0.1", "bytes_in": float64(s.bytesIn), "bytes_out": float64(len(s.a.raw)),
+		}
+		if s.code != "" {
+			want["code"] = s.code
+		}
+		if s.service != "" {
+			want["service"], want["branch"] = s.service, s.branch
+		}
+		for k, v := range want {
+			if l[k] != v {
+				t.Errorf("%s %s: %s = %v, want %v", s.method, s.path, k, l[k], v)
+			}
+		}
+		for _, k := range []string{"code", "service", "branch"} {
+			if _, ok := want[k]; !ok && l[k] != nil {
+				t.Errorf("%s %s: %s = %v, want none", s.method, s.path, k, l[k])
+			}
+		}
+		if d, ok := l["duration_us"].(float64); !ok || d < 0 {
+			t.Errorf("%s %s: duration_us = %v", s.method, s.path, l["duration_us"])
+		}
+	}
+	for name, secret := range map[string]string{"branch key": keyMain, "unknown key": badKey, "edge token": edgeToken} {
+		if strings.Contains(raw, secret) {
+			t.Errorf("the access log holds the %s", name)
+		}
+	}
+	// Ids are unique per edge: its random prefix and a counter.
+	seq := func(id string) uint64 {
+		n, err := strconv.ParseUint(id[strings.LastIndexByte(id, '-')+1:], 16, 64)
+		if err != nil {
+			t.Fatalf("request id %q: %v", id, err)
+		}
+		return n
+	}
+	if a, b := seq(all[0].a.header.Get("X-Request-Id")), seq(all[1].a.header.Get("X-Request-Id")); b != a+1 {
+		t.Errorf("request ids %d then %d", a, b)
+	}
+}
