@@ -508,8 +508,12 @@ END_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 	fi
 	for k in a b; do
 		[ -n "${OL[$k]:-}" ] && [ -n "${OL[e-$k]:-}" ] || continue
+		# A generator late by more than the target at p99 (it shares the
+		# load core, which a load-bound peak leaves no room on) cannot tell
+		# the edge's tail from its own.
+		lag=$(awk -v x="$(olv "$k" lag_p99)" -v y="$(olv "e-$k" lag_p99)" 'BEGIN { print (x > y) ? x : y }')
 		for f in p99 svc_p99; do
-			echo "- ($k) added $f at $OL_FRACTION × its peak, vs the upstream direct: $(olv "$k" $f) − $(olv "e-$k" $f) = $(awk -v x="$(olv "$k" $f)" -v y="$(olv "e-$k" $f)" 'BEGIN { d = x - y; printf "%.0f µs → %s", d, (d < 1000) ? "met (< 1 ms)" : "NOT met" }')"
+			echo "- ($k) added $f at $OL_FRACTION × its peak, vs the upstream direct: $(olv "$k" $f) − $(olv "e-$k" $f) = $(awk -v x="$(olv "$k" $f)" -v y="$(olv "e-$k" $f)" -v lag="$lag" 'BEGIN { d = x - y; printf "%.0f µs → %s", d, (lag > 1000) ? sprintf("not measurable (the generator ran %.0f µs late at p99)", lag) : (d < 1000) ? "met (< 1 ms)" : "NOT met" }')"
 		done
 	done
 	[ "$BAD" = 0 ] || echo "- WARNING: some run had non-2xx answers or socket errors; see $TMP"
