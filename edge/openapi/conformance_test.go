@@ -254,12 +254,13 @@ func (st *stack) do(t *testing.T, r req, status int, code string) map[string]any
 	// and IP (401, 403 other than the quota), which come first.
 	limitTaken := op.Budget != "" && res.StatusCode != 401 &&
 		(res.StatusCode != 403 || got == "QUOTA_EXCEEDED" || got == "quota_exceeded")
+	// Every answer carries its request id.
 	for _, h := range op.Responses[strconv.Itoa(res.StatusCode)].Headers {
-		if limitTaken && res.Header.Get(h) == "" {
+		if (limitTaken || h == "X-Request-Id") && res.Header.Get(h) == "" {
 			t.Errorf("%s %d: documented header %s not sent", name, res.StatusCode, h)
 		}
 	}
-	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
+	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After", "X-Request-Id"} {
 		if res.Header.Get(h) != "" && !slices.Contains(op.Responses[strconv.Itoa(res.StatusCode)].Headers, h) {
 			t.Errorf("%s %d: sent %s, which is not documented", name, res.StatusCode, h)
 		}

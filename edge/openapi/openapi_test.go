@@ -182,9 +182,12 @@ func checkRoute(t *testing.T, rt gateway.Route, op openapi.Op) {
 			ok = status
 		}
 		hasRate := !slices.ContainsFunc(rateHeader, func(h string) bool { return !slices.Contains(r.Headers, h) })
+		others := slices.DeleteFunc(slices.Clone(r.Headers), func(h string) bool { return h == "X-Request-Id" })
 		switch {
-		case rt.Budget == gateway.Unlimited && len(r.Headers) > 0:
-			t.Errorf("%s %s: unlimited route documents headers %v", name, status, r.Headers)
+		case !slices.Contains(r.Headers, "X-Request-Id"):
+			t.Errorf("%s %s: no X-Request-Id, which every answer carries", name, status)
+		case rt.Budget == gateway.Unlimited && len(others) > 0:
+			t.Errorf("%s %s: unlimited route documents headers %v", name, status, others)
 		case rt.Budget != gateway.Unlimited && (status[0] == '2' || status == "429") && !hasRate:
 			t.Errorf("%s %s: limited route lacks rate headers: %v", name, status, r.Headers)
 		case rt.Budget != gateway.Unlimited && status == "429" && !slices.Contains(r.Headers, "Retry-After"):
