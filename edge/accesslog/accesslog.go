@@ -49,8 +49,9 @@ type Entry struct {
 
 // Log is an access log. Its methods are safe for concurrent use.
 type Log struct {
-	w    io.Writer
-	file *os.File // closed by Close when Open opened it
+	w    io.Writer // under wmu
+	file *os.File  // the file Open opened, under wmu; Close closes it
+	path string    // its path, for Reopen
 	cfg  Config
 
 	mu     sync.Mutex
@@ -151,15 +152,44 @@ func (l *Log) Close() error {
 	close(l.stop)
 	<-l.stopped
 	l.Flush()
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	if l.file != nil {
 		return l.file.Close()
 	}
 	return nil
 }
 
+// Reopen opens the file of a Log that Open made from a path again, so
+// lines go on to a new file at that path once the old one was moved
+// (log rotation; the edge reopens on SIGHUP). Lines not yet written go to
+// the new file. It does nothing for a Log on stderr.
+func (l *Log) Reopen() error {
+	if l.path == "" {
+		return nil
+	}
+	f, err := openFile(l.path)
+	if err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	old := l.file
+	l.w, l.file = f, f
+	l.wmu.Unlock()
+	return old.Close()
+}
+
+func openFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("access log: %w", err)
+	}
+	return f, nil
+}
+
 // Open returns the Log of a destination setting: "off" (nil, no log),
 // "stderr" (stderr), or the path of a file, created if need be (mode 0640)
-// and appended to.
+// and appended to (Reopen opens it again after rotation).
 func Open(dest string, stderr io.Writer, cfg Config) (*Log, error) {
 	switch dest {
 	case "off":
@@ -167,12 +197,12 @@ func Open(dest string, stderr io.Writer, cfg Config) (*Log, error) {
 	case "stderr":
 		return New(stderr, cfg), nil
 	}
-	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := openFile(dest)
 	if err != nil {
-		return nil, fmt.Errorf("access log: %w", err)
+		return nil, err
 	}
 	l := New(f, cfg)
-	l.file = f
+	l.file, l.path = f, dest
 	return l, nil
 }
 

@@ -250,3 +250,44 @@ func BenchmarkWrite(b *testing.B) {
 		b.Fatalf("%d lines dropped", l.Dropped())
 	}
 }
+
+// TestReopen: after the file is moved away (rotation), Reopen sends the
+// next lines to a new file at the path; the moved file keeps the earlier
+// ones.
+func TestReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	l, err := Open(path, nil, Config{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Write(entry("/before"))
+	l.Flush()
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	l.Write(entry("/waiting")) // appended before the reopen, written after it
+	if err := l.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	l.Write(entry("/after"))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string][]string{path + ".1": {"/before"}, path: {"/waiting", "/after"}} {
+		b, _ := os.ReadFile(file)
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("%s: %v: %q", file, err, line)
+			}
+			got = append(got, m["path"].(string))
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s holds %v, want %v", filepath.Base(file), got, want)
+		}
+	}
+	if s, _ := Open("stderr", io.Discard, Config{}); s.Reopen() != nil || s.Close() != nil {
+		t.Error("Reopen or Close of a stderr log failed")
+	}
+}

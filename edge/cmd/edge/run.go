@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -16,6 +18,7 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/fastlog"
 	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
 )
@@ -52,6 +55,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}()
 	if cfg.KafkaAddr != "off" {
 		go followConfig(ctx, cfg.KafkaAddr, gw, log)
+	}
+	if access := gw.AccessLog(); access != nil {
+		go reopenOnHangup(ctx, access, log)
 	}
 	metrics := gw.Metrics()
 
@@ -107,6 +113,24 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return nil
 	}
 	return err
+}
+
+// reopenOnHangup opens the access log's file again on every SIGHUP, after
+// log rotation moved it away.
+func reopenOnHangup(ctx context.Context, access *accesslog.Log, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := access.Reopen(); err != nil {
+				log.Error("reopening the access log", "err", err)
+			}
+		}
+	}
 }
 
 // closeOnAmbiguousFraming closes the connection after a request that
