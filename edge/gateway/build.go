@@ -34,6 +34,11 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		MaxResponseBodySize:      16 << 20,
 		NoDefaultUserAgentHeader: true,
 		RetryIfErr:               retryStale,
+		// core gets the path as the client sent it, which is the path the
+		// edge's router matched and authorised: decoded and cleaned,
+		// /v2/verify/bank/jobs/..%2F..%2F..%2F..%2Fverify would reach core
+		// as /verify, outside the verify route's rate budget.
+		DisablePathNormalizing: true,
 	}
 	auth, err := authcache.New(authcache.Config{
 		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second, Now: now,

@@ -168,7 +168,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 		x.ip = g.clientIP(ctx)
 	}
 	e := accesslog.Entry{
-		Start: x.start, ID: x.id(), Method: ctx.Method(), Path: ctx.Path(), Status: status,
+		Start: x.start, ID: x.id(), Method: ctx.Method(), Path: ctx.Request.URI().PathOriginal(), Status: status,
 		Duration: x.end.Sub(x.start), IP: x.ip,
 		BytesIn: len(ctx.Request.Body()), BytesOut: len(ctx.Response.Body()),
 	}
