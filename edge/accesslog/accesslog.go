@@ -6,7 +6,8 @@
 // call or an allocation, and written by a goroutine of their own in chunks:
 // when FlushBytes are waiting, every FlushInterval, and at Close. A writer
 // that falls behind (a full pipe, a slow disk) never slows requests: past
-// MaxPending bytes waiting, lines are dropped and counted (Dropped).
+// MaxPending bytes waiting, lines are dropped and counted (Dropped); with
+// the chunk being written, at most twice MaxPending is held.
 package accesslog
 
 import (
@@ -58,16 +59,19 @@ type Log struct {
 	buf    []byte // lines waiting for the writer
 	lines  uint64 // in buf
 	kicked bool   // the writer was told FlushBytes are waiting
+	closed bool   // Close began: lines are dropped
 
 	wmu   sync.Mutex // one chunk written at a time, in order
 	spare []byte     // the buffer not in use, under wmu
 
-	kick    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
-	written atomic.Uint64
-	dropped atomic.Uint64
-	failed  atomic.Uint64
+	kick      chan struct{}
+	stop      chan struct{}
+	stopped   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	written   atomic.Uint64
+	dropped   atomic.Uint64
+	failed    atomic.Uint64
 }
 
 // New returns a Log writing to w and starts its writer; Close stops it.
@@ -93,10 +97,10 @@ func New(w io.Writer, cfg Config) *Log {
 }
 
 // Write appends e's line. It drops the line when MaxPending bytes already
-// wait for the writer.
+// wait for the writer, or once Close began.
 func (l *Log) Write(e *Entry) {
 	l.mu.Lock()
-	if len(l.buf) >= l.cfg.MaxPending {
+	if len(l.buf) >= l.cfg.MaxPending || l.closed {
 		l.mu.Unlock()
 		l.dropped.Add(1)
 		return
@@ -117,10 +121,10 @@ func (l *Log) Write(e *Entry) {
 }
 
 // Dropped returns how many lines were dropped because the writer fell
-// behind.
+// behind (or came after Close).
 func (l *Log) Dropped() uint64 { return l.dropped.Load() }
 
-// Failed returns how many chunks the writer failed to write.
+// Failed returns how many lines were lost to failed writes.
 func (l *Log) Failed() uint64 { return l.failed.Load() }
 
 // Lines returns how many lines were written.
@@ -138,26 +142,36 @@ func (l *Log) Flush() {
 	// written: a slow writer holds up only the lines after MaxPending.
 	if len(out) > 0 {
 		if _, err := l.w.Write(out); err != nil {
-			l.failed.Add(1)
+			l.failed.Add(lines)
 		} else {
 			l.written.Add(lines)
 		}
+	}
+	if cap(out) > 8*l.cfg.FlushBytes {
+		out = make([]byte, 0, 2*l.cfg.FlushBytes) // a burst's buffer is not kept
 	}
 	l.spare = out[:0]
 }
 
 // Close writes what waits, stops the writer and closes the file Open
-// opened.
+// opened. Lines written after it are dropped (and counted); closing again
+// does nothing.
 func (l *Log) Close() error {
-	close(l.stop)
-	<-l.stopped
-	l.Flush()
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.file != nil {
-		return l.file.Close()
-	}
-	return nil
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.stop)
+		<-l.stopped
+		l.Flush()
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		if l.file != nil {
+			l.closeErr = l.file.Close()
+			l.file = nil
+		}
+	})
+	return l.closeErr
 }
 
 // Reopen opens the file of a Log that Open made from a path again, so
@@ -173,9 +187,12 @@ func (l *Log) Reopen() error {
 		return err
 	}
 	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.file == nil { // closed meanwhile
+		return f.Close()
+	}
 	old := l.file
 	l.w, l.file = f, f
-	l.wmu.Unlock()
 	return old.Close()
 }
 

@@ -153,8 +153,8 @@ func TestSlowWriterNeverBlocksRequests(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for range 1000 {
-			l.Write(entry("/later"))
+		for i := range 1000 {
+			l.Write(entry(fmt.Sprintf("/later-%03d", i)))
 		}
 	}()
 	select {
@@ -177,8 +177,14 @@ func TestSlowWriterNeverBlocksRequests(t *testing.T) {
 	if uint64(len(lines)) != l.Lines() || lines[0]["path"] != "/first" {
 		t.Fatalf("%d lines written (counted %d), first %v", len(lines), l.Lines(), lines[0]["path"])
 	}
+	// The kept lines are the first ones, in order; the rest were dropped.
+	for i, line := range lines[1:] {
+		if want := fmt.Sprintf("/later-%03d", i); line["path"] != want {
+			t.Fatalf("line %d is %v, want %s", i+1, line["path"], want)
+		}
+	}
 	// Lines are kept while fewer than MaxPending bytes wait.
-	n := len(l.appendLine(nil, entry("/later")))
+	n := len(l.appendLine(nil, entry("/later-000")))
 	if kept, want := len(lines)-1, (4<<10+n-1)/n; kept != want {
 		t.Errorf("%d lines kept while the writer was stuck, want %d (%d-byte lines, MaxPending 4 KiB)", kept, want, n)
 	}
@@ -289,5 +295,36 @@ func TestReopen(t *testing.T) {
 	}
 	if s, _ := Open("stderr", io.Discard, Config{}); s.Reopen() != nil || s.Close() != nil {
 		t.Error("Reopen or Close of a stderr log failed")
+	}
+}
+
+// failingWriter refuses every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
+
+// TestLossesCounted: lines a failed write lost and lines after Close are
+// counted, not silently gone; closing twice is harmless.
+func TestLossesCounted(t *testing.T) {
+	l := New(failingWriter{}, Config{FlushInterval: time.Hour})
+	for range 3 {
+		l.Write(entry("/v2/verify/bank"))
+	}
+	l.Flush()
+	if l.Failed() != 3 || l.Lines() != 0 {
+		t.Fatalf("failed %d written %d, want 3 and 0", l.Failed(), l.Lines())
+	}
+	var w syncBuffer
+	l = New(&w, Config{FlushInterval: time.Hour})
+	l.Write(entry("/before"))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l.Write(entry("/after"))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lines := w.lines(t); len(lines) != 1 || l.Dropped() != 1 {
+		t.Fatalf("%d lines written, %d dropped; want the line before Close written and the one after dropped", len(lines), l.Dropped())
 	}
 }

@@ -1,9 +1,17 @@
 package gateway_test
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/slip"
 )
 
 // TestAccessLog: every answer, forwarded or the edge's own, carries an
@@ -43,6 +51,25 @@ func TestAccessLog(t *testing.T) {
 	send("GET", "/v2/nope", "", 404, "NOT_FOUND", "")
 	send("GET", "/health", "", 200, "", "")
 	send("GET", "/v2/info", "", 403, "IP_NOT_ALLOWED", "a-ip", bearer(keyIP)...)
+	// A query string (here a slip payload) is not written; nor is anything
+	// of a signed request's credentials.
+	p := slip.Bank{BankCode: "004", TransRef: "015353134529BPM00002"}.Encode()
+	send("GET", "/verify?payload="+p+"&checkDuplicate=true", "", 200, "", "a-main", bearer(keyMain)...)
+	sig := e.signed(keyMain, secretA, "GET", "/v2/info", "", 0, "")
+	send("GET", "/v2/info", "", 200, "", "a-main", sig...)
+	send("GET", "/openapi.json", "", 200, "", "")
+	send("OPTIONS", "/v2/verify/bank", "", 404, "NOT_FOUND", "")
+	// The branch's bank budget is 5 a second and the edge's clock stands
+	// still: the third verification from here on is refused.
+	for range 3 {
+		if a := e.do(t, "POST", "/v2/verify/bank", payload("015353134529BPM00003"), bearer(keyMain)...); a.status == 429 {
+			t.Fatalf("refused early: %s", a.raw)
+		} else {
+			all = append(all, sent{a: a, method: "POST", path: "/v2/verify/bank", service: "svc-a", branch: "a-main",
+				status: a.status, bytesIn: len(payload("015353134529BPM00003"))})
+		}
+	}
+	send("POST", "/v2/verify/bank", payload("015353134529BPM00004"), 429, "RATE_LIMIT_EXCEEDED", "a-main", bearer(keyMain)...)
 
 	if got := forged.header.Get("X-Request-Id"); got == "forged-id" {
 		t.Error("a client chose its own request id")
@@ -62,8 +89,9 @@ func TestAccessLog(t *testing.T) {
 			t.Errorf("%s %s: answer's X-Request-Id %q has no line", s.method, s.path, id)
 			continue
 		}
+		path, _, _ := strings.Cut(s.path, "?")
 		want := map[string]any{
-			"msg": "access", "tier": "edge", "method": s.method, "path": s.path, "status": float64(s.status),
+			"msg": "access", "tier": "edge", "method": s.method, "path": path, "status": float64(s.status),
 			"ip": "127.0.0.1", "bytes_in": float64(s.bytesIn), "bytes_out": float64(len(s.a.raw)),
 		}
 		if s.code != "" {
@@ -86,7 +114,9 @@ func TestAccessLog(t *testing.T) {
 			t.Errorf("%s %s: duration_us = %v", s.method, s.path, l["duration_us"])
 		}
 	}
-	for name, secret := range map[string]string{"branch key": keyMain, "unknown key": badKey, "edge token": edgeToken} {
+	signature := sig[slices.Index(sig, "X-Signature")+1]
+	for name, secret := range map[string]string{"branch key": keyMain, "unknown key": badKey, "edge token": edgeToken,
+		"signature": signature, "signing secret": secretA, "query string": "payload=", "slip payload": p} {
 		if strings.Contains(raw, secret) {
 			t.Errorf("the access log holds the %s", name)
 		}
@@ -101,5 +131,33 @@ func TestAccessLog(t *testing.T) {
 	}
 	if a, b := seq(all[0].a.header.Get("X-Request-Id")), seq(all[1].a.header.Get("X-Request-Id")); b != a+1 {
 		t.Errorf("request ids %d then %d", a, b)
+	}
+}
+
+// TestAccessLogUnparsedRequest: a request fasthttp cannot read still gets
+// an id and a line, with its refusal's code and no method or path (the
+// request was discarded; whatever they were, they are unknown).
+func TestAccessLogUnparsedRequest(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	id := res.Header.Get("X-Request-Id")
+	if res.StatusCode != 400 || id == "" {
+		t.Fatalf("answer %d with id %q, want 400 with an id", res.StatusCode, id)
+	}
+	lines, raw := e.accessLog(t)
+	if len(lines) != 1 || lines[0]["id"] != id || lines[0]["code"] != "VALIDATION_ERROR" ||
+		lines[0]["method"] != "" || lines[0]["path"] != "" || lines[0]["status"] != 400.0 {
+		t.Fatalf("log, want one VALIDATION_ERROR line under %s without method or path:\n%s", id, raw)
 	}
 }

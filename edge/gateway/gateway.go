@@ -9,6 +9,7 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -76,11 +77,10 @@ func New(cfg Config, m *Metrics) *Gateway {
 		_, v2 := api.RenderError(api.V2, api.E(r.Code))
 		g.rejects[r.Code] = rendered{v1Status: r.V1Status, v2Status: r.V2Status, v1: v1, v2: v2}
 	}
+	// Request ids: a random prefix per edge process (so edges started
+	// together do not share ids), then a counter.
 	var seed [6]byte
-	now := cfg.Now().UnixNano()
-	for i := range seed {
-		seed[i] = byte(now >> (8 * i))
-	}
+	rand.Read(seed[:])
 	g.reqPrefix = append(hex.AppendEncode(nil, seed[:]), '-')
 	g.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	if cfg.Access != nil {
@@ -97,6 +97,7 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 func (g *Gateway) Handler() fasthttp.RequestHandler {
 	r := router.New()
 	r.HandleMethodNotAllowed = false
+	r.HandleOPTIONS = false // an OPTIONS request is answered NOT_FOUND, with its id and log line
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	for i := range Routes {
@@ -133,6 +134,7 @@ type exchange struct {
 	code       api.Code // the edge's own refusal; 0 when core answered
 	p          *authcache.Principal
 	ip         netip.Addr
+	unparsed   bool // fasthttp could not read the request: no method or path to tell
 }
 
 // noRoute marks an answer outside the route metrics (/openapi.json).
@@ -168,9 +170,11 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 		x.ip = g.clientIP(ctx)
 	}
 	e := accesslog.Entry{
-		Start: x.start, ID: x.id(), Method: ctx.Method(), Path: ctx.Request.URI().PathOriginal(), Status: status,
-		Duration: x.end.Sub(x.start), IP: x.ip,
+		Start: x.start, ID: x.id(), Status: status, Duration: x.end.Sub(x.start), IP: x.ip,
 		BytesIn: len(ctx.Request.Body()), BytesOut: len(ctx.Response.Body()),
+	}
+	if !x.unparsed {
+		e.Method, e.Path = ctx.Method(), ctx.Request.URI().PathOriginal()
 	}
 	if x.code != 0 {
 		e.Code = x.code.String()
@@ -192,7 +196,8 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	x := g.begin(len(Routes))
 	defer g.finish(ctx, &x)
 	v, code := api.V2, api.Validation
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	x.unparsed = !errors.Is(err, fasthttp.ErrBodyTooLarge) // the request was reset
+	if !x.unparsed {
 		v = versionOfPath(ctx.Path())
 		for i := range Routes {
 			if Routes[i].Budget != Unlimited && Routes[i].Path == string(ctx.Path()) {

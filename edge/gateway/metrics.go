@@ -78,10 +78,10 @@ func (m *Metrics) observe(route, status int, d time.Duration) {
 func (m *Metrics) rejected(code api.Code) { m.rejection[code].Inc() }
 
 // accessLog exports the access log's losses: lines dropped because its
-// writer fell behind, and chunks it failed to write.
+// writer fell behind, and lines lost to failed writes.
 func (m *Metrics) accessLog(l *accesslog.Log) {
 	m.set.NewGauge(`edge_access_log_dropped_lines_total`, func() float64 { return float64(l.Dropped()) })
-	m.set.NewGauge(`edge_access_log_write_failures_total`, func() float64 { return float64(l.Failed()) })
+	m.set.NewGauge(`edge_access_log_failed_lines_total`, func() float64 { return float64(l.Failed()) })
 }
 
 // WritePrometheus writes every metric in Prometheus text format.
