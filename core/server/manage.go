@@ -124,7 +124,6 @@ func (s *Server) getBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
-	s.changed(c.serviceID)
 	return s.view(c, b)
 }
 

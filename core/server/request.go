@@ -244,6 +244,11 @@ func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error)
 		}
 		return f, nil, nil
 	}
+	// Bodies come as sent: a compressed multipart form would be inflated
+	// in memory without bound (the body limit counts compressed bytes).
+	if ce := ctx.Request.Header.Peek(fasthttp.HeaderContentEncoding); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
+		return fields{}, nil, api.Errorf(api.Validation, "body: Content-Encoding is not accepted; send the body uncompressed")
+	}
 	if bytes.HasPrefix(ctx.Request.Header.ContentType(), []byte("multipart/form-data")) {
 		return readMultipart(ctx, v)
 	}

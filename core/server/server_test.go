@@ -137,6 +137,7 @@ type call struct {
 	token           string // edge token; "" sends the right one, "-" none
 	body            any    // JSON-encoded unless []byte
 	contentType     string
+	header          []string // more headers, name then value
 }
 
 type answer struct {
@@ -174,6 +175,9 @@ func (c *core) do(t testing.TB, k call) answer {
 	}
 	if k.contentType != "" {
 		req.Header.Set("Content-Type", k.contentType)
+	}
+	for i := 0; i+1 < len(k.header); i += 2 {
+		req.Header.Set(k.header[i], k.header[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -5,6 +5,7 @@
 package authn
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,27 +17,18 @@ import (
 // clock, either way.
 const Window = 5 * 60 // seconds
 
-// Bearer returns the key of an Authorization header value "Bearer <key>".
-// ok is false when the scheme is not Bearer (case-insensitive) or the key
-// is empty.
+// Bearer returns the key of an Authorization header value "Bearer <key>",
+// exactly so: the scheme as the spec writes it, one space, then the key.
+// Load balancers hash on the header's bytes to send one key to one edge
+// (its nonces and rate buckets), so every accepted spelling of a key must
+// be the same string: "bearer <key>" or "Bearer  <key>" would be another
+// edge's key. ok is false for anything else or an empty key.
 func Bearer(h []byte) (key []byte, ok bool) {
-	const scheme = "bearer "
-	if len(h) <= len(scheme) {
+	const scheme = "Bearer "
+	if len(h) <= len(scheme) || string(h[:len(scheme)]) != scheme || bytes.ContainsAny(h[len(scheme):], " \t") {
 		return nil, false
 	}
-	for i := 0; i < len(scheme); i++ {
-		if h[i]|0x20 != scheme[i] { // |0x20 lower-cases letters and keeps the space
-			return nil, false
-		}
-	}
-	key = h[len(scheme):]
-	for len(key) > 0 && key[0] == ' ' {
-		key = key[1:]
-	}
-	for len(key) > 0 && key[len(key)-1] == ' ' {
-		key = key[:len(key)-1]
-	}
-	return key, len(key) > 0
+	return h[len(scheme):], true
 }
 
 // ParseTimestamp reads X-Timestamp: Unix seconds, decimal digits only.

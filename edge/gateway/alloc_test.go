@@ -62,7 +62,7 @@ func TestHeaderNameCasing(t *testing.T) {
 	body := payload("CASINGREF02")
 	signed := e.signed(keyMain, secretA, "POST", "/v2/verify/bank", body, 0, "")
 	for name, headers := range map[string][]string{
-		"bearer": {"authorization", "bearer " + keyFast},
+		"bearer": {"authorization", "Bearer " + keyFast},
 		"signed": signed,
 	} {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))

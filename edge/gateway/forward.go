@@ -24,12 +24,15 @@ var (
 
 	// Names of headers a client sends, as fasthttp stores them, so they are
 	// read and deleted without normalising the name again.
-	hAuthorization = canonical("Authorization")
-	hAPIKey        = canonical("X-API-Key")
-	hSignature     = canonical("X-Signature")
-	hTimestamp     = canonical("X-Timestamp")
-	hNonce         = canonical("X-Nonce")
-	hOverload      = canonical(api.HeaderOverload)
+	hAuthorization   = canonical("Authorization")
+	hAPIKey          = canonical("X-API-Key")
+	hSignature       = canonical("X-Signature")
+	hTimestamp       = canonical("X-Timestamp")
+	hNonce           = canonical("X-Nonce")
+	hOverload        = canonical(api.HeaderOverload)
+	hContentEncoding = canonical("Content-Encoding")
+	hTrailer         = canonical("Trailer")
+	identity         = []byte("identity")
 
 	// Response headers. The rate headers keep the spec's casing
 	// (X-RateLimit-Limit), which normalising would change.

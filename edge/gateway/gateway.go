@@ -224,7 +224,11 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	x := g.begin(idx)
 	defer g.finish(ctx, &x)
 	h := &ctx.Request.Header
-	stripInternal(h)
+	if code := screen(h); code != 0 {
+		x.code = code
+		g.reject(ctx, rt.Version, code)
+		return
+	}
 	var (
 		p    *authcache.Principal
 		code api.Code
@@ -415,16 +419,48 @@ func setRateHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
 	h.SetCanonical(hRateReset, strconv.AppendInt(buf[:0], int64(d.Reset), 10))
 }
 
-// stripInternal deletes internal headers a client sent. One pass over the
-// header names finds them; most requests have none and pay nothing more.
-func stripInternal(h *fasthttp.RequestHeader) {
-	for k := range h.All() {
-		if len(k) > 7 && (k[0]|0x20) == 'x' && k[1] == '-' && (k[2]|0x20) == 's' && (k[3]|0x20) == 'l' &&
-			(k[4]|0x20) == 'i' && (k[5]|0x20) == 'p' && k[6] == '-' || bytes.EqualFold(k, hRequestID) {
-			for _, name := range api.InternalHeaders {
-				h.Del(name)
-			}
-			return
+// screen is one pass over a request's header names before anything else:
+// it deletes internal headers a client sent and a Trailer declaration (which
+// would make fasthttp leave the named headers, the edge's own among them,
+// out of the request to core), and refuses
+//   - a compressed body (Content-Encoding): the edge bounds bodies as sent,
+//     and a multipart body would be inflated without bound further on;
+//   - more than one credential header (two Authorization or X-API-Key
+//     headers, or one of each): load balancers hash on them to send a key to
+//     one edge, its nonces and rate buckets, so an added or repeated header
+//     the edge ignored would send a replay of a signed request, or a share
+//     of a branch's rate, to another edge.
+//
+// Most requests have none of these and pay one comparison per header.
+func screen(h *fasthttp.RequestHeader) api.Code {
+	var internal, trailer, encoded bool
+	creds := 0
+	for k, v := range h.All() {
+		switch {
+		case len(k) > 7 && (k[0]|0x20) == 'x' && k[1] == '-' && (k[2]|0x20) == 's' && (k[3]|0x20) == 'l' &&
+			(k[4]|0x20) == 'i' && (k[5]|0x20) == 'p' && k[6] == '-' || bytes.EqualFold(k, hRequestID):
+			internal = true
+		case bytes.Equal(k, hAuthorization) || bytes.Equal(k, hAPIKey):
+			creds++
+		case bytes.Equal(k, hContentEncoding):
+			encoded = encoded || !bytes.EqualFold(v, identity)
+		case bytes.Equal(k, hTrailer):
+			trailer = true
 		}
 	}
+	if internal {
+		for _, name := range api.InternalHeaders {
+			h.Del(name)
+		}
+	}
+	if trailer {
+		h.Del("Trailer")
+	}
+	switch {
+	case encoded:
+		return api.Validation
+	case creds > 1:
+		return api.InvalidAPIKey
+	}
+	return 0
 }
