@@ -217,13 +217,19 @@ func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.store.UpdateBranch(c.serviceID, param(ctx, "branch"), func(b *store.Branch) error {
+	b, err := s.store.UpdateBranch(c.serviceID, param(ctx, "branch"), func(b *store.Branch, u store.Usage) error {
 		if f.has("active") && b.Main {
 			if a, _ := f.boolean("active"); !a {
 				return api.Errorf(api.Validation, "active: the main branch cannot be deactivated")
 			}
 		}
-		return s.applyBranch(f, b)
+		if err := s.applyBranch(f, b); err != nil {
+			return err
+		}
+		if f.has("limitQuota") {
+			return limitAboveUsed(b.LimitQuota, u.Branch.Used)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, manageError(err, "branch")
@@ -292,11 +298,17 @@ func (s *Server) putQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 		return nil, err
 	}
 	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) {
-		if limit != nil && *limit < q.Usage.Branch.Used {
-			return nil, false, api.Errorf(api.Validation, "limitQuota: must not be below the current usedQuota ("+itoa(q.Usage.Branch.Used)+")")
-		}
-		return limit, false, nil
+		return limit, false, limitAboveUsed(limit, q.Usage.Branch.Used)
 	})
+}
+
+// limitAboveUsed refuses a branch limit below the quota the branch used in
+// this period (spec 4.4), by PUT .../quota and by PATCH alike.
+func limitAboveUsed(limit *int64, used int64) error {
+	if limit != nil && *limit < used {
+		return api.Errorf(api.Validation, "limitQuota: must not be below the current usedQuota ("+itoa(used)+")")
+	}
+	return nil
 }
 
 func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {

@@ -239,10 +239,14 @@ func parseReceiver(f fields, r *verify.Request) error {
 func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error) {
 	if ctx.IsGet() {
 		f := fields{form: map[string]string{}}
+		var fe api.FieldErrors
 		for k, val := range ctx.QueryArgs().All() {
+			if _, twice := f.form[string(k)]; twice {
+				fe.Add(string(k), "given more than once")
+			}
 			f.form[string(k)] = string(val)
 		}
-		return f, nil, nil
+		return f, nil, fe.Err()
 	}
 	// Bodies come as sent: a compressed multipart form would be inflated
 	// in memory without bound (the body limit counts compressed bytes).
@@ -316,12 +320,15 @@ func readMultipart(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, err
 		part = "file"
 	}
 	f := fields{form: map[string]string{}}
+	var fe api.FieldErrors
 	for k, vals := range form.Value {
+		if len(vals) > 1 {
+			fe.Add(k, "given more than once") // as in JSON: which one counts would be a guess
+		}
 		if len(vals) > 0 {
 			f.form[k] = vals[0]
 		}
 	}
-	var fe api.FieldErrors
 	var image []byte
 	for name, files := range form.File {
 		if name != part || len(files) != 1 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/netip"
@@ -424,6 +425,20 @@ func TestErrorsV2(t *testing.T) {
 	if msg := get(dup.body, "error", "message"); msg != "payload: given more than once" {
 		t.Errorf("a field given twice: message %q", msg)
 	}
+	// So in a multipart form, and in v1's query string.
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	mw.WriteField("payload", bankPayload("004", "DUPKEYREF002"))
+	mw.WriteField("remark", "a")
+	mw.WriteField("remark", "b")
+	mw.Close()
+	dup = c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: form.Bytes(), contentType: mw.FormDataContentType()})
+	dup.v2err(t, 400, "VALIDATION_ERROR")
+	if msg := get(dup.body, "error", "message"); msg != "remark: given more than once" {
+		t.Errorf("a form field given twice: message %q", msg)
+	}
+	c.do(t, call{method: "GET", path: "/verify?payload=" + bankPayload("004", "DUPKEYREF003") + "&payload=" + bankPayload("004", "DUPKEYREF004"),
+		branch: "br-main"}).v1err(t, 400, "invalid_request")
 
 	// Every failing field is named, joined with "; ".
 	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",

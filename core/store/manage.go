@@ -91,18 +91,19 @@ func (s *Store) CreateBranch(b Branch) error {
 
 // UpdateBranch applies change to a branch of a service atomically and
 // returns the result. change returns an error to refuse.
-func (s *Store) UpdateBranch(serviceID, branchID string, change func(*Branch) error) (Branch, error) {
-	var b Branch
+func (s *Store) UpdateBranch(serviceID, branchID string, change func(*Branch, Usage) error) (Branch, error) {
+	var q BranchQuota
 	err := s.write(func(tx *bolt.Tx) error {
-		if err := branchOf(tx, serviceID, branchID, &b); err != nil {
+		q = BranchQuota{}
+		if err := s.quotaOf(tx, serviceID, branchID, &q); err != nil {
 			return err
 		}
-		if err := change(&b); err != nil {
+		if err := change(&q.Branch, q.Usage); err != nil {
 			return err
 		}
-		return putJSON(tx.Bucket(bucketBranches), b.ID, b)
+		return putJSON(tx.Bucket(bucketBranches), q.Branch.ID, q.Branch)
 	})
-	return b, err
+	return q.Branch, err
 }
 
 // DeleteBranch deletes a branch that is not its service's main branch,
@@ -200,36 +201,72 @@ func (s *Store) Accounts(serviceID, branchID string) ([]BankAccount, error) {
 	return out, err
 }
 
+// Bounds on one service's bank accounts: each is read (in the one write
+// transaction at a time) whenever the service creates another, and by
+// every receiver check.
+const (
+	MaxAccountsPerService = 1000
+	MaxAccountBranches    = 1000 // branches one account is linked to at creation
+)
+
+// accountsOf returns a service's bank accounts, ordered by id.
 func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 	var out []BankAccount
-	err := tx.Bucket(bucketAccounts).ForEach(func(_, v []byte) error {
+	prefix := append([]byte(serviceID), 0)
+	accounts := tx.Bucket(bucketAccounts)
+	c := tx.Bucket(bucketAccountsByService).Cursor()
+	for k, _ := c.Seek(prefix); bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var a BankAccount
+		if err := getJSON(accounts, string(k[len(prefix):]), &a); err != nil {
+			return out, fmt.Errorf("account index %q: %w", k, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// putAccount stores a new account and indexes it by its service.
+func putAccount(tx *bolt.Tx, a BankAccount) error {
+	if err := putJSON(tx.Bucket(bucketAccounts), a.ID, a); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketAccountsByService).Put([]byte(a.ServiceID+"\x00"+a.ID), nil)
+}
+
+// indexAccounts builds the index of a store whose accounts predate it.
+func indexAccounts(tx *bolt.Tx) error {
+	idx := tx.Bucket(bucketAccountsByService)
+	return tx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
 		var a BankAccount
 		if err := json.Unmarshal(v, &a); err != nil {
 			return err
 		}
-		if a.ServiceID == serviceID {
-			out = append(out, a)
-		}
-		return nil
+		return idx.Put([]byte(a.ServiceID+"\x00"+string(k)), nil)
 	})
-	slices.SortFunc(out, func(a, b BankAccount) int { return bytes.Compare([]byte(a.ID), []byte(b.ID)) })
-	return out, err
 }
 
 // CreateAccount stores a bank account, refusing with ErrAccountDuplicate an
 // active account of the service with the same bankCode and bankNumber, and
-// with ErrNotFound a branch to link that is not the service's.
+// with ErrNotFound a branch to link that is not the service's. A branch
+// listed twice is linked once.
 func (s *Store) CreateAccount(a BankAccount) error {
 	return s.write(func(tx *bolt.Tx) error {
 		all, err := accountsOf(tx, a.ServiceID)
 		if err != nil {
 			return err
 		}
+		if len(all) >= MaxAccountsPerService {
+			return refuse("a service holds at most %d bank accounts", MaxAccountsPerService)
+		}
 		for _, o := range all {
 			if o.Active && o.BankCode == a.BankCode && o.BankNumber == a.BankNumber {
 				return ErrAccountDuplicate
 			}
 		}
+		if len(a.Branches) > MaxAccountBranches {
+			return refuse("branches: at most %d", MaxAccountBranches)
+		}
+		a.Branches = distinct(a.Branches)
 		for _, b := range a.Branches {
 			var br Branch
 			if err := branchOf(tx, a.ServiceID, b, &br); err != nil {
@@ -239,8 +276,19 @@ func (s *Store) CreateAccount(a BankAccount) error {
 		if tx.Bucket(bucketAccounts).Get([]byte(a.ID)) != nil {
 			return refuse("id: an account with this id exists")
 		}
-		return putJSON(tx.Bucket(bucketAccounts), a.ID, a)
+		return putAccount(tx, a)
 	})
+}
+
+// distinct returns ids without repeats, in their first order.
+func distinct(ids []string) []string {
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // ErrAccountDuplicate refuses a second active account with the same bank

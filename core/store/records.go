@@ -137,7 +137,11 @@ func (s *Store) InsertMissing(r Records) (int, error) {
 			errs = append(errs, err)
 		}
 		for _, a := range r.Accounts {
-			_, err := put(bucketAccounts, a.ID, a)
+			var err error
+			if tx.Bucket(bucketAccounts).Get([]byte(a.ID)) == nil {
+				n++
+				err = putAccount(tx, a)
+			}
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)

@@ -38,17 +38,21 @@ var (
 	// bucketB2BByService indexes B2B clients by service and creation order.
 	bucketB2BByService = []byte("b2b-by-service")
 	bucketAccounts     = []byte("accounts")
-	bucketQuota        = []byte("quota")
-	bucketSlips        = []byte("slips")
-	bucketOutbox       = []byte("outbox")
-	bucketJobs         = []byte("jobs")
+	// bucketAccountsByService indexes bank accounts by service
+	// (service NUL account id), so a service's accounts are read without
+	// reading every other service's.
+	bucketAccountsByService = []byte("accounts-by-service")
+	bucketQuota             = []byte("quota")
+	bucketSlips             = []byte("slips")
+	bucketOutbox            = []byte("outbox")
+	bucketJobs              = []byte("jobs")
 	// bucketJobsDue orders the jobs that wait for a time (a retry, a
 	// delivery) by that time; bucketJobsByAge orders jobs by creation for
 	// removal after their retention.
 	bucketJobsDue   = []byte("jobs-due")
 	bucketJobsByAge = []byte("jobs-by-age")
 	allBuckets      = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketKeys,
-		bucketB2B, bucketB2BByService, bucketAccounts, bucketQuota, bucketSlips, bucketOutbox,
+		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
 		bucketJobs, bucketJobsDue, bucketJobsByAge}
 )
 
@@ -106,8 +110,14 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		indexed := tx.Bucket(bucketAccountsByService) != nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		if !indexed { // a store from before the index
+			if err := indexAccounts(tx); err != nil {
 				return err
 			}
 		}

@@ -112,6 +112,15 @@ func TestQuotaRules(t *testing.T) {
 	if !strings.Contains(get(a.body, "error", "message").(string), "(3)") {
 		t.Errorf("message does not state the used quota: %s", a.raw)
 	}
+	// PATCH of the branch takes limitQuota too, under the same rule.
+	a = e.b2b(t, clientFull, secretA, "PATCH", "/b2b/branches/a-fast", `{"limitQuota":1}`)
+	a.want(t, 400, "VALIDATION_ERROR")
+	if !strings.Contains(get(a.body, "error", "message").(string), "(3)") {
+		t.Errorf("PATCH: message does not state the used quota: %s", a.raw)
+	}
+	if a := q("GET", "", ""); get(a.body, "data", "branch", "limitQuota") != nil {
+		t.Fatalf("a refused PATCH changed the limit: %s", a.raw)
+	}
 	q("POST", "/adjust", `{"amount":5}`).want(t, 400, "VALIDATION_ERROR") // no limit of its own yet
 	if a := q("PUT", "", `{"limitQuota":4}`); get(a.body, "data", "limitQuota") != 4.0 || get(a.body, "data", "usedQuota") != 3.0 {
 		t.Fatalf("put: %s", a.raw)
