@@ -229,6 +229,9 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 	if err != nil {
 		return err
 	}
+	if sign == nil { // the branch was deleted after the job was accepted
+		verr = api.E(api.BranchInactive)
+	}
 	_, err = j.Store.UpdateJob(job.ID, func(job *store.Job) ([]store.Message, error) {
 		if err := waiting(job); err != nil {
 			return nil, err
@@ -268,10 +271,15 @@ func (j *Jobs) settle(job *store.Job, res verify.BankResult, verr error, sign fu
 
 // signer returns what signs the branch's callbacks: the X-Service-Signature
 // value of a body under the branch's webhook secret, or "" when the branch
-// has none (or is gone).
+// has none. It returns nil when the branch is gone: its secret went with
+// it, and an unsigned callback for a branch that had one would teach its
+// receiver to take unsigned ones, so none is sent.
 func (j *Jobs) signer(serviceID, branchID string) (func([]byte) string, error) {
 	br, err := j.Store.Branch(serviceID, branchID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	if len(br.WebhookSecret) == 0 {
@@ -313,7 +321,7 @@ type notFound struct {
 }
 
 // finish ends a job with its result and builds its callback, signed by
-// sign.
+// sign; a nil sign (the branch is gone) sends none.
 func (j *Jobs) finish(job *store.Job, status, result string, data any, e *api.ErrorBody, sign func([]byte) string) ([]store.Message, error) {
 	now := j.Now()
 	job.Status, job.DueAt = status, 0
@@ -337,6 +345,9 @@ func (j *Jobs) finish(job *store.Job, status, result string, data any, e *api.Er
 		Timestamp: now.UTC().Format(time.RFC3339Nano)}
 	if job.BatchID != "" {
 		p.BatchID = &job.BatchID
+	}
+	if sign == nil {
+		return nil, nil
 	}
 	body, err := json.Marshal(p)
 	if err != nil {

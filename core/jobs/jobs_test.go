@@ -89,6 +89,8 @@ func setup(t *testing.T) *env {
 			{ID: "br-expired", ServiceID: "svc-expired", Main: true, Active: true, KeyDigest: store.Digest("k6"), WebhookURL: url(hook)},
 			{ID: "br-banned", ServiceID: "svc-banned", Main: true, Active: true, KeyDigest: store.Digest("k7"), WebhookURL: url(hook)},
 			{ID: "br-user", ServiceID: "svc-user", Main: true, Active: true, KeyDigest: store.Digest("k8"), WebhookURL: url(hook)},
+			{ID: "br-gone", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k9"),
+				WebhookURL: url(hook), WebhookSecret: box.Seal(webhookSecret, "webhook/br-gone")},
 		},
 	})
 	if err != nil {
@@ -395,6 +397,31 @@ func TestHandleJobNoSecret(t *testing.T) {
 	e.handle(e.takeOne(api.TopicJobs))
 	if cb, _ := callback(t, e.takeOne(api.TopicResults)); cb.Signature != "" {
 		t.Errorf("callback of a branch without a secret signed %q", cb.Signature)
+	}
+}
+
+// TestHandleJobBranchDeleted: a job whose branch was deleted after it was
+// accepted fails with BRANCH_INACTIVE, charges nothing and sends no
+// callback: the branch's webhook secret went with it, and an unsigned
+// callback would teach its receiver to take unsigned ones.
+func TestHandleJobBranchDeleted(t *testing.T) {
+	e := setup(t)
+	id := e.submit("br-gone", "GONEREF00001")
+	m := e.takeOne(api.TopicJobs)
+	if err := e.st.DeleteBranch("svc", "br-gone"); err != nil {
+		t.Fatal(err)
+	}
+	e.handle(m)
+	j := e.job(id)
+	var body api.ErrorBody
+	if err := json.Unmarshal(j.Error, &body); err != nil || j.Status != jobs.Failed || body.Code != "BRANCH_INACTIVE" {
+		t.Fatalf("job %s error %s (%v), want failed BRANCH_INACTIVE", j.Status, j.Error, err)
+	}
+	if msgs := e.take(api.TopicResults); len(msgs) != 0 {
+		t.Fatalf("%d callbacks for a deleted branch's job: %s", len(msgs), msgs[0].Value)
+	}
+	if n := e.used("svc", "br-gone"); n != 0 {
+		t.Errorf("quota used %d", n)
 	}
 }
 
