@@ -1,10 +1,7 @@
 package server_test
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"mime/multipart"
 	"runtime"
 	"testing"
 	"time"
@@ -17,24 +14,15 @@ import (
 // not inflated: 300 KiB on the wire would be 256 MiB of form in memory.
 func TestCompressedBodyRefused(t *testing.T) {
 	c := startCore(t, nil)
-	var form bytes.Buffer
-	mw := multipart.NewWriter(&form)
-	part, _ := mw.CreateFormFile("image", "zeros.png")
-	part.Write(make([]byte, 256<<20))
-	mw.Close()
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(form.Bytes())
-	zw.Close()
-	form = bytes.Buffer{}
+	gz, contentType := testnet.GzipForm("image", 256<<20)
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for _, path := range []string{"/v2/verify/bank", "/v2/verify/wallet"} {
-		c.do(t, call{method: "POST", path: path, branch: "br-main", body: gz.Bytes(), contentType: mw.FormDataContentType(),
+		c.do(t, call{method: "POST", path: path, branch: "br-main", body: gz, contentType: contentType,
 			header: []string{"Content-Encoding", "gzip"}}).v2err(t, 400, "VALIDATION_ERROR")
 	}
-	c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: gz.Bytes(), contentType: mw.FormDataContentType(),
+	c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: gz, contentType: contentType,
 		header: []string{"Content-Encoding", "gzip"}}).v1err(t, 400, "invalid_request")
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {

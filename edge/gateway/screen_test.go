@@ -2,15 +2,14 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
-	"compress/gzip"
 	"io"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestOneSpellingOfCredentials: the edge takes one spelling of each
@@ -49,21 +48,13 @@ func TestOneSpellingOfCredentials(t *testing.T) {
 // multipart form of 300 KiB would inflate to hundreds of MiB further on.
 func TestCompressedBodiesRefused(t *testing.T) {
 	e := startEdge(t, startCore(t, seed))
-	var form bytes.Buffer
-	mw := multipart.NewWriter(&form)
-	part, _ := mw.CreateFormFile("image", "zeros.png")
-	part.Write(make([]byte, 64<<20))
-	mw.Close()
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(form.Bytes())
-	zw.Close()
+	gz, contentType := testnet.GzipForm("image", 64<<20)
 	for _, c := range []struct{ path, code string }{{"/v2/verify/bank", "VALIDATION_ERROR"}, {"/v2/verify/bank/async", "VALIDATION_ERROR"}} {
-		e.do(t, "POST", c.path, gz.String(), "Authorization", "Bearer "+keyMain,
-			"Content-Type", mw.FormDataContentType(), "Content-Encoding", "gzip").want(t, 400, c.code)
+		e.do(t, "POST", c.path, string(gz), "Authorization", "Bearer "+keyMain,
+			"Content-Type", contentType, "Content-Encoding", "gzip").want(t, 400, c.code)
 	}
-	if a := e.do(t, "POST", "/verify", gz.String(), "Authorization", "Bearer "+keyMain,
-		"Content-Type", mw.FormDataContentType(), "Content-Encoding", "gzip"); a.status != 400 {
+	if a := e.do(t, "POST", "/verify", string(gz), "Authorization", "Bearer "+keyMain,
+		"Content-Type", contentType, "Content-Encoding", "gzip"); a.status != 400 {
 		t.Errorf("v1: %d %s, want 400", a.status, a.raw)
 	}
 	// identity is no encoding.
