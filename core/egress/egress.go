@@ -262,8 +262,17 @@ func (c *Client) Post(ctx context.Context, rawURL string, body []byte, header ht
 		}
 		return 0, err
 	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The transport hands over the raw connection as the body and stops
+		// watching ctx: reading it would wait for as long as the receiver
+		// keeps it open. A callback is never an upgrade: a failed delivery.
+		return resp.StatusCode, nil
+	}
+	// Closing the body ends a read the receiver drips out past the timeout.
+	stop := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer stop()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
-	resp.Body.Close()
 	return resp.StatusCode, nil
 }
 

@@ -847,6 +847,48 @@ func TestPost(t *testing.T) {
 	s.trap.untouched(t)
 }
 
+// TestPostUpgradeAnswer: a receiver answering 101 Switching Protocols and
+// then holding the connection silent ends the delivery (a failure) within
+// the timeout. The transport hands over the raw connection as the body and
+// stops watching the request's context; reading it would wait for as long
+// as the receiver likes, holding a delivery slot for good.
+func TestPostUpgradeAnswer(t *testing.T) {
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	s := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
+		rw.Flush()
+		<-held
+	}), true)
+	cfg := testConfig()
+	cfg.CAFile = writeCA(t, s.srv)
+	cfg.Timeout = time.Second
+	c := newClient(t, cfg)
+	type result struct {
+		status int
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		status, err := c.Post(context.Background(), s.url("127.0.0.1", "/hook"), []byte("{}"), nil)
+		done <- result{status, err}
+	}()
+	select {
+	case r := <-done:
+		if r.status >= 200 && r.status < 300 {
+			t.Errorf("an upgrade answer counted as delivered: %d, %v", r.status, r.err)
+		}
+	case <-time.After(20 * time.Second): // a bound on a hang, not a wait for time to pass
+		t.Fatal("Post still waits on a receiver that answered 101 and went silent")
+	}
+}
+
 // TestNoProxyFromEnvironment: HTTP(S)_PROXY pointing at the trap changes
 // nothing; the client connects directly.
 func TestNoProxyFromEnvironment(t *testing.T) {

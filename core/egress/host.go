@@ -2,7 +2,9 @@ package egress
 
 import (
 	"math"
+	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 )
 
@@ -151,4 +153,26 @@ func digitValue(c byte) uint64 {
 		return uint64(c-'A') + 10
 	}
 	return 16
+}
+
+// HostKey is the server a URL names, as one string however the URL spells
+// it: an address in its canonical form (127.1, 2130706433 and 0x7f000001
+// are all 127.0.0.1), a name in lower case without its trailing dot, and
+// the port, 443 when the URL gives none. Bounds per server key on it.
+func HostKey(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	h := strings.ToLower(u.Hostname())
+	if a, kind := classifyHost(h); kind == hostIP {
+		h = a.String()
+	} else {
+		h = strings.TrimSuffix(h, ".")
+	}
+	return net.JoinHostPort(h, port)
 }

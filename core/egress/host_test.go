@@ -197,3 +197,21 @@ func refClassify(host string) (netip.Addr, hostKind) {
 	}
 	return netip.AddrFrom4([4]byte{byte(total / (1 << 24)), byte(total / (1 << 16)), byte(total / (1 << 8)), byte(total)}), hostIP
 }
+
+// TestHostKey: every spelling of one server is one key, so a bound per
+// server cannot be passed by spelling its address another way.
+func TestHostKey(t *testing.T) {
+	for want, urls := range map[string][]string{
+		"127.0.0.1:443": {"https://127.0.0.1/h", "https://127.1/h", "https://2130706433/h", "https://0x7f000001/h",
+			"https://0177.0.0.1/h", "https://127.0.0.1./h", "https://127.0.1/h", "https://0x7f.1/h", "https://127.0.0.1:443/h"},
+		"example.com:443":  {"https://example.com/a", "https://EXAMPLE.com./b", "https://Example.Com:443/c"},
+		"example.com:8443": {"https://example.com:8443/"},
+		"[::1]:443":        {"https://[::1]/", "https://[0:0::1]/"},
+	} {
+		for _, u := range urls {
+			if got := HostKey(u); got != want {
+				t.Errorf("HostKey(%s) = %s, want %s", u, got, want)
+			}
+		}
+	}
+}

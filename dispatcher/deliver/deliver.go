@@ -14,8 +14,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -98,7 +96,7 @@ func (d *Dispatcher) Handle(ctx context.Context, m kafka.Message) error {
 
 // deliver makes one delivery and returns its outcome.
 func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOutcome {
-	name := hostOf(cb.URL)
+	name := egress.HostKey(cb.URL) // every spelling of one server shares its slots
 	h := d.acquire(name)
 	defer d.release(name, h)
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"slipverify-webhook/1"}}
@@ -153,15 +151,6 @@ func (d *Dispatcher) release(name string, h *host) {
 		delete(d.hosts, name)
 	}
 	d.mu.Unlock()
-}
-
-// hostOf returns the host[:port] of a URL, the unit of the per-host bound.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(u.Host)
 }
 
 var _ Poster = (*egress.Client)(nil)
