@@ -72,6 +72,9 @@ type WebhookOutcome struct {
 	OK       bool      `json:"ok"`
 	Status   int       `json:"status,omitempty"` // the HTTP status, if one came
 	Error    string    `json:"error,omitempty"`  // the network error or timeout, if any
+	// Deferred: the receiver's host had no free delivery slot within the
+	// dispatcher's wait, so nothing was sent; not an attempt.
+	Deferred bool `json:"deferred,omitempty"`
 }
 
 // WebhookPayload is the body of a result callback (spec 6.2).

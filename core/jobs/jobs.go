@@ -397,6 +397,14 @@ func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
 			job.Settled = true
 			return nil, nil
 		}
+		if o.Deferred { // nothing was sent: the same delivery, after the first retry's wait
+			wait := time.Second
+			if len(j.DeliveryRetries) > 0 {
+				wait = j.DeliveryRetries[0]
+			}
+			job.DueAt = j.Now().Add(wait).UnixMilli()
+			return nil, nil
+		}
 		var failed []delivery
 		if len(job.Outcomes) > 0 {
 			if err := json.Unmarshal(job.Outcomes, &failed); err != nil {

@@ -642,6 +642,32 @@ func TestHandleOutcomeOK(t *testing.T) {
 	}
 }
 
+// TestHandleOutcomeDeferred: a delivery the dispatcher deferred (no free
+// slot for its host; nothing was sent) is sent again, the same delivery
+// byte for byte, after the first retry's wait, and is no failed attempt:
+// the job keeps its whole retry budget and records no failure.
+func TestHandleOutcomeDeferred(t *testing.T) {
+	e := setup(t)
+	id, first := e.finished("OUTCOMEREF09")
+	for range 6 { // more deferrals than retries: none of them counts
+		e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.now(), Deferred: true, Error: "deferred"})
+		j := e.job(id)
+		if j.Settled || j.Delivery != 1 || j.Outcomes != nil || j.DueAt != e.clock.now().Add(deliveryRetries[0]).UnixMilli() {
+			t.Fatalf("after a deferral: settled %v delivery %d outcomes %s due %d", j.Settled, j.Delivery, j.Outcomes, j.DueAt)
+		}
+		e.clock.add(deliveryRetries[0])
+		e.runDue()
+		sent, _ := callback(t, e.takeOne(api.TopicResults))
+		if sent.Delivery != 1 || sent.Body != first.Body || sent.Signature != first.Signature || sent.URL != first.URL {
+			t.Fatalf("the deferred delivery was sent again as %+v, want %+v", sent, first)
+		}
+	}
+	e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.now(), OK: true, Status: 200})
+	if j := e.job(id); !j.Settled || j.Error != nil {
+		t.Fatalf("delivered after deferrals: settled %v error %s", j.Settled, j.Error)
+	}
+}
+
 // TestHandleOutcomeFailures: each failed delivery is sent again after its
 // wait, byte for byte; after the last the job keeps its result and gains
 // webhook: failed with every delivery.

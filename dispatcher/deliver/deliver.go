@@ -3,9 +3,11 @@
 // the bytes core signed, and reports every delivery's outcome to
 // slip.webhook.outcomes, where core decides on redeliveries.
 //
-// Deliveries run concurrently with a bound per receiving host, so a slow or
-// dead receiver holds only its own slots and never the deliveries to
-// healthy ones.
+// Deliveries run concurrently with a bound per receiving host. A delivery
+// that finds its host's slots taken waits at most SlotWait and is then
+// deferred (core sends it again later, not counted as an attempt), so
+// callbacks piling up for a slow or dead receiver hold the shared workers
+// only briefly, not for as long as that receiver is slow.
 package deliver
 
 import (
@@ -40,7 +42,8 @@ type Outcomes interface {
 type Dispatcher struct {
 	Egress   Poster
 	Outcomes Outcomes
-	PerHost  int // deliveries to one host at once
+	PerHost  int           // deliveries to one host at once
+	SlotWait time.Duration // longest wait for a host's slot before deferring
 	Now      func() time.Time
 	Log      *slog.Logger
 	Backoff  time.Duration // wait before retrying a failed outcome write
@@ -60,6 +63,7 @@ var (
 	failedHTTP    = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="http_error"}`)
 	failedNet     = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="network_error"}`)
 	refused       = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="refused"}`)
+	deferred      = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="deferred"}`)
 	deliveryTimes = metrics.NewHistogram(`slip_dispatcher_delivery_seconds`)
 )
 
@@ -97,7 +101,12 @@ func (d *Dispatcher) Handle(ctx context.Context, m kafka.Message) error {
 // deliver makes one delivery and returns its outcome.
 func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOutcome {
 	name := egress.HostKey(cb.URL) // every spelling of one server shares its slots
-	h := d.acquire(name)
+	h, ok := d.acquire(ctx, name)
+	if !ok {
+		deferred.Inc()
+		return api.WebhookOutcome{EventID: uuid.NewString(), JobID: cb.JobID, Delivery: cb.Delivery, At: d.Now().UTC(),
+			Deferred: true, Error: "deferred: every delivery slot of " + name + " is taken"}
+	}
 	defer d.release(name, h)
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"slipverify-webhook/1"}}
 	if cb.Signature != "" {
@@ -124,28 +133,47 @@ func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOu
 	return out
 }
 
-// acquire takes a delivery slot of host h, waiting while h has PerHost
-// deliveries in flight.
-func (d *Dispatcher) acquire(name string) *host {
+// acquire takes a delivery slot of host name, waiting while it has PerHost
+// deliveries in flight, at most SlotWait (or until ctx ends): ok is false
+// then, and the delivery is deferred.
+func (d *Dispatcher) acquire(ctx context.Context, name string) (h *host, ok bool) {
 	d.mu.Lock()
 	if d.hosts == nil {
 		d.hosts = map[string]*host{}
 	}
-	h := d.hosts[name]
+	h = d.hosts[name]
 	if h == nil {
 		h = &host{slots: make(chan struct{}, max(d.PerHost, 1))}
 		d.hosts[name] = h
 	}
 	h.users++
 	d.mu.Unlock()
-	h.slots <- struct{}{}
-	return h
+	select {
+	case h.slots <- struct{}{}:
+		return h, true
+	default:
+	}
+	t := time.NewTimer(d.SlotWait)
+	defer t.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return h, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	d.leave(name, h)
+	return nil, false
 }
 
-// release frees the slot and forgets a host nobody waits for, so the map
-// holds only hosts with deliveries in hand.
+// release frees the slot.
 func (d *Dispatcher) release(name string, h *host) {
 	<-h.slots
+	d.leave(name, h)
+}
+
+// leave forgets a host nobody waits for, so the map holds only hosts with
+// deliveries in hand.
+func (d *Dispatcher) leave(name string, h *host) {
 	d.mu.Lock()
 	if h.users--; h.users == 0 {
 		delete(d.hosts, name)

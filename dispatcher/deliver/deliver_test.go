@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,6 +93,53 @@ func TestOutcomes(t *testing.T) {
 		if out.OK != c.ok || out.Status != c.status || (out.Error != "") != c.err || out.JobID != "job1" || out.Delivery != 1 {
 			t.Errorf("%s: outcome %+v", c.url, out)
 		}
+	}
+}
+
+// gatePoster holds every delivery to slow.example until released, and
+// answers 204 at once for every other host.
+type gatePoster struct {
+	entered chan string
+	release chan struct{}
+}
+
+func (g gatePoster) Post(_ context.Context, url string, _ []byte, _ http.Header) (int, error) {
+	if strings.Contains(strings.ToLower(url), "slow.example") {
+		g.entered <- url
+		<-g.release
+	}
+	return http.StatusNoContent, nil
+}
+
+// TestBusyHostDefers: a delivery finding its host's slots taken waits at
+// most SlotWait and comes back deferred (nothing sent), so callbacks piling
+// up for a slow receiver do not hold the dispatcher's workers; another
+// host's delivery goes through meanwhile, and another spelling of the busy
+// host is the busy host.
+func TestBusyHostDefers(t *testing.T) {
+	g := gatePoster{entered: make(chan string, 4), release: make(chan struct{})}
+	o := outcomes{got: make(chan api.WebhookOutcome, 4)}
+	d := &deliver.Dispatcher{Egress: g, Outcomes: o, PerHost: 1, SlotWait: 50 * time.Millisecond, Now: time.Now,
+		Log: slog.New(slog.DiscardHandler)}
+	go d.Handle(context.Background(), callback("https://slow.example/a", 1))
+	<-g.entered // holds slow.example's only slot
+	for n, url := range map[int]string{2: "https://slow.example/b", 3: "https://SLOW.example.:443/c"} {
+		if err := d.Handle(context.Background(), callback(url, n)); err != nil {
+			t.Fatal(err)
+		}
+		if out := <-o.got; !out.Deferred || out.OK || out.JobID != fmt.Sprint("job", n) || out.Status != 0 {
+			t.Errorf("%s while its host is busy: %+v, want deferred", url, out)
+		}
+	}
+	if err := d.Handle(context.Background(), callback("https://fast.example/d", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if out := <-o.got; !out.OK || out.Deferred {
+		t.Errorf("another host while slow.example is busy: %+v", out)
+	}
+	close(g.release)
+	if out := <-o.got; !out.OK || out.JobID != "job1" {
+		t.Errorf("the held delivery: %+v", out)
 	}
 }
 
