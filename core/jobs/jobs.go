@@ -341,13 +341,13 @@ func (j *Jobs) finish(job *store.Job, status, result string, data any, e *api.Er
 		}
 		job.Result = raw
 	}
+	if sign == nil {
+		return nil, nil
+	}
 	p := api.WebhookPayload{JobID: job.ID, Status: result, Data: data, Error: e,
 		Timestamp: now.UTC().Format(time.RFC3339Nano)}
 	if job.BatchID != "" {
 		p.BatchID = &job.BatchID
-	}
-	if sign == nil {
-		return nil, nil
 	}
 	body, err := json.Marshal(p)
 	if err != nil {

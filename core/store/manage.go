@@ -212,7 +212,7 @@ const (
 // accountsOf returns a service's bank accounts, ordered by id.
 func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 	var out []BankAccount
-	prefix := append([]byte(serviceID), 0)
+	prefix := accountKey(serviceID, "")
 	accounts := tx.Bucket(bucketAccounts)
 	c := tx.Bucket(bucketAccountsByService).Cursor()
 	for k, _ := c.Seek(prefix); bytes.HasPrefix(k, prefix); k, _ = c.Next() {
@@ -225,23 +225,23 @@ func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 	return out, nil
 }
 
-// putAccount stores a new account and indexes it by its service.
-func putAccount(tx *bolt.Tx, a BankAccount) error {
-	if err := putJSON(tx.Bucket(bucketAccounts), a.ID, a); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketAccountsByService).Put([]byte(a.ServiceID+"\x00"+a.ID), nil)
+// accountKey is an account's key in bucketAccountsByService; with id ""
+// the prefix of all of a service's accounts.
+func accountKey(serviceID, id string) []byte { return []byte(serviceID + "\x00" + id) }
+
+// indexAccount indexes a stored account by its service.
+func indexAccount(tx *bolt.Tx, a BankAccount) error {
+	return tx.Bucket(bucketAccountsByService).Put(accountKey(a.ServiceID, a.ID), nil)
 }
 
 // indexAccounts builds the index of a store whose accounts predate it.
 func indexAccounts(tx *bolt.Tx) error {
-	idx := tx.Bucket(bucketAccountsByService)
-	return tx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
+	return tx.Bucket(bucketAccounts).ForEach(func(_, v []byte) error {
 		var a BankAccount
 		if err := json.Unmarshal(v, &a); err != nil {
 			return err
 		}
-		return idx.Put([]byte(a.ServiceID+"\x00"+string(k)), nil)
+		return indexAccount(tx, a)
 	})
 }
 
@@ -276,7 +276,10 @@ func (s *Store) CreateAccount(a BankAccount) error {
 		if tx.Bucket(bucketAccounts).Get([]byte(a.ID)) != nil {
 			return refuse("id: an account with this id exists")
 		}
-		return putAccount(tx, a)
+		if err := putJSON(tx.Bucket(bucketAccounts), a.ID, a); err != nil {
+			return err
+		}
+		return indexAccount(tx, a)
 	})
 }
 

@@ -137,10 +137,9 @@ func (s *Store) InsertMissing(r Records) (int, error) {
 			errs = append(errs, err)
 		}
 		for _, a := range r.Accounts {
-			var err error
-			if tx.Bucket(bucketAccounts).Get([]byte(a.ID)) == nil {
-				n++
-				err = putAccount(tx, a)
+			created, err := put(bucketAccounts, a.ID, a)
+			if created && err == nil {
+				err = indexAccount(tx, a)
 			}
 			errs = append(errs, err)
 		}

@@ -91,8 +91,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		g.cfg.Adaptive.ObserveAt(end.Sub(x.start), true, end)
 		g.cfg.Log.Error("forward to core failed", "path", string(ctx.Path()), "err", err)
 		ctx.Response.Reset()
-		x.code = api.APIServerError
-		g.reject(ctx, rt.Version, x.code)
+		g.reject(ctx, x, rt.Version, api.APIServerError)
 		return end
 	}
 	rh := &ctx.Response.Header

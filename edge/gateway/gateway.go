@@ -118,8 +118,7 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 	})
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		x := g.begin(len(Routes))
-		x.code = api.NotFound
-		g.reject(ctx, versionOfPath(ctx.Path()), x.code)
+		g.reject(ctx, &x, versionOfPath(ctx.Path()), api.NotFound)
 		g.finish(ctx, &x)
 	}
 	return r.Handler
@@ -205,8 +204,7 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 			}
 		}
 	}
-	x.code = code
-	g.reject(ctx, v, code)
+	g.reject(ctx, &x, v, code)
 	ctx.SetConnectionClose()
 }
 
@@ -225,8 +223,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	defer g.finish(ctx, &x)
 	h := &ctx.Request.Header
 	if code := screen(h); code != 0 {
-		x.code = code
-		g.reject(ctx, rt.Version, code)
+		g.reject(ctx, &x, rt.Version, code)
 		return
 	}
 	var (
@@ -258,8 +255,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 		code = api.PermissionDenied
 	}
 	if code != 0 {
-		x.code = code
-		g.reject(ctx, rt.Version, code)
+		g.reject(ctx, &x, rt.Version, code)
 		return
 	}
 	var d ratelimit.Decision
@@ -270,8 +266,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 		}
 		d = g.cfg.Limits.TakeAt(key, g.cfg.Adaptive.RateAt(rate, x.start), x.start)
 		if !d.Allowed {
-			x.code = api.RateLimitExceeded
-			g.reject(ctx, rt.Version, x.code)
+			g.reject(ctx, &x, rt.Version, api.RateLimitExceeded)
 			setRateHeaders(&ctx.Response.Header, d)
 			var buf [20]byte
 			ctx.Response.Header.SetCanonical(hRetryAfter, strconv.AppendInt(buf[:0], int64(max(1, d.RetryAfter)), 10))
@@ -393,8 +388,10 @@ func (g *Gateway) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 	return iplist.ClientIP(peer, bytes.Join(all, []byte(",")), g.cfg.Trusted)
 }
 
-// reject writes the pre-rendered body of code for version v.
-func (g *Gateway) reject(ctx *fasthttp.RequestCtx, v api.Version, code api.Code) {
+// reject writes the pre-rendered body of code for version v and records
+// code as the exchange's refusal.
+func (g *Gateway) reject(ctx *fasthttp.RequestCtx, x *exchange, v api.Version, code api.Code) {
+	x.code = code
 	r := g.rejects[code]
 	ctx.SetContentType("application/json")
 	if code == api.RateLimitExceeded {
