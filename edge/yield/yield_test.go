@@ -146,6 +146,70 @@ func TestYieldsWhileBusy(t *testing.T) {
 	}
 }
 
+// watchedListener accepts watched connections.
+type watchedListener struct {
+	net.Listener
+	ran  *atomic.Bool
+	last **watched
+}
+
+func (l watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	*l.last = &watched{Conn: c, ran: l.ran}
+	return *l.last, nil
+}
+
+// A client's connection never yields, busy or not: the client's next
+// request cannot come before it has read the answer.
+func TestClientConnectionsDoNotYield(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	g := yield.NewGate()
+	serve(t, g, 3)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		ran atomic.Bool
+		w   *watched
+	)
+	yl := yield.Listener(watchedListener{ln, &ran, &w}, g)
+	defer yl.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := yl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := client.Write([]byte("12")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatal(err)
+	}
+	go ran.Store(true)
+	if _, err := c.Write([]byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, buf); err != nil || buf[0] != '2' {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if len(w.sawRun) != 2 || w.sawRun[1] {
+		t.Fatalf("other goroutine had run at each read: %v, want [false false]", w.sawRun)
+	}
+	if !yielded(t, g) {
+		t.Fatal("the gate closed: the test no longer checks a busy edge")
+	}
+}
+
 // Deadlines, close and addresses are the connection's own.
 func TestConnKeepsDeadlinesAndClose(t *testing.T) {
 	client, server := pair(t)
