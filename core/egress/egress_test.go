@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // The tests run real listeners. Every test server listens on 127.0.0.1:P,
@@ -626,26 +627,16 @@ func rawServer(t testing.TB, response []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	testnet.Serve(t, ln, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil || line == "\r\n" {
-						break
-					}
-				}
-				c.Write(response)
-			}()
 		}
-	}()
+		c.Write(response)
+	})
 	return "http://" + ln.Addr().String()
 }
 

@@ -18,3 +18,22 @@ func FreeAddr(tb testing.TB) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// Serve accepts connections on ln until the test ends, when it closes ln,
+// and runs handle on each connection in a goroutine of its own, closing the
+// connection when handle returns.
+func Serve(tb testing.TB, ln net.Listener, handle func(net.Conn)) {
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+}

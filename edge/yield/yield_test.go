@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/edge/yield"
 )
 
@@ -256,28 +257,18 @@ func BenchmarkRoundTrips(b *testing.B) {
 			if yielding {
 				ln = yield.Listener(ln, g)
 			}
-			defer ln.Close()
-			go func() {
+			testnet.Serve(b, ln, func(c net.Conn) {
+				buf := make([]byte, 64)
 				for {
-					c, err := ln.Accept()
+					n, err := c.Read(buf)
 					if err != nil {
 						return
 					}
-					go func() {
-						defer c.Close()
-						buf := make([]byte, 64)
-						for {
-							n, err := c.Read(buf)
-							if err != nil {
-								return
-							}
-							if _, err := c.Write(buf[:n]); err != nil {
-								return
-							}
-						}
-					}()
+					if _, err := c.Write(buf[:n]); err != nil {
+						return
+					}
 				}
-			}()
+			})
 			cs := make([]net.Conn, conns)
 			for i := range cs {
 				c, err := net.Dial("tcp", addr)

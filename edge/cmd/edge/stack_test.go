@@ -98,16 +98,7 @@ func newRecorder(t *testing.T, target string) *recorder {
 		t.Fatal(err)
 	}
 	r := &recorder{addr: ln.Addr().String(), target: target}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go r.relay(c)
-		}
-	}()
+	testnet.Serve(t, ln, r.relay)
 	return r
 }
 
