@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"syscall"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/nonce"
 	"github.com/slipverify/slipverify/edge/ratelimit"
-	"github.com/slipverify/slipverify/edge/yield"
 )
 
 // FromConfig builds the edge's request path from its configuration, reading
@@ -26,7 +24,6 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 	if err != nil {
 		return nil, err
 	}
-	gate := yield.NewGate()
 	core := &fasthttp.HostClient{
 		Addr:                     cfg.CoreAddr,
 		Name:                     "edge",
@@ -37,7 +34,6 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		MaxResponseBodySize:      16 << 20,
 		NoDefaultUserAgentHeader: true,
 		RetryIfErr:               retryStale,
-		Dial:                     dialCore(gate),
 		// core gets the path as the client sent it, which is the path the
 		// edge's router matched and authorised: decoded and cleaned,
 		// /v2/verify/bank/jobs/..%2F..%2F..%2F..%2Fverify would reach core
@@ -58,7 +54,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
 		Now: now, Interval: cfg.AdaptInterval, LatencyTarget: cfg.LatencyTarget, MinFactor: cfg.MinFactor,
 	})
-	g := New(Config{
+	return New(Config{
 		Core: core, EdgeToken: cfg.EdgeToken, Auth: auth,
 		// Timestamps have whole seconds: a nonce is kept a second longer than
 		// the ±5 minutes a request may be off, so truncation never lets a
@@ -66,9 +62,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		Nonces: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient, Now: now}),
 		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: trusted,
 		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log, Access: access,
-	}, NewMetrics(auth, adaptive))
-	g.gate = gate
-	return g, nil
+	}, NewMetrics(auth, adaptive)), nil
 }
 
 // SweepNonces releases the nonces of every client whose window has passed,
@@ -98,27 +92,6 @@ func (g *Gateway) Close() {
 			g.cfg.Log.Error("closing the access log", "err", err)
 		}
 	}
-}
-
-// dialCore connects to core, over connections that yield before reading
-// core's answer while g is open (see package yield).
-func dialCore(g *yield.Gate) fasthttp.DialFunc {
-	return func(addr string) (net.Conn, error) {
-		c, err := fasthttp.Dial(addr)
-		if err != nil {
-			return nil, err
-		}
-		return yield.Conn(c, g), nil
-	}
-}
-
-// Listener returns ln with connections that count the requests they carry
-// in the gate of the connections to core and yield as those do.
-func (g *Gateway) Listener(ln net.Listener) net.Listener {
-	if g.gate == nil {
-		return ln
-	}
-	return yield.Listener(ln, g.gate)
 }
 
 // retryStale sends a request to core once more when its connection turned

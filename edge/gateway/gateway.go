@@ -30,7 +30,6 @@ import (
 	"github.com/slipverify/slipverify/edge/nonce"
 	"github.com/slipverify/slipverify/edge/openapi"
 	"github.com/slipverify/slipverify/edge/ratelimit"
-	"github.com/slipverify/slipverify/edge/yield"
 )
 
 // Config configures a Gateway.
@@ -58,8 +57,7 @@ type Gateway struct {
 	reqPrefix []byte
 	reqSeq    atomic.Uint64
 	health    coreHealth
-	bufs      sync.Pool   // *[]byte string-to-sign buffers
-	gate      *yield.Gate // nil: connections do not yield (see Listener)
+	bufs      sync.Pool // *[]byte string-to-sign buffers
 }
 
 // rendered is a rejection, encoded once for each version.

@@ -173,7 +173,7 @@ func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(gw.Listener(ln)) // as the edge program serves
+	go srv.Serve(ln)
 	t.Cleanup(func() {
 		http.DefaultClient.CloseIdleConnections() // unused connections would hold Shutdown
 		srv.Shutdown()

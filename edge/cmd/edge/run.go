@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(gw.Listener(ln)) }()
+	go func() { errc <- srv.Serve(ln) }()
 	if cfg.MetricsOn() {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
