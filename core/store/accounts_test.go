@@ -26,44 +26,69 @@ func twoServices() store.Records {
 	return r
 }
 
-func ids(t *testing.T, st *store.Store, service string) string {
+// listings returns each service's accounts and branches, by id.
+func listings(t *testing.T, st *store.Store) map[string]string {
 	t.Helper()
-	accounts, err := st.Accounts(service, "")
-	if err != nil {
-		t.Fatal(err)
+	out := map[string]string{}
+	for _, svc := range []string{"svc-a", "svc-b"} {
+		accounts, err := st.Accounts(svc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		branches, err := st.Branches(svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b []string
+		for _, x := range accounts {
+			a = append(a, x.ID)
+		}
+		for _, x := range branches {
+			b = append(b, x.ID)
+		}
+		out[svc] = fmt.Sprintf("accounts %v branches %v", a, b)
 	}
-	var out []string
-	for _, a := range accounts {
-		out = append(out, a.ID)
-	}
-	return fmt.Sprint(out)
+	return out
 }
 
-// TestAccountsByService: each service sees its own accounts, seeded or
-// created, also in a store written before accounts were indexed by
-// service (the index is built when such a store opens).
-func TestAccountsByService(t *testing.T) {
+// TestIndexesByService: each service lists its own accounts and branches,
+// seeded or created, and no deleted branch; also in a store written before
+// accounts and branches were indexed by service (the indexes are built
+// when such a store opens).
+func TestIndexesByService(t *testing.T) {
 	c := newClock()
 	st, path := open(t, c, 0)
-	if _, err := st.InsertMissing(twoServices()); err != nil {
+	r := twoServices()
+	r.Branches = append(r.Branches, store.Branch{ID: "a-2", ServiceID: "svc-a", KeyDigest: store.Digest("ka2")})
+	if _, err := st.InsertMissing(r); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.CreateAccount(store.BankAccount{ID: "acc-b1", ServiceID: "svc-b", BankCode: "014", BankNumber: "2000", Active: true}); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"svc-a": "[acc-a0 acc-a1 acc-a2]", "svc-b": "[acc-b0 acc-b1]"}
-	for svc, w := range want {
-		if got := ids(t, st, svc); got != w {
-			t.Errorf("%s: %s, want %s", svc, got, w)
-		}
+	if err := st.CreateBranch(store.Branch{ID: "b-0", ServiceID: "svc-b", KeyDigest: store.Digest("kb0")}); err != nil {
+		t.Fatal(err)
 	}
-	// The same file without its index, as an older build left it.
+	if err := st.DeleteBranch("svc-a", "a-2"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"svc-a": "accounts [acc-a0 acc-a1 acc-a2] branches [a-1]",
+		"svc-b": "accounts [acc-b0 acc-b1] branches [b-0 b-1]",
+	}
+	if got := listings(t, st); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("listings %v, want %v", got, want)
+	}
+	// The same file without its indexes, as an older build left it.
 	st.Close()
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("accounts-by-service")) }); err != nil {
+	err = db.Update(func(tx *bolt.Tx) error {
+		return errors.Join(tx.DeleteBucket([]byte("accounts-by-service")), tx.DeleteBucket([]byte("branches-by-service")))
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -72,10 +97,8 @@ func TestAccountsByService(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for svc, w := range want {
-		if got := ids(t, st, svc); got != w {
-			t.Errorf("reopened without the index: %s: %s, want %s", svc, got, w)
-		}
+	if got := listings(t, st); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("reopened without the indexes: %v, want %v", got, want)
 	}
 }
 

@@ -33,15 +33,11 @@ type BranchQuota struct {
 func (s *Store) Branches(serviceID string) ([]Branch, error) {
 	var out []Branch
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketBranches).ForEach(func(_, v []byte) error {
+		return branchesByService.each(tx, serviceID, func(v []byte) error {
 			var b Branch
-			if err := json.Unmarshal(v, &b); err != nil {
-				return err
-			}
-			if b.ServiceID == serviceID {
-				out = append(out, b)
-			}
-			return nil
+			err := json.Unmarshal(v, &b)
+			out = append(out, b)
+			return err
 		})
 	})
 	slices.SortFunc(out, func(a, b Branch) int {
@@ -83,6 +79,9 @@ func (s *Store) CreateBranch(b Branch) error {
 			return refuse("id: a branch with this id exists")
 		}
 		if err := putJSON(tx.Bucket(bucketBranches), b.ID, b); err != nil {
+			return err
+		}
+		if err := branchesByService.add(tx, b.ServiceID, b.ID); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketKeys).Put([]byte(b.KeyDigest), []byte(b.ID))
@@ -133,6 +132,9 @@ func (s *Store) DeleteBranch(serviceID, branchID string) error {
 			return err
 		}
 		if err := tx.Bucket(bucketQuota).Delete([]byte("b/" + branchID)); err != nil {
+			return err
+		}
+		if err := branchesByService.remove(tx, serviceID, branchID); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketBranches).Delete([]byte(branchID))
@@ -212,37 +214,13 @@ const (
 // accountsOf returns a service's bank accounts, ordered by id.
 func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 	var out []BankAccount
-	prefix := accountKey(serviceID, "")
-	accounts := tx.Bucket(bucketAccounts)
-	c := tx.Bucket(bucketAccountsByService).Cursor()
-	for k, _ := c.Seek(prefix); bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+	err := accountsByService.each(tx, serviceID, func(v []byte) error {
 		var a BankAccount
-		if err := getJSON(accounts, string(k[len(prefix):]), &a); err != nil {
-			return out, fmt.Errorf("account index %q: %w", k, err)
-		}
+		err := json.Unmarshal(v, &a)
 		out = append(out, a)
-	}
-	return out, nil
-}
-
-// accountKey is an account's key in bucketAccountsByService; with id ""
-// the prefix of all of a service's accounts.
-func accountKey(serviceID, id string) []byte { return []byte(serviceID + "\x00" + id) }
-
-// indexAccount indexes a stored account by its service.
-func indexAccount(tx *bolt.Tx, a BankAccount) error {
-	return tx.Bucket(bucketAccountsByService).Put(accountKey(a.ServiceID, a.ID), nil)
-}
-
-// indexAccounts builds the index of a store whose accounts predate it.
-func indexAccounts(tx *bolt.Tx) error {
-	return tx.Bucket(bucketAccounts).ForEach(func(_, v []byte) error {
-		var a BankAccount
-		if err := json.Unmarshal(v, &a); err != nil {
-			return err
-		}
-		return indexAccount(tx, a)
+		return err
 	})
+	return out, err
 }
 
 // CreateAccount stores a bank account, refusing with ErrAccountDuplicate an
@@ -279,7 +257,7 @@ func (s *Store) CreateAccount(a BankAccount) error {
 		if err := putJSON(tx.Bucket(bucketAccounts), a.ID, a); err != nil {
 			return err
 		}
-		return indexAccount(tx, a)
+		return accountsByService.add(tx, a.ServiceID, a.ID)
 	})
 }
 

@@ -120,6 +120,9 @@ func (s *Store) InsertMissing(r Records) (int, error) {
 			if created && err == nil {
 				err = tx.Bucket(bucketKeys).Put([]byte(br.KeyDigest), []byte(br.ID))
 			}
+			if created && err == nil {
+				err = branchesByService.add(tx, br.ServiceID, br.ID)
+			}
 			errs = append(errs, err)
 		}
 		for _, c := range r.B2BClients {
@@ -139,7 +142,7 @@ func (s *Store) InsertMissing(r Records) (int, error) {
 		for _, a := range r.Accounts {
 			created, err := put(bucketAccounts, a.ID, a)
 			if created && err == nil {
-				err = indexAccount(tx, a)
+				err = accountsByService.add(tx, a.ServiceID, a.ID)
 			}
 			errs = append(errs, err)
 		}

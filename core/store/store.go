@@ -42,6 +42,8 @@ var (
 	// (service NUL account id), so a service's accounts are read without
 	// reading every other service's.
 	bucketAccountsByService = []byte("accounts-by-service")
+	// bucketBranchesByService indexes branches the same way.
+	bucketBranchesByService = []byte("branches-by-service")
 	bucketQuota             = []byte("quota")
 	bucketSlips             = []byte("slips")
 	bucketOutbox            = []byte("outbox")
@@ -51,7 +53,7 @@ var (
 	// removal after their retention.
 	bucketJobsDue   = []byte("jobs-due")
 	bucketJobsByAge = []byte("jobs-by-age")
-	allBuckets      = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketKeys,
+	allBuckets      = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
 		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
 		bucketJobs, bucketJobsDue, bucketJobsByAge}
 )
@@ -110,14 +112,19 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		indexed := tx.Bucket(bucketAccountsByService) != nil
+		var missing []byService // indexes a store from before them lacks
+		for _, x := range []byService{accountsByService, branchesByService} {
+			if tx.Bucket(x.index) == nil {
+				missing = append(missing, x)
+			}
+		}
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		if !indexed { // a store from before the index
-			if err := indexAccounts(tx); err != nil {
+		for _, x := range missing {
+			if err := x.build(tx); err != nil {
 				return err
 			}
 		}
