@@ -271,8 +271,9 @@ WRK_CMD_A="${WRK_PIN}wrk -t$THREADS -c$CONNS -d$DURATION --latency -s lua/SCRIPT
 all_pids() { echo "${PIDS[@]}" $(pgrep -P "$NGINX_PID" || true); }
 self_ticks() { awk '{ print $16 + $17 }' "/proc/$$/stat"; } # waited-for children (wrk, openloop)
 pct() { awk -v a="$1" -v b="$2" -v hz="$HZ" -v s="$3" 'BEGIN { printf "%.0f", 100 * (b - a) / hz / s }'; }
-run_wrk() { # run_wrk TARGET DURATION OUTFILE: one wrk run, with CPU accounting
-	local t=$1 d=$2 out=$3 pids p0 p1 u0 u1 o0 o1 s0 s1 l0 l1 w0 w1 a0 a1 secs pool=0 wpid winit=0
+run_wrk() { # run_wrk TARGET DURATION OUTFILE [COMMAND...]: one wrk run, with
+	# CPU accounting; COMMAND (a perf) runs alongside from when wrk sends
+	local t=$1 d=$2 out=$3 pids p0 p1 u0 u1 o0 o1 s0 s1 l0 l1 w0 w1 a0 a1 secs pool=0 wpid winit=0 side=""
 	pids=$(proxy_pids "$t")
 	secs=$(awk -v d="$d" 'BEGIN { sub(/s$/, "", d); print d }')
 	# signed.lua signs its requests before the run, enough for SIGNED_RATE
@@ -291,7 +292,12 @@ run_wrk() { # run_wrk TARGET DURATION OUTFILE: one wrk run, with CPU accounting
 	p0=$(proc_ticks $pids) u0=$(proc_ticks "$UP_PID") o0=$(proc_ticks $(all_pids)) s0=$(self_ticks)
 	read -r l0 w0 < <(cpu_busy_ticks "$LOAD_CPUS")
 	a0=$(task_ticks)
+	if [ $# -gt 3 ]; then
+		"${@:4}" &
+		side=$!
+	fi
 	wait "$wpid" || true
+	[ -z "$side" ] || wait "$side" || true
 	s0=$((s0 + winit)) # wrk's signing, counted in s1 when it is reaped
 	p1=$(proc_ticks $pids) u1=$(proc_ticks "$UP_PID") o1=$(proc_ticks $(all_pids)) s1=$(self_ticks)
 	read -r l1 w1 < <(cpu_busy_ticks "$LOAD_CPUS")
@@ -307,6 +313,7 @@ run_wrk() { # run_wrk TARGET DURATION OUTFILE: one wrk run, with CPU accounting
 		echo "loadbusy=$(awk -v a="$l0" -v b="$l1" -v x="$w0" -v y="$w1" 'BEGIN { printf "%.0f", (y > x) ? 100 * (b - a) / (y - x) : 0 }')"
 	} >>"$out"
 }
+quiet() { "$@" >/dev/null 2>&1; }
 parse_wrk() { # parse_wrk FILE: rps p50ms p99ms non2xx errors proxycpu loadbusy othercpu
 	local f=$1 rps p50 p99 non2xx errs pc lb oc
 	rps=$(awk '/^Requests\/sec:/ { print $2 }' "$f")
@@ -421,14 +428,10 @@ if [ "$PROFILE" = 1 ]; then
 			pids=$(proxy_pids "$t" | tr ' ' ',')
 			# CPU and context switches (software counters, no overhead), then
 			# system calls in a run of their own (a tracepoint slows them)
-			perf stat -x, -e task-clock,context-switches -p "$pids" -o "$TMP/perfstat-$t.csv" -- sleep 8 &
-			perfpid=$!
-			run_wrk "$t" 10s "$TMP/perfstat-wrk-$t.txt"
-			wait "$perfpid" || true
-			perf stat -x, -e raw_syscalls:sys_enter -p "$pids" -o "$TMP/perfstat-sc-$t.csv" -- sleep 4 &
-			perfpid=$!
-			run_wrk "$t" 5s "$TMP/perfstat-sc-wrk-$t.txt"
-			wait "$perfpid" || true
+			run_wrk "$t" 10s "$TMP/perfstat-wrk-$t.txt" \
+				perf stat -x, -e task-clock,context-switches -p "$pids" -o "$TMP/perfstat-$t.csv" -- sleep 8
+			run_wrk "$t" 5s "$TMP/perfstat-sc-wrk-$t.txt" \
+				perf stat -x, -e raw_syscalls:sys_enter -p "$pids" -o "$TMP/perfstat-sc-$t.csv" -- sleep 4
 			rps=$(parse_wrk "$TMP/perfstat-wrk-$t.txt" | cut -d' ' -f1)
 			rps2=$(parse_wrk "$TMP/perfstat-sc-wrk-$t.txt" | cut -d' ' -f1)
 			sc=$(awk -F, -v rps="$rps2" '$3 == "raw_syscalls:sys_enter" && rps > 0 { printf "%.2f", $1 / (rps * 4) }' "$TMP/perfstat-sc-$t.csv")
@@ -437,10 +440,7 @@ if [ "$PROFILE" = 1 ]; then
 				$3 == "context-switches" { cs = $1 }
 				END { n = rps * 8; if (n > 0) printf "%.0f %.1f %s %.2f", rps, cpu * 1000 / n, sc, cs / n }' "$TMP/perfstat-$t.csv")
 			echo "   req/s, CPU µs/request, syscalls/request, context switches/request: ${PROF[$t]}" >&2
-			perf record -F 1999 -g -p "$pids" -o "$TMP/perf-$t.data" -- sleep 8 >/dev/null 2>&1 &
-			perfpid=$!
-			run_wrk "$t" 10s "$TMP/perf-wrk-$t.txt"
-			wait "$perfpid" || true
+			run_wrk "$t" 10s "$TMP/perf-wrk-$t.txt" quiet perf record -F 1999 -g -p "$pids" -o "$TMP/perf-$t.data" -- sleep 8
 			perf report -i "$TMP/perf-$t.data" --no-children --sort symbol --stdio -g none 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -60 >"$TMP/perf-$t-self.txt" || true
 			perf report -i "$TMP/perf-$t.data" --children --sort symbol --stdio -g none 2>/dev/null |
