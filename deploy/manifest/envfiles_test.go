@@ -5,22 +5,18 @@ import (
 	"strings"
 	"testing"
 
-	core "github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/deploy/broker"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
-	dispatcher "github.com/slipverify/slipverify/dispatcher/config"
-	edge "github.com/slipverify/slipverify/edge/config"
-	usage "github.com/slipverify/slipverify/usage/config"
 )
 
 // TestEnvFiles keeps each program's example env file, deploy/env/NAME.env,
 // in step with the code: the same variables, with the same defaults, and
 // no file without its program.
 func TestEnvFiles(t *testing.T) {
-	vars := map[string][]envflag.Var{
-		"core": core.Vars(), "edge": edge.Vars(), "dispatcher": dispatcher.Vars(), "usage": usage.Vars(),
-		"broker": broker.Vars(), "clickhouse": clickhouse.Vars(),
+	vars := map[string][]envflag.Var{"broker": broker.Vars(), "clickhouse": clickhouse.Vars()}
+	for name, p := range programs {
+		vars[name] = p.vars
 	}
 	files, err := filepath.Glob(filepath.Join(root, "deploy", "env", "*.env"))
 	if err != nil {
