@@ -1,15 +1,10 @@
 package gateway_test
 
 import (
-	"bufio"
-	"io"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/slipverify/slipverify/core/slip"
 )
@@ -139,17 +134,7 @@ func TestAccessLog(t *testing.T) {
 // request was discarded; whatever they were, they are unknown).
 func TestAccessLogUnparsedRequest(t *testing.T) {
 	e := startEdge(t, startCore(t, seed))
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(conn, "POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.raw(t, "POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
 	res.Body.Close()
 	id := res.Header.Get("X-Request-Id")
 	if res.StatusCode != 400 || id == "" {

@@ -30,11 +30,7 @@ func TestBearerPathAllocs(t *testing.T) {
 // exactly as the spec spells them.
 func TestRateHeaderCasing(t *testing.T) {
 	e := startEdge(t, startCore(t, seed))
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := e.rawConn(t)
 	body := payload("CASINGREF01")
 	conn.Write([]byte("POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyMain +
 		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body))
@@ -65,10 +61,7 @@ func TestHeaderNameCasing(t *testing.T) {
 		"bearer": {"authorization", "Bearer " + keyFast},
 		"signed": signed,
 	} {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := e.rawConn(t)
 		req := "POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
 		for i := 0; i+1 < len(headers); i += 2 {
 			req += strings.ToLower(headers[i]) + ": " + headers[i+1] + "\r\n"

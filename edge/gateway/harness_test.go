@@ -147,6 +147,33 @@ type edge struct {
 	access string // the access log's file
 }
 
+// rawConn is a TCP connection to the edge, for requests an HTTP client would
+// not send as written and answers read byte for byte. It gives up after 10
+// seconds and closes when the test ends.
+func (e *edge) rawConn(t testing.TB) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn
+}
+
+// raw writes request to a new connection to the edge, exactly as given, and
+// reads the answer.
+func (e *edge) raw(t testing.TB, request string) *http.Response {
+	t.Helper()
+	conn := e.rawConn(t)
+	io.WriteString(conn, request)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%q: no answer: %v", strings.SplitN(request, "\r\n", 2)[0], err)
+	}
+	return res
+}
+
 func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 	t.Helper()
 	vars := map[string]string{"SLIP_CORE_ADDR": core.addr, "SLIP_EDGE_TOKEN": edgeToken,

@@ -1,13 +1,8 @@
 package gateway_test
 
 import (
-	"bufio"
 	"io"
-	"net"
-	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/slipverify/slipverify/core/testnet"
 )
@@ -67,18 +62,8 @@ func TestCompressedBodiesRefused(t *testing.T) {
 func TestTrailerCannotDropInternalHeaders(t *testing.T) {
 	e := startEdge(t, startCore(t, seed))
 	for path, trailer := range map[string]string{"/v2/info": "X-Slip-Edge-Token", "/me": "X-Slip-Branch, X-Request-Id"} {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+keyMain+"\r\nTrailer: "+trailer+"\r\n\r\n")
-		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.raw(t, "GET "+path+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+keyMain+"\r\nTrailer: "+trailer+"\r\n\r\n")
 		raw, _ := io.ReadAll(res.Body)
-		conn.Close()
 		if res.StatusCode != 200 {
 			t.Errorf("%s with Trailer: %s: %d %s", path, trailer, res.StatusCode, raw)
 		}
