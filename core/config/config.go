@@ -34,6 +34,7 @@ type Config struct {
 	WebhookRetry  string        // waits before callback deliveries 2, 3, ...
 	JobRetention  time.Duration // how long a job can be polled
 	JobWorkers    int           // async attempts run at once
+	JobMaxOpen    int           // unfinished async jobs a branch may have
 	OutboxLimit   int           // messages the outbox holds while the broker is away
 	envflag.Common
 }
@@ -58,6 +59,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_WEBHOOK_RETRY_SCHEDULE", "webhook-retry-schedule", "10s,30s,120s", "waits before each redelivery of a failed callback", &c.WebhookRetry),
 		envflag.Def("SLIP_JOB_RETENTION", "job-retention", "168h", "how long an async job can be polled before it is removed", &c.JobRetention),
 		envflag.Def("SLIP_JOB_WORKERS", "job-workers", "64", "async verification attempts run at once", &c.JobWorkers),
+		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have; a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it usage events are dropped and counted", &c.OutboxLimit),
 	}
 }
@@ -120,6 +122,9 @@ func (c Config) Validate() error {
 	}
 	if c.JobWorkers < 1 {
 		bad("SLIP_JOB_WORKERS: must be at least 1")
+	}
+	if c.JobMaxOpen < 1 {
+		bad("SLIP_JOB_MAX_OPEN: must be at least 1")
 	}
 	if c.OutboxLimit < 1 {
 		bad("SLIP_OUTBOX_LIMIT: must be at least 1")

@@ -57,6 +57,7 @@ type Jobs struct {
 	VerifyRetries   []time.Duration // waits before attempts 2, 3, ...
 	DeliveryRetries []time.Duration // waits before deliveries 2, 3, ...
 	Retention       time.Duration   // how long a job can be polled
+	MaxOpen         int             // unfinished jobs a branch may have (0: no bound)
 
 	wakeOnce sync.Once
 	wake     chan struct{} // tells Schedule of a new due time
@@ -86,8 +87,9 @@ type Submitted struct {
 
 // Submit accepts one job per request for the caller's branch, or none: the
 // callback URL (callbackURL, else the branch's webhook URL) must be a public
-// https URL, the caller must be able to verify now, and every image URL
-// must be one that can be fetched. It returns after the jobs are durable.
+// https URL, the caller must be able to verify now, every image URL must be
+// one that can be fetched, and the branch's unfinished jobs must stay within
+// MaxOpen (else RATE_LIMIT_EXCEEDED). It returns after the jobs are durable.
 func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []verify.Request, callbackURL string, batch bool) (Submitted, error) {
 	br, err := j.Verifier.Admit(serviceID, branchID)
 	if err != nil {
@@ -130,7 +132,12 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 		msgs[i] = jobMessage(jobs[i].ID, 1)
 		out.JobIDs = append(out.JobIDs, jobs[i].ID)
 	}
-	if err := j.Store.CreateJobs(jobs, msgs); err != nil {
+	err = j.Store.CreateJobs(jobs, msgs, j.MaxOpen)
+	if errors.Is(err, store.ErrTooManyJobs) {
+		return Submitted{}, api.Errorf(api.RateLimitExceeded, fmt.Sprintf(
+			"a branch may have at most %d unfinished async jobs; submit again when some have finished", j.MaxOpen))
+	}
+	if err != nil {
 		return Submitted{}, api.Internal(err)
 	}
 	out.Status = Queued

@@ -178,6 +178,9 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 	e := api.Internal(err)
 	s.metrics.answered(e, ctx.Time())
 	status, body := api.RenderError(v, e)
+	if e.Code == api.RateLimitExceeded { // a branch's unfinished async jobs at their bound
+		ctx.Response.Header.Set("Retry-After", "1")
+	}
 	if status >= 500 {
 		s.log.Error("request failed", "path", string(ctx.Path()), "request_id",
 			string(ctx.Request.Header.Peek(api.HeaderRequestID)), "code", e.Code.String(), "err", e.Error())

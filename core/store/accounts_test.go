@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -80,23 +78,7 @@ func TestIndexesByService(t *testing.T) {
 		t.Errorf("listings %v, want %v", got, want)
 	}
 	// The same file without its indexes, as an older build left it.
-	st.Close()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		return errors.Join(tx.DeleteBucket([]byte("accounts-by-service")), tx.DeleteBucket([]byte("branches-by-service")))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	st, err = store.Open(path, c.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = reopenWithout(t, st, path, c, "accounts-by-service", "branches-by-service")
 	if got := listings(t, st); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("reopened without the indexes: %v, want %v", got, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -12,6 +13,10 @@ import (
 
 // ErrJobExists refuses to create a job whose id is taken.
 var ErrJobExists = errors.New("store: job exists")
+
+// ErrTooManyJobs refuses jobs that would take a branch past its bound of
+// unfinished jobs.
+var ErrTooManyJobs = errors.New("store: too many unfinished jobs")
 
 // Job is an async verification as core keeps it. Store keeps it durable and
 // indexed; what its fields mean is the business of the package that runs
@@ -38,19 +43,37 @@ type Job struct {
 	Settled  bool            `json:"settled,omitempty"`  // the callback was delivered or given up
 }
 
+// Finished reports whether the job has its outcome: a result or an error.
+// The store counts each branch's unfinished jobs.
+func (j Job) Finished() bool { return len(j.Result) > 0 || len(j.Error) > 0 }
+
 // CreateJobs stores jobs, all or none, with msgs in the outbox, in one
 // transaction: when it returns nil, every job is durable and its message
-// will reach the broker.
-func (s *Store) CreateJobs(jobs []Job, msgs []Message) error {
+// will reach the broker. A branch holds at most maxUnfinished unfinished
+// jobs (0: no bound); jobs that would take one past it are refused with
+// ErrTooManyJobs.
+func (s *Store) CreateJobs(jobs []Job, msgs []Message, maxUnfinished int) error {
 	return s.write(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketJobs)
+		adding := map[string]int{} // unfinished jobs added, by branch key
 		for _, j := range jobs {
 			if b.Get([]byte(j.ID)) != nil {
 				return ErrJobExists
 			}
+			if !j.Finished() {
+				adding[unfinishedKey(j)]++
+			}
+		}
+		for k, n := range adding {
+			if maxUnfinished > 0 && unfinished(tx, k)+n > maxUnfinished {
+				return ErrTooManyJobs
+			}
 		}
 		for _, j := range jobs {
 			if err := putJob(tx, j, 0); err != nil {
+				return err
+			}
+			if err := countUnfinished(tx, Job{}, j); err != nil {
 				return err
 			}
 			if err := tx.Bucket(bucketJobsByAge).Put(timeKey(j.Created, j.ID), nil); err != nil {
@@ -78,12 +101,15 @@ func (s *Store) UpdateJob(id string, change func(j *Job) ([]Message, error)) (Jo
 		if err := getJSON(tx.Bucket(bucketJobs), id, &j); err != nil {
 			return err
 		}
-		oldDue := j.DueAt
+		old := j
 		msgs, err := change(&j)
 		if err != nil {
 			return err
 		}
-		if err := putJob(tx, j, oldDue); err != nil {
+		if err := putJob(tx, j, old.DueAt); err != nil {
+			return err
+		}
+		if err := countUnfinished(tx, old, j); err != nil {
 			return err
 		}
 		return s.enqueue(tx, msgs...)
@@ -139,8 +165,13 @@ func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
 				break
 			}
 			var j Job
-			if err := getJSON(jobs, id, &j); err == nil && j.DueAt != 0 {
-				if err := tx.Bucket(bucketJobsDue).Delete(timeKey(j.DueAt, id)); err != nil {
+			if err := getJSON(jobs, id, &j); err == nil {
+				if j.DueAt != 0 {
+					if err := tx.Bucket(bucketJobsDue).Delete(timeKey(j.DueAt, id)); err != nil {
+						return err
+					}
+				}
+				if err := countUnfinished(tx, j, Job{}); err != nil {
 					return err
 				}
 			}
@@ -152,6 +183,53 @@ func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// unfinishedKey is the key of a job's branch in bucketJobsUnfinished.
+func unfinishedKey(j Job) string { return j.ServiceID + "\x00" + j.BranchID }
+
+// unfinished returns the count of the branch with key k.
+func unfinished(tx *bolt.Tx, k string) int {
+	v := tx.Bucket(bucketJobsUnfinished).Get([]byte(k))
+	if len(v) != 8 {
+		return 0
+	}
+	return int(binary.BigEndian.Uint64(v))
+}
+
+// countUnfinished moves the branches' counts from job before to job after;
+// a zero Job stands for none (created, removed).
+func countUnfinished(tx *bolt.Tx, before, after Job) error {
+	if before.ID != "" && !before.Finished() {
+		if err := addUnfinished(tx, unfinishedKey(before), -1); err != nil {
+			return err
+		}
+	}
+	if after.ID != "" && !after.Finished() {
+		return addUnfinished(tx, unfinishedKey(after), 1)
+	}
+	return nil
+}
+
+func addUnfinished(tx *bolt.Tx, k string, d int) error {
+	b := tx.Bucket(bucketJobsUnfinished)
+	n := unfinished(tx, k) + d
+	if n <= 0 {
+		return b.Delete([]byte(k))
+	}
+	return b.Put([]byte(k), binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+// countAllUnfinished builds bucketJobsUnfinished, for a store written
+// before it.
+func countAllUnfinished(tx *bolt.Tx) error {
+	return tx.Bucket(bucketJobs).ForEach(func(id, v []byte) error {
+		var j Job
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("job %q: %w", id, err)
+		}
+		return countUnfinished(tx, Job{}, j)
+	})
 }
 
 // timeKey orders keys by a Unix millisecond time, then id.

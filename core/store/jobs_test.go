@@ -30,7 +30,7 @@ func TestCreateJobsAllOrNone(t *testing.T) {
 	ms := c.now().UnixMilli()
 	a := store.Job{ID: "a", ServiceID: "svc", BranchID: "br", Created: ms, Status: "queued", Attempt: 1,
 		Request: []byte(`{"Source":{"Payload":"p"}}`), CallbackURL: "https://example.com/hook"}
-	if err := st.CreateJobs([]store.Job{a}, []store.Message{jobMsg("a")}); err != nil {
+	if err := st.CreateJobs([]store.Job{a}, []store.Message{jobMsg("a")}, 0); err != nil {
 		t.Fatal(err)
 	}
 	got := job(t, st, "a")
@@ -45,7 +45,7 @@ func TestCreateJobsAllOrNone(t *testing.T) {
 	b := store.Job{ID: "b", Created: ms, Status: "queued", Attempt: 1}
 	a2 := a
 	a2.Status = "overwritten"
-	err := st.CreateJobs([]store.Job{b, a2}, []store.Message{jobMsg("b"), jobMsg("a")})
+	err := st.CreateJobs([]store.Job{b, a2}, []store.Message{jobMsg("b"), jobMsg("a")}, 0)
 	if !errors.Is(err, store.ErrJobExists) {
 		t.Fatalf("CreateJobs with a taken id: %v, want ErrJobExists", err)
 	}
@@ -64,12 +64,70 @@ func TestCreateJobsAllOrNone(t *testing.T) {
 	}
 }
 
+// TestUnfinishedJobsBound: CreateJobs refuses, all or none, jobs that would
+// take a branch past its bound of unfinished jobs; a job stops counting when
+// it gets its result or error or is removed; branches count apart; and the
+// counts are rebuilt when a store from before them opens.
+func TestUnfinishedJobsBound(t *testing.T) {
+	c := newClock()
+	st, path := open(t, c, 0)
+	create := func(branch string, ids ...string) error {
+		jobs := make([]store.Job, len(ids))
+		for i, id := range ids {
+			jobs[i] = store.Job{ID: id, ServiceID: "svc", BranchID: branch, Created: c.now().UnixMilli(), Status: "queued", Attempt: 1}
+		}
+		return st.CreateJobs(jobs, nil, 3)
+	}
+	update := func(id string, change func(j *store.Job)) {
+		t.Helper()
+		if _, err := st.UpdateJob(id, func(j *store.Job) ([]store.Message, error) { change(j); return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(err error, wantErr error, what string) {
+		t.Helper()
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("%s: %v, want %v", what, err, wantErr)
+		}
+	}
+	want(create("a", "a1", "a2"), nil, "2 of 3")
+	want(create("a", "a3", "a4"), store.ErrTooManyJobs, "2 more")
+	if _, err := st.Job("a3"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("job a3 of the refused batch: %v, want ErrNotFound", err)
+	}
+	want(create("b", "b1", "b2", "b3"), nil, "another branch's 3")
+	if err := st.CreateJobs([]store.Job{{ID: "x1", ServiceID: "other", BranchID: "a"}}, nil, 1); err != nil {
+		t.Errorf("branch a of another service: %v", err)
+	}
+
+	update("a1", func(j *store.Job) { j.Status = "processing" })
+	want(create("a", "a3", "a4"), store.ErrTooManyJobs, "after a1 started")
+	update("a1", func(j *store.Job) { j.Status, j.Result = "done", []byte(`{"status":"success"}`) })
+	want(create("a", "a3", "a4"), nil, "after a1 was done")
+	want(create("a", "a5"), store.ErrTooManyJobs, "a fourth unfinished")
+	update("a2", func(j *store.Job) { j.Status, j.Error = "failed", []byte(`{"code":"QUOTA_EXCEEDED"}`) })
+	update("a2", func(j *store.Job) { j.Settled = true }) // a finished job changing again
+	want(create("a", "a5"), nil, "after a2 failed")
+
+	// a3, a4, a5 unfinished: the count survives a store without it
+	st = reopenWithout(t, st, path, c, "jobs-unfinished")
+	want(create("a", "a6"), store.ErrTooManyJobs, "reopened, a fourth unfinished")
+	want(create("b", "b4"), store.ErrTooManyJobs, "reopened, b's fourth")
+
+	// removal after retention frees the branch
+	c.add(time.Hour)
+	if n, err := st.ExpireJobs(c.now(), 100); err != nil || n != 9 {
+		t.Fatalf("ExpireJobs = %d, %v; want 9", n, err)
+	}
+	want(create("a", "a6", "a7", "a8"), nil, "3 after the rest expired")
+}
+
 // TestUpdateJob: a change is stored with its messages in one step; a
 // change that fails leaves the job and the outbox as they were.
 func TestUpdateJob(t *testing.T) {
 	c := newClock()
 	st, _ := open(t, c, store.DefaultOutboxLimit)
-	if err := st.CreateJobs([]store.Job{{ID: "j", Created: c.now().UnixMilli(), Status: "queued", Attempt: 1}}, nil); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "j", Created: c.now().UnixMilli(), Status: "queued", Attempt: 1}}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	res := store.Message{Topic: "slip.results", Key: "j", Value: []byte("callback")}
@@ -129,7 +187,7 @@ func TestDueJobs(t *testing.T) {
 		{ID: "second-a", Created: at(0), DueAt: at(2 * time.Second)},
 		{ID: "never", Created: at(0)},
 	}
-	if err := st.CreateJobs(jobs, nil); err != nil {
+	if err := st.CreateJobs(jobs, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	due := func(now time.Time, max int) ([]string, time.Time) {
@@ -187,7 +245,7 @@ func TestExpireJobs(t *testing.T) {
 		{ID: "old-due", Created: at(0), DueAt: at(time.Minute)},
 		{ID: "old", Created: at(time.Second)},
 		{ID: "new-due", Created: at(time.Hour), DueAt: at(time.Minute)},
-	}, nil); err != nil {
+	}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	expire := func(cutoff time.Duration, max, want int) {
@@ -216,7 +274,7 @@ func TestExpireJobs(t *testing.T) {
 		t.Errorf("due after every job expired: %v next %v", ids, next)
 	}
 	// A job created again with an expired one's id is a new job.
-	if err := st.CreateJobs([]store.Job{{ID: "old", Created: at(3 * time.Hour)}}, nil); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "old", Created: at(3 * time.Hour)}}, nil, 0); err != nil {
 		t.Errorf("CreateJobs with an expired job's id: %v", err)
 	}
 }

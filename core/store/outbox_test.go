@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/testnet"
+	bolt "go.etcd.io/bbolt"
 )
 
 // clock is a settable test clock.
@@ -38,6 +39,33 @@ func open(t *testing.T, c *clock, limit int64) (*store.Store, string) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st, path
+}
+
+// reopenWithout closes st, deletes buckets from its file, as a build from
+// before them left it, and opens the file again.
+func reopenWithout(t *testing.T, st *store.Store, path string, c *clock, buckets ...string) *store.Store {
+	t.Helper()
+	st.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		var errs []error
+		for _, b := range buckets {
+			errs = append(errs, tx.DeleteBucket([]byte(b)))
+		}
+		return errors.Join(errs...)
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.Open(path, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // waiting polls until the outbox counts n waiting messages.
@@ -193,7 +221,7 @@ func TestOutboxReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	signalled("Emit")
-	if err := st.CreateJobs([]store.Job{{ID: "j1", Created: 1}}, []store.Message{{Topic: "slip.jobs", Key: "j1"}}); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "j1", Created: 1}}, []store.Message{{Topic: "slip.jobs", Key: "j1"}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// The message is in the outbox when CreateJobs returns, and the signal

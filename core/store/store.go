@@ -53,9 +53,12 @@ var (
 	// removal after their retention.
 	bucketJobsDue   = []byte("jobs-due")
 	bucketJobsByAge = []byte("jobs-by-age")
-	allBuckets      = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
+	// bucketJobsUnfinished counts each branch's unfinished jobs (service
+	// NUL branch → big-endian uint64), which CreateJobs bounds.
+	bucketJobsUnfinished = []byte("jobs-unfinished")
+	allBuckets           = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
 		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
-		bucketJobs, bucketJobsDue, bucketJobsByAge}
+		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished}
 )
 
 // maxBatch bounds how many writes share one transaction, and maxEmitted
@@ -118,6 +121,7 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 				missing = append(missing, x)
 			}
 		}
+		countJobs := tx.Bucket(bucketJobsUnfinished) == nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -125,6 +129,11 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 		}
 		for _, x := range missing {
 			if err := x.build(tx); err != nil {
+				return err
+			}
+		}
+		if countJobs {
+			if err := countAllUnfinished(tx); err != nil {
 				return err
 			}
 		}

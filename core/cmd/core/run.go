@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	v := &verify.Verifier{Store: st, Upstream: upstream, Images: verify.Images{Egress: fetch}}
 	verifyRetries, webhookRetries, _ := cfg.Schedules() // checked by Validate
 	j := &jobs.Jobs{Store: st, Verifier: v, Box: box, Egress: fetch, Now: time.Now, Log: log,
-		VerifyRetries: verifyRetries, DeliveryRetries: webhookRetries, Retention: cfg.JobRetention}
+		VerifyRetries: verifyRetries, DeliveryRetries: webhookRetries, Retention: cfg.JobRetention, MaxOpen: cfg.JobMaxOpen}
 	srv := &fasthttp.Server{
 		Handler:               server.New(v, j, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
 		NoDefaultServerHeader: true, // the edge names itself to clients

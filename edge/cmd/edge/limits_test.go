@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -278,4 +279,54 @@ func TestSlowloris(t *testing.T) {
 		}
 	}
 	s.served(t)
+}
+
+// TestUnfinishedJobsBound: a branch holds at most SLIP_JOB_MAX_OPEN
+// unfinished async jobs. Core runs here without a broker, so every accepted
+// job stays queued: a submit that would pass the bound is refused whole,
+// through the edge, with 429 RATE_LIMIT_EXCEEDED and Retry-After, one that
+// fits is accepted, and another branch counts its own jobs.
+func TestUnfinishedJobsBound(t *testing.T) {
+	s := startStack(t, []string{"SLIP_JOB_MAX_OPEN=3", "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8"})
+	payload := func(ref string) string {
+		return `"payload":"` + slip.Bank{BankCode: "004", TransRef: ref}.Encode() + `"`
+	}
+	const hook = `"callbackUrl":"https://127.0.0.1/hook"`
+	single := func(ref string) string { return "{" + hook + "," + payload(ref) + "}" }
+	batch := func(refs ...string) string {
+		items := make([]string, len(refs))
+		for i, r := range refs {
+			items[i] = "{" + payload(r) + "}"
+		}
+		return "{" + hook + `,"items":[` + strings.Join(items, ",") + "]}"
+	}
+	submit := func(key, path, body string, want int, what string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", s.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		if res.StatusCode != want {
+			t.Fatalf("%s: %d %s, want %d", what, res.StatusCode, raw, want)
+		}
+		if want == http.StatusTooManyRequests {
+			var e struct {
+				Error struct{ Code string } `json:"error"`
+			}
+			if json.Unmarshal(raw, &e); e.Error.Code != "RATE_LIMIT_EXCEEDED" || res.Header.Get("Retry-After") != "1" {
+				t.Errorf("%s: %s with Retry-After %q, want RATE_LIMIT_EXCEEDED and 1", what, raw, res.Header.Get("Retry-After"))
+			}
+		}
+	}
+	const async, batchPath = "/v2/verify/bank/async", "/v2/verify/bank/async/batch"
+	submit(keyMain, batchPath, batch("BOUNDREF0001", "BOUNDREF0002"), 202, "a batch of 2 of 3")
+	submit(keyMain, batchPath, batch("BOUNDREF0003", "BOUNDREF0004"), 429, "a batch of 2 more")
+	submit(keyMain, async, single("BOUNDREF0005"), 202, "the third, after the refused batch added none")
+	submit(keyMain, async, single("BOUNDREF0006"), 429, "a fourth")
+	submit(keyOther, async, single("BOUNDREF0007"), 202, "another branch's first")
 }
