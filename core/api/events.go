@@ -56,7 +56,8 @@ type JobMessage struct {
 type Callback struct {
 	EventID   string `json:"eventId"`
 	JobID     string `json:"jobId"`
-	Delivery  int    `json:"delivery"` // from 1
+	ServiceID string `json:"serviceId,omitempty"` // whose job: the dispatcher bounds each service's deliveries
+	Delivery  int    `json:"delivery"`            // from 1
 	URL       string `json:"url"`
 	Body      string `json:"body"`
 	Signature string `json:"signature,omitempty"`

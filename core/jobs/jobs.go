@@ -374,7 +374,7 @@ func (j *Jobs) deliver(job store.Job) store.Message {
 	if err := json.Unmarshal(job.Callback, &cb); err != nil {
 		panic(err) // finish wrote it
 	}
-	cb.EventID, cb.Delivery = uuid.NewString(), job.Delivery
+	cb.EventID, cb.Delivery, cb.ServiceID = uuid.NewString(), job.Delivery, job.ServiceID
 	return message(api.TopicResults, job.ID, cb)
 }
 

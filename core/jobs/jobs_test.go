@@ -346,7 +346,7 @@ func TestHandleJobSuccess(t *testing.T) {
 		t.Fatalf("job after a verified attempt: status %s due %d", j.Status, j.DueAt)
 	}
 	cb, body := callback(t, e.takeOne(api.TopicResults))
-	if cb.JobID != id || cb.Delivery != 1 || cb.URL != hook || cb.EventID == "" {
+	if cb.JobID != id || cb.ServiceID != "svc" || cb.Delivery != 1 || cb.URL != hook || cb.EventID == "" {
 		t.Errorf("callback %+v", cb)
 	}
 	if cb.Signature != sign(cb.Body) {

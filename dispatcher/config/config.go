@@ -18,8 +18,9 @@ type Config struct {
 	KafkaAddr   string        // brokers, comma-separated
 	Timeout     time.Duration // one delivery
 	Workers     int           // deliveries in flight
+	PerService  int           // deliveries in flight of one service
 	PerHost     int           // deliveries in flight to one host
-	SlotWait    time.Duration // longest a delivery waits for its host's slot
+	SlotWait    time.Duration // longest a delivery waits for its slots
 	EgressAllow string        // private ranges callbacks may reach
 	EgressCA    string        // extra CA roots (PEM) for https callbacks
 	envflag.Common
@@ -31,8 +32,9 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated", &c.KafkaAddr),
 		envflag.Def("SLIP_WEBHOOK_TIMEOUT", "webhook-timeout", "10s", "timeout of one callback delivery", &c.Timeout),
 		envflag.Def("SLIP_DISPATCHER_WORKERS", "workers", "1024", "callback deliveries in flight", &c.Workers),
+		envflag.Def("SLIP_DISPATCHER_PER_SERVICE", "per-service", "64", "callback deliveries in flight of one service (tenant), whatever hosts they go to", &c.PerService),
 		envflag.Def("SLIP_DISPATCHER_PER_HOST", "per-host", "16", "callback deliveries in flight to one host", &c.PerHost),
-		envflag.Def("SLIP_DISPATCHER_SLOT_WAIT", "slot-wait", "2s", "longest a callback waits for a slot of its host; then it is deferred (sent again later, not counted as an attempt)", &c.SlotWait),
+		envflag.Def("SLIP_DISPATCHER_SLOT_WAIT", "slot-wait", "2s", "longest a callback waits for a slot of its service and its host; then it is deferred (sent again later, not counted as an attempt)", &c.SlotWait),
 		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
 		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs and callbacks", &c.EgressCA),
 	}
@@ -64,6 +66,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		bad("SLIP_DISPATCHER_WORKERS: must be at least 1")
+	}
+	if c.PerService < 1 {
+		bad("SLIP_DISPATCHER_PER_SERVICE: must be at least 1")
 	}
 	if c.PerHost < 1 {
 		bad("SLIP_DISPATCHER_PER_HOST: must be at least 1")

@@ -3,11 +3,12 @@
 // the bytes core signed, and reports every delivery's outcome to
 // slip.webhook.outcomes, where core decides on redeliveries.
 //
-// Deliveries run concurrently with a bound per receiving host. A delivery
-// that finds its host's slots taken waits at most SlotWait and is then
-// deferred (core sends it again later, not counted as an attempt), so
-// callbacks piling up for a slow or dead receiver hold the shared workers
-// only briefly, not for as long as that receiver is slow.
+// Deliveries run concurrently with a bound per service (the tenant whose
+// job it is) and one per receiving host. A delivery that finds either's
+// slots taken waits at most SlotWait and is then deferred (core sends it
+// again later, not counted as an attempt), so callbacks piling up for a slow
+// or dead receiver, or for one tenant's receivers under many names, hold the
+// shared workers only briefly, not for as long as those receivers are slow.
 package deliver
 
 import (
@@ -40,21 +41,28 @@ type Outcomes interface {
 
 // Dispatcher delivers callbacks. Its fields are set once, before use.
 type Dispatcher struct {
-	Egress   Poster
-	Outcomes Outcomes
-	PerHost  int           // deliveries to one host at once
-	SlotWait time.Duration // longest wait for a host's slot before deferring
-	Now      func() time.Time
-	Log      *slog.Logger
-	Backoff  time.Duration // wait before retrying a failed outcome write
+	Egress     Poster
+	Outcomes   Outcomes
+	PerService int           // deliveries of one service at once
+	PerHost    int           // deliveries to one host at once
+	SlotWait   time.Duration // longest wait for the slots before deferring
+	Now        func() time.Time
+	Log        *slog.Logger
+	Backoff    time.Duration // wait before retrying a failed outcome write
 
-	mu    sync.Mutex
-	hosts map[string]*host
+	services, hosts slots
 }
 
-// host bounds the deliveries in flight to one host.
-type host struct {
-	slots chan struct{}
+// slots bounds the deliveries in flight per key (a service, a host).
+type slots struct {
+	mu sync.Mutex
+	m  map[string]*slot
+}
+
+// slot is one key's deliveries in flight; users counts those holding or
+// waiting for it.
+type slot struct {
+	held  chan struct{}
 	users int
 }
 
@@ -101,13 +109,13 @@ func (d *Dispatcher) Handle(ctx context.Context, m kafka.Message) error {
 // deliver makes one delivery and returns its outcome.
 func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOutcome {
 	name := egress.HostKey(cb.URL) // every spelling of one server shares its slots
-	h, ok := d.acquire(ctx, name)
-	if !ok {
+	release, busy := d.acquire(ctx, cb.ServiceID, name)
+	if busy != "" {
 		deferred.Inc()
 		return api.WebhookOutcome{EventID: uuid.NewString(), JobID: cb.JobID, Delivery: cb.Delivery, At: d.Now().UTC(),
-			Deferred: true, Error: "deferred: every delivery slot of " + name + " is taken"}
+			Deferred: true, Error: "deferred: every delivery slot of " + busy + " is taken"}
 	}
-	defer d.release(name, h)
+	defer release()
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"slipverify-webhook/1"}}
 	if cb.Signature != "" {
 		header.Set(api.SignatureHeader, cb.Signature)
@@ -133,52 +141,87 @@ func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOu
 	return out
 }
 
-// acquire takes a delivery slot of host name, waiting while it has PerHost
-// deliveries in flight, at most SlotWait (or until ctx ends): ok is false
-// then, and the delivery is deferred.
-func (d *Dispatcher) acquire(ctx context.Context, name string) (h *host, ok bool) {
-	d.mu.Lock()
-	if d.hosts == nil {
-		d.hosts = map[string]*host{}
+// acquire takes a slot of the service (none for a callback without one)
+// and one of the host, waiting while either has its bound in flight, at most
+// SlotWait in all (or until ctx ends). It returns what frees them, or, when
+// it gave up, holds nothing and names what was busy.
+func (d *Dispatcher) acquire(ctx context.Context, service, host string) (release func(), busy string) {
+	var timer *time.Timer // started at the first wait
+	wait := func() <-chan time.Time {
+		if timer == nil {
+			timer = time.NewTimer(d.SlotWait)
+		}
+		return timer.C
 	}
-	h = d.hosts[name]
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var sv *slot
+	if service != "" {
+		if sv = d.services.take(ctx, service, d.PerService, wait); sv == nil {
+			return nil, "service " + service
+		}
+	}
+	h := d.hosts.take(ctx, host, d.PerHost, wait)
 	if h == nil {
-		h = &host{slots: make(chan struct{}, max(d.PerHost, 1))}
-		d.hosts[name] = h
+		if sv != nil {
+			d.services.give(service, sv)
+		}
+		return nil, host
 	}
-	h.users++
-	d.mu.Unlock()
+	return func() {
+		d.hosts.give(host, h)
+		if sv != nil {
+			d.services.give(service, sv)
+		}
+	}, ""
+}
+
+// take takes a slot of key, waiting while per are in flight, until wait's
+// channel fires or ctx ends: it returns nil then.
+func (s *slots) take(ctx context.Context, key string, per int, wait func() <-chan time.Time) *slot {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]*slot{}
+	}
+	sl := s.m[key]
+	if sl == nil {
+		sl = &slot{held: make(chan struct{}, max(per, 1))}
+		s.m[key] = sl
+	}
+	sl.users++
+	s.mu.Unlock()
 	select {
-	case h.slots <- struct{}{}:
-		return h, true
+	case sl.held <- struct{}{}:
+		return sl
 	default:
 	}
-	t := time.NewTimer(d.SlotWait)
-	defer t.Stop()
 	select {
-	case h.slots <- struct{}{}:
-		return h, true
-	case <-t.C:
+	case sl.held <- struct{}{}:
+		return sl
+	case <-wait():
 	case <-ctx.Done():
 	}
-	d.leave(name, h)
-	return nil, false
+	s.leave(key, sl)
+	return nil
 }
 
-// release frees the slot.
-func (d *Dispatcher) release(name string, h *host) {
-	<-h.slots
-	d.leave(name, h)
+// give frees a slot take returned.
+func (s *slots) give(key string, sl *slot) {
+	<-sl.held
+	s.leave(key, sl)
 }
 
-// leave forgets a host nobody waits for, so the map holds only hosts with
+// leave forgets a key nobody waits for, so the map holds only keys with
 // deliveries in hand.
-func (d *Dispatcher) leave(name string, h *host) {
-	d.mu.Lock()
-	if h.users--; h.users == 0 {
-		delete(d.hosts, name)
+func (s *slots) leave(key string, sl *slot) {
+	s.mu.Lock()
+	if sl.users--; sl.users == 0 {
+		delete(s.m, key)
 	}
-	d.mu.Unlock()
+	s.mu.Unlock()
 }
 
 var _ Poster = (*egress.Client)(nil)

@@ -48,9 +48,12 @@ func (o outcomes) WriteMessages(_ context.Context, msgs ...kafka.Message) error 
 	return nil
 }
 
-func callback(url string, n int) kafka.Message {
-	raw, _ := json.Marshal(api.Callback{EventID: fmt.Sprint("ev", n), JobID: fmt.Sprint("job", n), Delivery: 1, URL: url,
-		Body: `{"jobId":"` + fmt.Sprint("job", n) + `"}`, Signature: "sha256=00"})
+// callback is job n's first delivery to url, of a service of its own.
+func callback(url string, n int) kafka.Message { return callbackOf(fmt.Sprint("svc", n), url, n) }
+
+func callbackOf(service, url string, n int) kafka.Message {
+	raw, _ := json.Marshal(api.Callback{EventID: fmt.Sprint("ev", n), JobID: fmt.Sprint("job", n), ServiceID: service,
+		Delivery: 1, URL: url, Body: `{"jobId":"` + fmt.Sprint("job", n) + `"}`, Signature: "sha256=00"})
 	return kafka.Message{Value: raw}
 }
 
@@ -143,6 +146,39 @@ func TestBusyHostDefers(t *testing.T) {
 	}
 }
 
+// TestBusyServiceDefers: a service with PerService deliveries in flight
+// gets its next one deferred whatever host it goes to, without taking that
+// host's slot; another service's delivery to the same host goes through,
+// and the service's slot is free again once its delivery ends.
+func TestBusyServiceDefers(t *testing.T) {
+	g := gatePoster{entered: make(chan string, 4), release: make(chan struct{})}
+	o := outcomes{got: make(chan api.WebhookOutcome, 4)}
+	d := &deliver.Dispatcher{Egress: g, Outcomes: o, PerService: 1, PerHost: 1, SlotWait: 50 * time.Millisecond,
+		Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	go d.Handle(context.Background(), callbackOf("svc-a", "https://slow.example/a", 1))
+	<-g.entered // holds svc-a's only slot
+	handle := func(service, url string, n int) api.WebhookOutcome {
+		t.Helper()
+		if err := d.Handle(context.Background(), callbackOf(service, url, n)); err != nil {
+			t.Fatal(err)
+		}
+		return <-o.got
+	}
+	if out := handle("svc-a", "https://a2.example/hook", 2); !out.Deferred || out.OK || !strings.Contains(out.Error, "service svc-a") {
+		t.Errorf("svc-a's second delivery, to another host: %+v, want deferred", out)
+	}
+	if out := handle("svc-b", "https://a2.example/hook", 3); !out.OK || out.Deferred {
+		t.Errorf("svc-b's delivery to the host svc-a was refused: %+v", out)
+	}
+	close(g.release)
+	if out := <-o.got; !out.OK || out.JobID != "job1" {
+		t.Errorf("the held delivery: %+v", out)
+	}
+	if out := handle("svc-a", "https://a2.example/hook", 4); !out.OK {
+		t.Errorf("svc-a after its delivery ended: %+v", out)
+	}
+}
+
 // BenchmarkDeliveries measures webhook deliveries per second through the
 // whole dispatcher path: callbacks in slip.results on a real broker, the
 // concurrent consumer, HTTPS POSTs to a local receiver, outcomes written
@@ -168,7 +204,7 @@ func BenchmarkDeliveries(b *testing.B) {
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		b.Fatal(err)
 	}
-	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerHost: 64, Now: time.Now, Log: slog.New(slog.DiscardHandler), Backoff: time.Second}
+	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: 64, PerHost: 64, Now: time.Now, Log: slog.New(slog.DiscardHandler), Backoff: time.Second}
 	r := stream.NewReader([]string{addr}, api.TopicResults, "bench-dispatcher")
 	defer r.Close()
 	cctx, stop := context.WithCancel(context.Background())

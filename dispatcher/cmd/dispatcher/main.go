@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	brokers := stream.Brokers(cfg.KafkaAddr)
 	w := stream.NewWriter(brokers)
 	defer w.Close()
-	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerHost: cfg.PerHost, SlotWait: cfg.SlotWait, Now: time.Now, Log: log, Backoff: time.Second}
+	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: cfg.PerService, PerHost: cfg.PerHost, SlotWait: cfg.SlotWait, Now: time.Now, Log: log, Backoff: time.Second}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
