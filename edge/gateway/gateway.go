@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -191,7 +192,18 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 // fasthttp could not parse (a malformed or oversized head, ambiguous
 // framing) has been reset, so its path is unknown: VALIDATION_ERROR in the
 // current version's format.
+//
+// A connection that sent nothing before the read timeout (or failed before
+// its first byte) is closed without an answer: there is no request, and a
+// response nobody asked for could be read as the answer to the client's
+// next request on that connection. fasthttp passes the bare read error
+// then, and also when a body was cut short; the request has been reset, so
+// that one is closed without an answer too.
 func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if _, bare := err.(*net.OpError); bare {
+		ctx.Conn().Close() // fasthttp's error response then goes nowhere
+		return
+	}
 	x := g.begin(len(Routes))
 	defer g.finish(ctx, &x)
 	v, code := api.V2, api.Validation

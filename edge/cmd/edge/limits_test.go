@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -329,4 +330,38 @@ func TestUnfinishedJobsBound(t *testing.T) {
 	submit(keyMain, async, single("BOUNDREF0005"), 202, "the third, after the refused batch added none")
 	submit(keyMain, async, single("BOUNDREF0006"), 429, "a fourth")
 	submit(keyOther, async, single("BOUNDREF0007"), 202, "another branch's first")
+}
+
+// TestSilentConnection: a connection that sends nothing is closed when the
+// read timeout ends, with no answer (a response nobody asked for could be
+// read as the answer to the next request), and so is one whose body stopped
+// short; one that sent part of a request head gets VALIDATION_ERROR before
+// the close.
+func TestSilentConnection(t *testing.T) {
+	s := startStack(t, nil, "SLIP_EDGE_READ_TIMEOUT=1s")
+	for _, c := range []struct{ name, send, want string }{
+		{"nothing", "", ""},
+		{"part of a head", "GET /v2/info HTTP/1.1\r\nHost: edge\r\n", "VALIDATION_ERROR"},
+		{"part of a body", "POST /v2/qr/generate HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer " + keyMain +
+			"\r\nContent-Length: 100\r\n\r\n{\"type\"", ""},
+	} {
+		conn, err := net.Dial("tcp", s.edgeAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		start := time.Now()
+		io.WriteString(conn, c.send)
+		got, err := io.ReadAll(conn)
+		conn.Close()
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v after %v", c.name, err, time.Since(start))
+		case c.want == "" && len(got) > 0:
+			t.Errorf("%s: answered %q", c.name, got)
+		case c.want != "" && !bytes.Contains(got, []byte(c.want)):
+			t.Errorf("%s: answered %q, want %s", c.name, got, c.want)
+		}
+	}
+	s.served(t)
 }
