@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,16 @@ func TestAccessLog(t *testing.T) {
 	send("GET", "/v2/info", "", 200, "", "a-main", sig...)
 	send("GET", "/openapi.json", "", 200, "", "")
 	send("OPTIONS", "/v2/verify/bank", "", 404, "NOT_FOUND", "")
+	// A HEAD answer goes out without its body: bytes_out 0.
+	res, err := http.Head(e.url + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 404 {
+		t.Fatalf("HEAD /health: %d", res.StatusCode)
+	}
+	all = append(all, sent{a: answer{status: 404, header: res.Header}, method: "HEAD", path: "/health", code: "NOT_FOUND", status: 404})
 	// The branch's bank budget is 5 a second and the edge's clock stands
 	// still: the third verification from here on is refused.
 	for range 3 {

@@ -173,6 +173,9 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 		Start: x.start, ID: x.id(), Status: status, Duration: x.end.Sub(x.start), IP: x.ip,
 		BytesIn: len(ctx.Request.Body()), BytesOut: len(ctx.Response.Body()),
 	}
+	if ctx.IsHead() {
+		e.BytesOut = 0 // fasthttp sends a HEAD answer's headers only
+	}
 	if !x.unparsed {
 		e.Method, e.Path = ctx.Method(), ctx.Request.URI().PathOriginal()
 	}
