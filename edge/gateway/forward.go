@@ -57,13 +57,17 @@ func delCanonical(h *fasthttp.RequestHeader, k []byte) {
 
 // forward sends the request to core and copies core's answer back. The
 // request is reused in place: fasthttp's reverse-proxy pattern. The
-// credential that authenticated it is not forwarded: core trusts the
-// identity headers, and a key need not travel further. It returns when
-// core answered.
+// credential that authenticated it is not forwarded (a signed request's
+// key, signature, timestamp and nonce alike): core trusts the identity
+// headers, and a key need not travel further. It returns when core
+// answered.
 func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time.Time {
 	h, p := &ctx.Request.Header, x.p
 	if p.ClientID != "" || p.Signed {
 		delCanonical(h, hAPIKey)
+		delCanonical(h, hSignature)
+		delCanonical(h, hTimestamp)
+		delCanonical(h, hNonce)
 	} else {
 		delCanonical(h, hAuthorization)
 	}

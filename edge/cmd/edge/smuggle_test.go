@@ -95,7 +95,7 @@ func TestRequestSmuggling(t *testing.T) {
 				}
 				return
 			}
-			want := []seen{{c.payload[:strings.IndexByte(c.payload, ' ')], "", tagged(c.body)}}
+			want := []seen{{method: c.payload[:strings.IndexByte(c.payload, ' ')], body: tagged(c.body)}}
 			if a.closed || len(carried) != 1 || carried[0].body != want[0].body || len(probed) != 1 {
 				t.Errorf("want the request with its body once at core and the probe answered; closed %v, core received %+v and the probe %d times",
 					a.closed, carried, len(probed))

@@ -131,6 +131,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // seen is one request core received from the edge.
 type seen struct {
 	method, uri string
+	header      http.Header
 	body        string
 }
 
@@ -163,7 +164,7 @@ func (r *recorder) requests(t *testing.T) []seen {
 			if strings.HasPrefix(req.RequestURI, "/internal/") || req.RequestURI == "/health" {
 				continue
 			}
-			out = append(out, seen{method: req.Method, uri: req.RequestURI, body: string(body)})
+			out = append(out, seen{method: req.Method, uri: req.RequestURI, header: req.Header, body: string(body)})
 		}
 	}
 	return out
