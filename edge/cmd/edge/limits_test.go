@@ -22,17 +22,25 @@ import (
 // edge and returns the status, the body and how long the answer took.
 func (s *stack) send(t *testing.T, method, path, body string) (int, string, time.Duration) {
 	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+keyMain)
-	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
+	res, raw := s.sendAs(t, keyMain, method, path, body)
+	return res.StatusCode, raw, time.Since(start)
+}
+
+// sendAs makes one request with a branch's Bearer key through the edge and
+// returns the answer and its body.
+func (s *stack) sendAs(t *testing.T, key, method, path, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(raw), time.Since(start)
+	return res, string(raw)
 }
 
 // sendRaw is send on a raw connection that writes the body while it reads
@@ -303,15 +311,7 @@ func TestUnfinishedJobsBound(t *testing.T) {
 	}
 	submit := func(key, path, body string, want int, what string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", s.url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(res.Body)
+		res, raw := s.sendAs(t, key, "POST", path, body)
 		if res.StatusCode != want {
 			t.Fatalf("%s: %d %s, want %d", what, res.StatusCode, raw, want)
 		}
@@ -319,7 +319,7 @@ func TestUnfinishedJobsBound(t *testing.T) {
 			var e struct {
 				Error struct{ Code string } `json:"error"`
 			}
-			if json.Unmarshal(raw, &e); e.Error.Code != "RATE_LIMIT_EXCEEDED" || res.Header.Get("Retry-After") != "1" {
+			if json.Unmarshal([]byte(raw), &e); e.Error.Code != "RATE_LIMIT_EXCEEDED" || res.Header.Get("Retry-After") != "1" {
 				t.Errorf("%s: %s with Retry-After %q, want RATE_LIMIT_EXCEEDED and 1", what, raw, res.Header.Get("Retry-After"))
 			}
 		}
