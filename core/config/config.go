@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/envflag"
 )
 
@@ -59,7 +60,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_WEBHOOK_RETRY_SCHEDULE", "webhook-retry-schedule", "10s,30s,120s", "waits before each redelivery of a failed callback", &c.WebhookRetry),
 		envflag.Def("SLIP_JOB_RETENTION", "job-retention", "168h", "how long an async job can be polled before it is removed", &c.JobRetention),
 		envflag.Def("SLIP_JOB_WORKERS", "job-workers", "64", "async verification attempts run at once", &c.JobWorkers),
-		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have; a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
+		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have (at least 100, one batch); a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it usage events are dropped and counted", &c.OutboxLimit),
 	}
 }
@@ -123,8 +124,8 @@ func (c Config) Validate() error {
 	if c.JobWorkers < 1 {
 		bad("SLIP_JOB_WORKERS: must be at least 1")
 	}
-	if c.JobMaxOpen < 1 {
-		bad("SLIP_JOB_MAX_OPEN: must be at least 1")
+	if c.JobMaxOpen < jobs.MaxBatch {
+		bad("SLIP_JOB_MAX_OPEN: must be at least %d, the items of one batch", jobs.MaxBatch)
 	}
 	if c.OutboxLimit < 1 {
 		bad("SLIP_OUTBOX_LIMIT: must be at least 1")

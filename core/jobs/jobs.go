@@ -95,6 +95,13 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 	if err != nil {
 		return Submitted{}, err
 	}
+	// The bound is checked again when the jobs are stored; this early check
+	// spares a branch at its bound the callback URL's lookup.
+	if n, err := j.Store.UnfinishedJobs(serviceID, branchID); err != nil {
+		return Submitted{}, api.Internal(err)
+	} else if j.MaxOpen > 0 && n+len(reqs) > j.MaxOpen {
+		return Submitted{}, j.tooMany()
+	}
 	if callbackURL == "" && br.WebhookURL != nil {
 		callbackURL = *br.WebhookURL
 	}
@@ -134,8 +141,7 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 	}
 	err = j.Store.CreateJobs(jobs, msgs, j.MaxOpen)
 	if errors.Is(err, store.ErrTooManyJobs) {
-		return Submitted{}, api.Errorf(api.RateLimitExceeded, fmt.Sprintf(
-			"a branch may have at most %d unfinished async jobs; submit again when some have finished", j.MaxOpen))
+		return Submitted{}, j.tooMany()
 	}
 	if err != nil {
 		return Submitted{}, api.Internal(err)
@@ -145,6 +151,12 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 		out.JobID, out.JobIDs = out.JobIDs[0], nil
 	}
 	return out, nil
+}
+
+// tooMany refuses jobs past the branch's bound of unfinished jobs.
+func (j *Jobs) tooMany() error {
+	return api.Errorf(api.RateLimitExceeded, fmt.Sprintf(
+		"a branch may have at most %d unfinished async jobs; submit again when some have finished", j.MaxOpen))
 }
 
 // itemError names the item and field of a refused request.

@@ -185,6 +185,16 @@ func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
 	return n, err
 }
 
+// UnfinishedJobs returns how many jobs of a branch have no outcome yet.
+func (s *Store) UnfinishedJobs(serviceID, branchID string) (int, error) {
+	var n int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = unfinished(tx, unfinishedKey(Job{ServiceID: serviceID, BranchID: branchID}))
+		return nil
+	})
+	return n, err
+}
+
 // unfinishedKey is the key of a job's branch in bucketJobsUnfinished.
 func unfinishedKey(j Job) string { return j.ServiceID + "\x00" + j.BranchID }
 

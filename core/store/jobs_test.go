@@ -3,8 +3,11 @@ package store_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/slipverify/slipverify/core/store"
 )
@@ -120,6 +123,53 @@ func TestUnfinishedJobsBound(t *testing.T) {
 		t.Fatalf("ExpireJobs = %d, %v; want 9", n, err)
 	}
 	want(create("a", "a6", "a7", "a8"), nil, "3 after the rest expired")
+}
+
+// TestSchemaVersions: a file of an older layout opens and is upgraded (the
+// counts of unfinished jobs built); a file of a newer one is refused, as a
+// build of 1 refuses this build's files, so no build keeps a file it does
+// not know how to keep up to date.
+func TestSchemaVersions(t *testing.T) {
+	c := newClock()
+	st, path := open(t, c, 0)
+	if err := st.CreateJobs([]store.Job{{ID: "j1", ServiceID: "svc", BranchID: "br", Status: "queued"}}, nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	setSchema := func(v string, drop ...string) {
+		t.Helper()
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, b := range drop {
+				if err := tx.DeleteBucket([]byte(b)); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte(v))
+		})
+		if err := errors.Join(err, db.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSchema("1", "jobs-unfinished")
+	st, err := store.Open(path, c.now)
+	if err != nil {
+		t.Fatalf("a file of layout 1: %v", err)
+	}
+	if err := st.CreateJobs([]store.Job{{ID: "j2", ServiceID: "svc", BranchID: "br", Status: "queued"}}, nil, 1); !errors.Is(err, store.ErrTooManyJobs) {
+		t.Errorf("upgraded from 1, the branch's unfinished job not counted: %v", err)
+	}
+	st.Close()
+	setSchema("3")
+	if st, err := store.Open(path, c.now); err == nil {
+		st.Close()
+		t.Fatal("a file of layout 3 opened")
+	} else if !strings.Contains(err.Error(), "schema version 3") {
+		t.Errorf("refusing layout 3: %v", err)
+	}
 }
 
 // TestUpdateJob: a change is stored with its messages in one step; a

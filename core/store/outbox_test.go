@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/testnet"
-	bolt "go.etcd.io/bbolt"
 )
 
 // clock is a settable test clock.

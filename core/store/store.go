@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,10 @@ var (
 	ErrClosed   = errors.New("store: closed")
 )
 
-const schemaVersion = 1
+// schemaVersion is the layout this build writes. 2 added the counts of
+// each branch's unfinished jobs, which a build of 1 would open and not
+// keep: it refuses a file of 2, and this build upgrades a file of 1.
+const schemaVersion = 2
 
 var (
 	bucketMeta     = []byte("meta")
@@ -115,6 +119,13 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			if v := meta.Get([]byte("schema")); v != nil {
+				if n, err := strconv.Atoi(string(v)); err != nil || n > schemaVersion {
+					return fmt.Errorf("schema version %s, this build reads %d and older", v, schemaVersion)
+				}
+			}
+		}
 		var missing []byService // indexes a store from before them lacks
 		for _, x := range []byService{accountsByService, branchesByService} {
 			if tx.Bucket(x.index) == nil {
@@ -137,11 +148,7 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 				return err
 			}
 		}
-		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get([]byte("schema")); v != nil && string(v) != fmt.Sprint(schemaVersion) {
-			return fmt.Errorf("schema version %s, this build reads %d", v, schemaVersion)
-		}
-		return meta.Put([]byte("schema"), []byte(fmt.Sprint(schemaVersion)))
+		return tx.Bucket(bucketMeta).Put([]byte("schema"), []byte(strconv.Itoa(schemaVersion)))
 	})
 	var waiting int
 	if err == nil {

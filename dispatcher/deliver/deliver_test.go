@@ -147,9 +147,9 @@ func TestBusyHostDefers(t *testing.T) {
 }
 
 // TestBusyServiceDefers: a service with PerService deliveries in flight
-// gets its next one deferred whatever host it goes to, without taking that
-// host's slot; another service's delivery to the same host goes through,
-// and the service's slot is free again once its delivery ends.
+// gets its next one deferred whatever host it goes to; another service's
+// delivery to that host goes through, and the service's slot is free again
+// once its delivery ends.
 func TestBusyServiceDefers(t *testing.T) {
 	g := gatePoster{entered: make(chan string, 4), release: make(chan struct{})}
 	o := outcomes{got: make(chan api.WebhookOutcome, 4)}
@@ -176,6 +176,34 @@ func TestBusyServiceDefers(t *testing.T) {
 	}
 	if out := handle("svc-a", "https://a2.example/hook", 4); !out.OK {
 		t.Errorf("svc-a after its delivery ended: %+v", out)
+	}
+}
+
+// TestBusyHostFreesServiceSlot: a delivery deferred because its host is
+// busy gives back the service slot it took, so the service's next delivery
+// to another host goes through.
+func TestBusyHostFreesServiceSlot(t *testing.T) {
+	g := gatePoster{entered: make(chan string, 4), release: make(chan struct{})}
+	o := outcomes{got: make(chan api.WebhookOutcome, 4)}
+	d := &deliver.Dispatcher{Egress: g, Outcomes: o, PerService: 2, PerHost: 1, SlotWait: 50 * time.Millisecond,
+		Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	go d.Handle(context.Background(), callbackOf("svc-a", "https://slow.example/a", 1))
+	<-g.entered // one of svc-a's two slots, slow.example's only one
+	if err := d.Handle(context.Background(), callbackOf("svc-a", "https://slow.example/b", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if out := <-o.got; !out.Deferred || !strings.Contains(out.Error, "slow.example") {
+		t.Errorf("svc-a's delivery to the busy host: %+v, want deferred for the host", out)
+	}
+	if err := d.Handle(context.Background(), callbackOf("svc-a", "https://fast.example/c", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if out := <-o.got; !out.OK {
+		t.Errorf("svc-a's delivery to another host, its second slot free again: %+v", out)
+	}
+	close(g.release)
+	if out := <-o.got; !out.OK || out.JobID != "job1" {
+		t.Errorf("the held delivery: %+v", out)
 	}
 }
 

@@ -205,6 +205,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if _, bare := err.(*net.OpError); bare {
 		ctx.Conn().Close() // fasthttp's error response then goes nowhere
+		g.metrics.unanswered.Inc()
 		return
 	}
 	x := g.begin(len(Routes))

@@ -20,15 +20,16 @@ var statuses = []int{200, 201, 202, 400, 401, 403, 404, 409, 413, 429, 500, 502,
 // Metrics are the edge's Prometheus metrics, created once so the request
 // path only increments.
 type Metrics struct {
-	set       *metrics.Set
-	requests  [][]*metrics.Counter // [route][status slot]
-	latency   []*metrics.Histogram // [route]
-	rejection []*metrics.Counter   // [api.Code]
+	set        *metrics.Set
+	requests   [][]*metrics.Counter // [route][status slot]
+	latency    []*metrics.Histogram // [route]
+	rejection  []*metrics.Counter   // [api.Code]
+	unanswered *metrics.Counter     // connections closed without an answer
 }
 
 // NewMetrics registers the edge's metrics: requests by route and status,
-// latency by route, rejections by reason, auth cache lookups and the
-// adaptive rate factor.
+// latency by route, rejections by reason, auth cache lookups, the adaptive
+// rate factor and connections closed without an answer.
 func NewMetrics(auth *authcache.Cache, adaptive *ratelimit.Adaptive) *Metrics {
 	m := &Metrics{set: metrics.NewSet()}
 	names := make([]string, 0, len(Routes)+1)
@@ -60,6 +61,7 @@ func NewMetrics(auth *authcache.Cache, adaptive *ratelimit.Adaptive) *Metrics {
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="shared"}`, stat(func(s authcache.Stats) uint64 { return s.Shared }))
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="error"}`, stat(func(s authcache.Stats) uint64 { return s.Errors }))
 	m.set.NewGauge(`edge_rate_factor`, adaptive.Factor)
+	m.unanswered = m.set.NewCounter(`edge_connections_closed_unanswered_total`)
 	return m
 }
 

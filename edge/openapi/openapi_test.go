@@ -187,8 +187,8 @@ func checkRoute(t *testing.T, rt gateway.Route, op openapi.Op) {
 		case !slices.Contains(r.Headers, "X-Request-Id"):
 			t.Errorf("%s %s: no X-Request-Id, which every answer carries", name, status)
 		case rt.Budget == gateway.Unlimited && len(others) > 0 && (status != "429" || !slices.Equal(others, []string{"Retry-After"})):
-			// no rate headers; a 429 of core's own (the async routes'
-			// bound on unfinished jobs) carries Retry-After alone
+			// no rate headers; a 429 (a full nonce store, the async
+			// routes' bound on unfinished jobs) carries Retry-After alone
 			t.Errorf("%s %s: unlimited route documents headers %v", name, status, others)
 		case rt.Budget != gateway.Unlimited && (status[0] == '2' || status == "429") && !hasRate:
 			t.Errorf("%s %s: limited route lacks rate headers: %v", name, status, r.Headers)

@@ -296,16 +296,18 @@ func TestSlowloris(t *testing.T) {
 // through the edge, with 429 RATE_LIMIT_EXCEEDED and Retry-After, one that
 // fits is accepted, and another branch counts its own jobs.
 func TestUnfinishedJobsBound(t *testing.T) {
-	s := startStack(t, []string{"SLIP_JOB_MAX_OPEN=3", "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8"})
+	s := startStack(t, []string{"SLIP_JOB_MAX_OPEN=100", "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8"})
 	payload := func(ref string) string {
 		return `"payload":"` + slip.Bank{BankCode: "004", TransRef: ref}.Encode() + `"`
 	}
 	const hook = `"callbackUrl":"https://127.0.0.1/hook"`
 	single := func(ref string) string { return "{" + hook + "," + payload(ref) + "}" }
-	batch := func(refs ...string) string {
-		items := make([]string, len(refs))
-		for i, r := range refs {
-			items[i] = "{" + payload(r) + "}"
+	refs := 0 // slips submitted so far
+	batch := func(n int) string {
+		items := make([]string, n)
+		for i := range items {
+			refs++
+			items[i] = "{" + payload(fmt.Sprintf("BOUNDREF%04d", refs)) + "}"
 		}
 		return "{" + hook + `,"items":[` + strings.Join(items, ",") + "]}"
 	}
@@ -325,11 +327,11 @@ func TestUnfinishedJobsBound(t *testing.T) {
 		}
 	}
 	const async, batchPath = "/v2/verify/bank/async", "/v2/verify/bank/async/batch"
-	submit(keyMain, batchPath, batch("BOUNDREF0001", "BOUNDREF0002"), 202, "a batch of 2 of 3")
-	submit(keyMain, batchPath, batch("BOUNDREF0003", "BOUNDREF0004"), 429, "a batch of 2 more")
-	submit(keyMain, async, single("BOUNDREF0005"), 202, "the third, after the refused batch added none")
-	submit(keyMain, async, single("BOUNDREF0006"), 429, "a fourth")
-	submit(keyOther, async, single("BOUNDREF0007"), 202, "another branch's first")
+	submit(keyMain, batchPath, batch(99), 202, "a batch of 99 of 100")
+	submit(keyMain, batchPath, batch(2), 429, "a batch of 2 more")
+	submit(keyMain, async, single("BOUNDREF0900"), 202, "the 100th, after the refused batch added none")
+	submit(keyMain, async, single("BOUNDREF0901"), 429, "a 101st")
+	submit(keyOther, async, single("BOUNDREF0902"), 202, "another branch's first")
 }
 
 // TestSilentConnection: a connection that sends nothing is closed when the
