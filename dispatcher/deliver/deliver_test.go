@@ -114,36 +114,59 @@ func (g gatePoster) Post(_ context.Context, url string, _ []byte, _ http.Header)
 	return http.StatusNoContent, nil
 }
 
+// holding is a dispatcher whose first delivery, svc-a's job1 to
+// slow.example, hangs until release.
+type holding struct {
+	t *testing.T
+	d *deliver.Dispatcher
+	g gatePoster
+	o outcomes
+}
+
+func holdOne(t *testing.T, perService, perHost int) *holding {
+	h := &holding{t: t, g: gatePoster{entered: make(chan string, 4), release: make(chan struct{})},
+		o: outcomes{got: make(chan api.WebhookOutcome, 4)}}
+	h.d = &deliver.Dispatcher{Egress: h.g, Outcomes: h.o, PerService: perService, PerHost: perHost,
+		SlotWait: 50 * time.Millisecond, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	go h.d.Handle(context.Background(), callbackOf("svc-a", "https://slow.example/a", 1))
+	<-h.g.entered
+	return h
+}
+
+// handle delivers job n of service to url and returns its outcome.
+func (h *holding) handle(service, url string, n int) api.WebhookOutcome {
+	h.t.Helper()
+	if err := h.d.Handle(context.Background(), callbackOf(service, url, n)); err != nil {
+		h.t.Fatal(err)
+	}
+	return <-h.o.got
+}
+
+// release lets the held delivery end, which must succeed.
+func (h *holding) release() {
+	h.t.Helper()
+	close(h.g.release)
+	if out := <-h.o.got; !out.OK || out.JobID != "job1" {
+		h.t.Errorf("the held delivery: %+v", out)
+	}
+}
+
 // TestBusyHostDefers: a delivery finding its host's slots taken waits at
 // most SlotWait and comes back deferred (nothing sent), so callbacks piling
 // up for a slow receiver do not hold the dispatcher's workers; another
 // host's delivery goes through meanwhile, and another spelling of the busy
 // host is the busy host.
 func TestBusyHostDefers(t *testing.T) {
-	g := gatePoster{entered: make(chan string, 4), release: make(chan struct{})}
-	o := outcomes{got: make(chan api.WebhookOutcome, 4)}
-	d := &deliver.Dispatcher{Egress: g, Outcomes: o, PerHost: 1, SlotWait: 50 * time.Millisecond, Now: time.Now,
-		Log: slog.New(slog.DiscardHandler)}
-	go d.Handle(context.Background(), callback("https://slow.example/a", 1))
-	<-g.entered // holds slow.example's only slot
+	h := holdOne(t, 4, 1) // slow.example's only slot held
 	for n, url := range map[int]string{2: "https://slow.example/b", 3: "https://SLOW.example.:443/c"} {
-		if err := d.Handle(context.Background(), callback(url, n)); err != nil {
-			t.Fatal(err)
-		}
-		if out := <-o.got; !out.Deferred || out.OK || out.JobID != fmt.Sprint("job", n) || out.Status != 0 {
+		if out := h.handle(fmt.Sprint("svc", n), url, n); !out.Deferred || out.OK || out.JobID != fmt.Sprint("job", n) || out.Status != 0 {
 			t.Errorf("%s while its host is busy: %+v, want deferred", url, out)
 		}
 	}
-	if err := d.Handle(context.Background(), callback("https://fast.example/d", 4)); err != nil {
-		t.Fatal(err)
-	}
-	if out := <-o.got; !out.OK || out.Deferred {
+	if out := h.handle("svc4", "https://fast.example/d", 4); !out.OK || out.Deferred {
 		t.Errorf("another host while slow.example is busy: %+v", out)
 	}
-	close(g.release)
-	if out := <-o.got; !out.OK || out.JobID != "job1" {
-		t.Errorf("the held delivery: %+v", out)
-	}
+	h.release()
 }
 
 // TestBusyServiceDefers: a service with PerService deliveries in flight
@@ -151,30 +174,15 @@ func TestBusyHostDefers(t *testing.T) {
 // delivery to that host goes through, and the service's slot is free again
 // once its delivery ends.
 func TestBusyServiceDefers(t *testing.T) {
-	g := gatePoster{entered: make(chan string, 4), release: make(chan struct{})}
-	o := outcomes{got: make(chan api.WebhookOutcome, 4)}
-	d := &deliver.Dispatcher{Egress: g, Outcomes: o, PerService: 1, PerHost: 1, SlotWait: 50 * time.Millisecond,
-		Now: time.Now, Log: slog.New(slog.DiscardHandler)}
-	go d.Handle(context.Background(), callbackOf("svc-a", "https://slow.example/a", 1))
-	<-g.entered // holds svc-a's only slot
-	handle := func(service, url string, n int) api.WebhookOutcome {
-		t.Helper()
-		if err := d.Handle(context.Background(), callbackOf(service, url, n)); err != nil {
-			t.Fatal(err)
-		}
-		return <-o.got
-	}
-	if out := handle("svc-a", "https://a2.example/hook", 2); !out.Deferred || out.OK || !strings.Contains(out.Error, "service svc-a") {
+	h := holdOne(t, 1, 1) // svc-a's only slot held
+	if out := h.handle("svc-a", "https://a2.example/hook", 2); !out.Deferred || out.OK || !strings.Contains(out.Error, "service svc-a") {
 		t.Errorf("svc-a's second delivery, to another host: %+v, want deferred", out)
 	}
-	if out := handle("svc-b", "https://a2.example/hook", 3); !out.OK || out.Deferred {
+	if out := h.handle("svc-b", "https://a2.example/hook", 3); !out.OK || out.Deferred {
 		t.Errorf("svc-b's delivery to the host svc-a was refused: %+v", out)
 	}
-	close(g.release)
-	if out := <-o.got; !out.OK || out.JobID != "job1" {
-		t.Errorf("the held delivery: %+v", out)
-	}
-	if out := handle("svc-a", "https://a2.example/hook", 4); !out.OK {
+	h.release()
+	if out := h.handle("svc-a", "https://a2.example/hook", 4); !out.OK {
 		t.Errorf("svc-a after its delivery ended: %+v", out)
 	}
 }
@@ -183,28 +191,14 @@ func TestBusyServiceDefers(t *testing.T) {
 // busy gives back the service slot it took, so the service's next delivery
 // to another host goes through.
 func TestBusyHostFreesServiceSlot(t *testing.T) {
-	g := gatePoster{entered: make(chan string, 4), release: make(chan struct{})}
-	o := outcomes{got: make(chan api.WebhookOutcome, 4)}
-	d := &deliver.Dispatcher{Egress: g, Outcomes: o, PerService: 2, PerHost: 1, SlotWait: 50 * time.Millisecond,
-		Now: time.Now, Log: slog.New(slog.DiscardHandler)}
-	go d.Handle(context.Background(), callbackOf("svc-a", "https://slow.example/a", 1))
-	<-g.entered // one of svc-a's two slots, slow.example's only one
-	if err := d.Handle(context.Background(), callbackOf("svc-a", "https://slow.example/b", 2)); err != nil {
-		t.Fatal(err)
-	}
-	if out := <-o.got; !out.Deferred || !strings.Contains(out.Error, "slow.example") {
+	h := holdOne(t, 2, 1) // one of svc-a's two slots, slow.example's only one
+	if out := h.handle("svc-a", "https://slow.example/b", 2); !out.Deferred || !strings.Contains(out.Error, "slow.example") {
 		t.Errorf("svc-a's delivery to the busy host: %+v, want deferred for the host", out)
 	}
-	if err := d.Handle(context.Background(), callbackOf("svc-a", "https://fast.example/c", 3)); err != nil {
-		t.Fatal(err)
-	}
-	if out := <-o.got; !out.OK {
+	if out := h.handle("svc-a", "https://fast.example/c", 3); !out.OK {
 		t.Errorf("svc-a's delivery to another host, its second slot free again: %+v", out)
 	}
-	close(g.release)
-	if out := <-o.got; !out.OK || out.JobID != "job1" {
-		t.Errorf("the held delivery: %+v", out)
-	}
+	h.release()
 }
 
 // BenchmarkDeliveries measures webhook deliveries per second through the
