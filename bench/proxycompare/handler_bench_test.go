@@ -86,7 +86,8 @@ func edgeHandler(b *testing.B, hc *fasthttp.HostClient) fasthttp.RequestHandler 
 	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{Now: now})
 	g := gateway.New(gateway.Config{
 		Core: hc, EdgeToken: benchToken, Auth: auth,
-		Nonces: nonce.New(nonce.Config{Window: 5 * time.Minute, MaxEntries: 50_000_000, MaxPerClient: 50_000_000, Now: now}),
+		Nonces: nonce.New(nonce.Config{Window: 5 * time.Minute, MaxEntries: 50_000_000, MaxPerClient: 50_000_000,
+			MaxPerService: 50_000_000, Now: now}),
 		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: iplist.List{},
 		CoreTimeout: 30 * time.Second, Now: now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}, gateway.NewMetrics(auth, adaptive))

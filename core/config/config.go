@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/egress"
-	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/jobs"
 )
 
 // Config is core's configuration.

@@ -361,7 +361,7 @@ func (g *Gateway) signed(ctx *fasthttp.RequestCtx, k authcache.Kind, now time.Ti
 	if !valid {
 		return nil, api.InvalidSignature
 	}
-	switch err := g.cfg.Nonces.Use(p.NonceClient, n, time.Unix(ts, 0)); err {
+	switch err := g.cfg.Nonces.Use(p.ServiceID, p.NonceClient, n, time.Unix(ts, 0)); err {
 	case nil:
 		return p, 0
 	case nonce.ErrDuplicate:

@@ -121,6 +121,25 @@ func TestHeaderInjection(t *testing.T) {
 	}
 }
 
+// TestNonceShares: a full nonce store refuses with 429 rather than forget,
+// per client (SLIP_EDGE_NONCE_PER_CLIENT) and per service, all its branches
+// together (SLIP_EDGE_NONCE_PER_SERVICE): a second branch of a service that
+// used its share is refused too.
+func TestNonceShares(t *testing.T) {
+	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_NONCE_MAX=100", "SLIP_EDGE_NONCE_PER_SERVICE=3",
+		"SLIP_EDGE_NONCE_PER_CLIENT=2")
+	const keyAFast = "44444444-4444-4444-8444-444444444444" // svc-a's other branch
+	info := func(key string) answer {
+		t.Helper()
+		return e.do(t, "GET", "/v2/info", "", e.signed(key, secretA, "GET", "/v2/info", "", 0, "")...)
+	}
+	info(keyMain).want(t, 200, "")
+	info(keyMain).want(t, 200, "")
+	info(keyMain).want(t, 429, "RATE_LIMIT_EXCEEDED") // a-main's 2
+	info(keyAFast).want(t, 200, "")
+	info(keyAFast).want(t, 429, "RATE_LIMIT_EXCEEDED") // svc-a's 3
+}
+
 // TestSignedRequests covers spec 5.2 on v2 routes signed with a branch UUID.
 func TestSignedRequests(t *testing.T) {
 	e := startEdge(t, startCore(t, seed))

@@ -52,12 +52,21 @@ var (
 	// ErrClientFull: this client holds MaxPerClient nonces; other clients are
 	// unaffected. errors.Is(ErrClientFull, ErrFull) is true.
 	ErrClientFull error = clientFull{}
+	// ErrServiceFull: the clients of this service hold MaxPerService nonces
+	// together; other services are unaffected. errors.Is(ErrServiceFull,
+	// ErrFull) is true.
+	ErrServiceFull error = serviceFull{}
 )
 
 type clientFull struct{}
 
 func (clientFull) Error() string        { return "nonce: client's nonce limit reached" }
 func (clientFull) Is(target error) bool { return target == ErrFull }
+
+type serviceFull struct{}
+
+func (serviceFull) Error() string        { return "nonce: service's nonce limit reached" }
+func (serviceFull) Is(target error) bool { return target == ErrFull }
 
 // Config configures a Store. Zero fields take their defaults.
 type Config struct {
@@ -79,6 +88,10 @@ type Config struct {
 	// allow the client's rate limit for Window+Bucket (a branch at 1,000
 	// signed requests a second needs 360,000).
 	MaxPerClient int
+	// MaxPerService bounds the nonces held for all clients of one service
+	// together; 2,000,000. A tenant with many clients (a service can make
+	// branches) then cannot fill the store for the others.
+	MaxPerService int
 	// Now is the clock; time.Now.
 	Now func() time.Time
 }
@@ -86,13 +99,15 @@ type Config struct {
 const numShards = 64 // a power of two
 
 // Store is a bounded set of (client, nonce) pairs, bucketed by timestamp. It
-// is safe for concurrent use. Clients are spread over shards, each with its
-// own lock, tables, ring of buckets and per-client counts, so one client's
-// nonces live in one shard and its bound is checked without global state.
+// is safe for concurrent use. Services are spread over shards, each with its
+// own lock, tables, ring of buckets and per-client and per-service counts,
+// so all nonces of a service's clients live in one shard and both bounds are
+// checked without global state.
 type Store struct {
 	window, bucket int64 // ns
 	maxEntries     int64
 	maxPerClient   int32
+	maxPerService  int32
 	now            func() time.Time
 	seed           maphash.Seed
 
@@ -134,19 +149,21 @@ const (
 )
 
 type shard struct {
-	mu      sync.Mutex
-	cutoff  int64 // buckets below this epoch are due; never decreases
-	segs    [segments]segment
-	ring    []bucket
-	clients map[uint64]int32 // nonces held per client in live buckets, in this shard
-	_       [64]byte
+	mu       sync.Mutex
+	cutoff   int64 // buckets below this epoch are due; never decreases
+	segs     [segments]segment
+	ring     []bucket
+	clients  map[uint64]int32 // nonces held per client in live buckets
+	services map[uint64]int32 // nonces held per service in live buckets
+	_        [64]byte
 }
 
-// bucket counts the nonces of one epoch per client, to uncount them when
-// the bucket is due.
+// bucket counts the nonces of one epoch per client and per service, to
+// uncount them when the bucket is due.
 type bucket struct {
-	epoch     int64 // timestamp / Bucket; noEpoch when unused
-	perClient map[uint64]int32
+	epoch      int64 // timestamp / Bucket; noEpoch when unused
+	perClient  map[uint64]int32
+	perService map[uint64]int32
 }
 
 const noEpoch = -1 << 63
@@ -178,16 +195,20 @@ func New(cfg Config) *Store {
 	if cfg.MaxPerClient <= 0 {
 		cfg.MaxPerClient = 400_000
 	}
+	if cfg.MaxPerService <= 0 {
+		cfg.MaxPerService = 2_000_000
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	s := &Store{
-		window:       int64(cfg.Window),
-		bucket:       int64(cfg.Bucket),
-		maxEntries:   int64(cfg.MaxEntries),
-		maxPerClient: int32(min(cfg.MaxPerClient, 1<<31-1)),
-		now:          cfg.Now,
-		seed:         maphash.MakeSeed(),
+		window:        int64(cfg.Window),
+		bucket:        int64(cfg.Bucket),
+		maxEntries:    int64(cfg.MaxEntries),
+		maxPerClient:  int32(min(cfg.MaxPerClient, 1<<31-1)),
+		maxPerService: int32(min(cfg.MaxPerService, 1<<31-1)),
+		now:           cfg.Now,
+		seed:          maphash.MakeSeed(),
 	}
 	s.sweptUpTo.Store(noEpoch)
 	// Live epochs run from the cutoff, floor((now-W)/B), to floor((now+W)/B):
@@ -201,26 +222,28 @@ func New(cfg Config) *Store {
 			sh.ring[j].epoch = noEpoch
 		}
 		sh.clients = make(map[uint64]int32)
+		sh.services = make(map[uint64]int32)
 	}
 	return s
 }
 
-// Use records that client used nonce on a request stamped ts. It returns nil
-// the first time (the nonce is now remembered), ErrDuplicate when the client
-// used the nonce before and it is still remembered, ErrOutsideWindow when ts
-// is more than Window from now, and ErrFull or ErrClientFull when the store
-// cannot remember one more nonce without forgetting one.
+// Use records that client, of service, used nonce on a request stamped ts.
+// It returns nil the first time (the nonce is now remembered), ErrDuplicate
+// when the client used the nonce before and it is still remembered,
+// ErrOutsideWindow when ts is more than Window from now, and ErrFull,
+// ErrClientFull or ErrServiceFull when the store cannot remember one more
+// nonce for it without forgetting one. A client belongs to one service.
 //
 // A nonce is unique per client whatever the timestamp: the same nonce on a
 // second request with another timestamp is a duplicate too. The same nonce
 // under two clients is not. Checks run in that order: window, duplicate,
 // bounds.
 //
-// Use does not retain client. It allocates nothing unless its segment's
+// Use does not retain client or service. It allocates nothing unless its segment's
 // table grows (when 3/4 full, so the pass that rebuilds it is paid for by as
 // many new nonces as it holds) or shrinks after a burst; it never waits on
 // I/O.
-func (s *Store) Use(client string, nonce [16]byte, ts time.Time) error {
+func (s *Store) Use(service, client string, nonce [16]byte, ts time.Time) error {
 	now := s.now()
 	if d := ts.Sub(now); d > time.Duration(s.window) || d < -time.Duration(s.window) {
 		return ErrOutsideWindow
@@ -228,19 +251,19 @@ func (s *Store) Use(client string, nonce [16]byte, ts time.Time) error {
 	nowNs := now.UnixNano()
 	epoch := floorDiv(ts.UnixNano(), s.bucket)
 	cutoff := floorDiv(nowNs-s.window, s.bucket)
-	h := maphash.String(s.seed, client)
-	k := key{client: h, nonce: nonce}
-	sh := &s.shards[h%numShards]
+	svc := maphash.String(s.seed, service)
+	k := key{client: maphash.String(s.seed, client), nonce: nonce}
+	sh := &s.shards[svc%numShards]
 
-	err := s.use(sh, k, epoch, cutoff)
+	err := s.use(sh, svc, k, epoch, cutoff)
 	if err == ErrFull && s.sweepAll(cutoff) {
 		// Due entries, in this shard and others, are deleted now.
-		err = s.use(sh, k, epoch, cutoff)
+		err = s.use(sh, svc, k, epoch, cutoff)
 	}
 	return err
 }
 
-func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
+func (s *Store) use(sh *shard, svc uint64, k key, epoch, cutoff int64) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if cutoff > sh.cutoff {
@@ -263,6 +286,9 @@ func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
 	if sh.clients[k.client] >= s.maxPerClient {
 		return ErrClientFull
 	}
+	if sh.services[svc] >= s.maxPerService {
+		return ErrServiceFull
+	}
 	if !found { // a due entry found is taken over: it adds nothing
 		if s.total.Add(1) > s.maxEntries {
 			s.total.Add(-1)
@@ -282,8 +308,13 @@ func (s *Store) use(sh *shard, k key, epoch, cutoff int64) error {
 	if b.perClient == nil {
 		b.perClient = make(map[uint64]int32)
 	}
+	if b.perService == nil {
+		b.perService = make(map[uint64]int32)
+	}
 	b.perClient[k.client]++
+	b.perService[svc]++
 	sh.clients[k.client]++
+	sh.services[svc]++
 	return nil
 }
 
@@ -391,7 +422,7 @@ func (s *Store) resize(seg *segment, cutoff int64, n int) {
 
 // expire drops the shard's buckets below cutoff: their nonces are forgotten
 // at once, since entries below the cutoff count as absent, and their
-// clients' counts go down; sweep deletes the entries later.
+// clients' and services' counts go down; sweep deletes the entries later.
 func (s *Store) expire(sh *shard, cutoff int64) {
 	sh.cutoff = cutoff
 	for i := range sh.ring {
@@ -400,19 +431,26 @@ func (s *Store) expire(sh *shard, cutoff int64) {
 			continue
 		}
 		b.epoch = noEpoch
-		for c, n := range b.perClient {
-			if left := sh.clients[c] - n; left > 0 {
-				sh.clients[c] = left
-			} else {
-				delete(sh.clients, c)
-			}
-		}
-		if len(b.perClient) <= retainMin {
-			clear(b.perClient)
+		b.perClient = uncount(sh.clients, b.perClient)
+		b.perService = uncount(sh.services, b.perService)
+	}
+}
+
+// uncount takes a dropped bucket's counts from the shard's and returns the
+// bucket's map emptied for reuse, or nil when it grew large.
+func uncount(held, dropped map[uint64]int32) map[uint64]int32 {
+	for c, n := range dropped {
+		if left := held[c] - n; left > 0 {
+			held[c] = left
 		} else {
-			b.perClient = nil
+			delete(held, c)
 		}
 	}
+	if len(dropped) > retainMin {
+		return nil
+	}
+	clear(dropped)
+	return dropped
 }
 
 // sweepAll drops the due buckets of every shard and deletes their entries,

@@ -33,29 +33,34 @@ func n(i uint64) (b [16]byte) {
 	return b
 }
 
+// useAlone is Use by a client that is the only client of its service.
+func (s *Store) useAlone(client string, nonce [16]byte, ts time.Time) error {
+	return s.Use(client, client, nonce, ts)
+}
+
 func TestUseReplay(t *testing.T) {
 	c := newClock()
 	s := New(Config{Now: c.Now})
 	ts := c.Now()
-	if err := s.Use("branch-a", n(1), ts); err != nil {
+	if err := s.useAlone("branch-a", n(1), ts); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Use("branch-a", n(1), ts); err != ErrDuplicate {
+	if err := s.useAlone("branch-a", n(1), ts); err != ErrDuplicate {
 		t.Fatalf("replay: %v", err)
 	}
 	// The same nonce under another client is that client's first use.
-	if err := s.Use("branch-b", n(1), ts); err != nil {
+	if err := s.useAlone("branch-b", n(1), ts); err != nil {
 		t.Fatalf("other client: %v", err)
 	}
 	// A nonce is unique per client whatever the timestamp: a second request
 	// re-signed with another timestamp is refused too.
-	if err := s.Use("branch-a", n(1), ts.Add(3*time.Minute)); err != ErrDuplicate {
+	if err := s.useAlone("branch-a", n(1), ts.Add(3*time.Minute)); err != ErrDuplicate {
 		t.Fatalf("same nonce, later timestamp: %v", err)
 	}
-	if err := s.Use("branch-a", n(1), ts.Add(-3*time.Minute)); err != ErrDuplicate {
+	if err := s.useAlone("branch-a", n(1), ts.Add(-3*time.Minute)); err != ErrDuplicate {
 		t.Fatalf("same nonce, earlier timestamp: %v", err)
 	}
-	if err := s.Use("branch-a", n(2), ts); err != nil {
+	if err := s.useAlone("branch-a", n(2), ts); err != nil {
 		t.Fatal(err)
 	}
 	if s.Len() != 3 {
@@ -74,26 +79,26 @@ func TestWindowBoundaries(t *testing.T) {
 			c.Advance(1234567 * time.Microsecond) // not aligned to a bucket
 			s := New(Config{Now: c.Now, Window: w})
 			ts := c.Now().Add(skew)
-			if err := s.Use("k", n(7), ts); err != nil {
+			if err := s.useAlone("k", n(7), ts); err != nil {
 				t.Fatalf("first use: %v", err)
 			}
 			// Every instant at which ts is still acceptable, the replay is refused.
 			for _, at := range []time.Duration{0, time.Second, w / 2, w - time.Nanosecond, w} {
 				c.Set(ts.Add(at))
-				if err := s.Use("k", n(7), ts); err != ErrDuplicate {
+				if err := s.useAlone("k", n(7), ts); err != ErrDuplicate {
 					t.Fatalf("replay at ts%+v: %v", at, err)
 				}
 			}
 			// After that the timestamp itself is refused.
 			c.Set(ts.Add(w + time.Nanosecond))
-			if err := s.Use("k", n(7), ts); err != ErrOutsideWindow {
+			if err := s.useAlone("k", n(7), ts); err != ErrOutsideWindow {
 				t.Fatalf("replay just past the window: %v", err)
 			}
 			// A future timestamp is refused just past the window as well.
-			if err := s.Use("k", n(8), c.Now().Add(w+time.Nanosecond)); err != ErrOutsideWindow {
+			if err := s.useAlone("k", n(8), c.Now().Add(w+time.Nanosecond)); err != ErrOutsideWindow {
 				t.Fatalf("future timestamp: %v", err)
 			}
-			if err := s.Use("k", n(8), c.Now().Add(w)); err != nil {
+			if err := s.useAlone("k", n(8), c.Now().Add(w)); err != nil {
 				t.Fatalf("future timestamp at the edge: %v", err)
 			}
 		})
@@ -106,7 +111,7 @@ func TestOutsideWindow(t *testing.T) {
 	for _, ts := range []time.Time{
 		{}, c.Now().Add(-5*time.Minute - 1), c.Now().Add(5*time.Minute + 1), c.Now().AddDate(300, 0, 0), c.Now().AddDate(-300, 0, 0),
 	} {
-		if err := s.Use("k", n(1), ts); err != ErrOutsideWindow {
+		if err := s.useAlone("k", n(1), ts); err != ErrOutsideWindow {
 			t.Errorf("Use(ts %v) = %v", ts, err)
 		}
 	}
@@ -145,7 +150,7 @@ func TestAgainstModel(t *testing.T) {
 			// in particular f is: never forgotten while acceptable.
 			want = ErrDuplicate
 		}
-		got := s.Use(k.client, k.nonce, ts)
+		got := s.useAlone(k.client, k.nonce, ts)
 		if got != want {
 			t.Fatalf("step %d: Use(%v, ts now%+v) = %v, want %v (first %v)", i, k, ts.Sub(now), got, want, first[k].Sub(now))
 		}
@@ -196,21 +201,21 @@ func TestClockStepsBack(t *testing.T) {
 	c := newClock()
 	s := New(Config{Now: c.Now, Window: 5 * time.Minute, Bucket: time.Minute})
 	ts := c.Now()
-	if err := s.Use("k", n(1), ts); err != nil {
+	if err := s.useAlone("k", n(1), ts); err != nil {
 		t.Fatal(err)
 	}
 	c.Advance(7 * time.Minute) // ts's bucket is dropped
-	if err := s.Use("k", n(2), c.Now()); err != nil {
+	if err := s.useAlone("k", n(2), c.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// The clock steps back; ts would be within the window again, but its
 	// bucket is gone, so the store refuses the timestamp rather than accept a
 	// nonce it can no longer check.
 	c.Advance(-4 * time.Minute)
-	if err := s.Use("k", n(1), ts); err != ErrOutsideWindow {
+	if err := s.useAlone("k", n(1), ts); err != ErrOutsideWindow {
 		t.Fatalf("after the clock stepped back: %v", err)
 	}
-	if err := s.Use("k", n(2), c.Now().Add(4*time.Minute)); err != ErrDuplicate {
+	if err := s.useAlone("k", n(2), c.Now().Add(4*time.Minute)); err != ErrDuplicate {
 		t.Fatalf("after the clock stepped back: %v", err)
 	}
 }
@@ -222,25 +227,25 @@ func TestDueDeletedGradually(t *testing.T) {
 	c := newClock()
 	s := New(Config{Now: c.Now})
 	for i := range 1000 {
-		if err := s.Use("k", n(uint64(i)), c.Now()); err != nil {
+		if err := s.useAlone("k", n(uint64(i)), c.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c.Advance(6*time.Minute + time.Second)
-	if err := s.Use("k", n(5), c.Now()); err != nil {
+	if err := s.useAlone("k", n(5), c.Now()); err != nil {
 		t.Fatalf("a forgotten nonce: %v", err)
 	}
 	// Each call sweeps the segment its nonce falls in: 5,000 calls sweep
 	// each of the 64 segments many times over.
 	for i := range 5000 {
-		if err := s.Use("k", n(uint64(10_000+i)), c.Now()); err != nil {
+		if err := s.useAlone("k", n(uint64(10_000+i)), c.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if s.Len() != 5001 {
 		t.Fatalf("Len = %d, want the 5,001 nonces used since", s.Len())
 	}
-	if err := s.Use("k", n(5), c.Now()); err != ErrDuplicate {
+	if err := s.useAlone("k", n(5), c.Now()); err != ErrDuplicate {
 		t.Fatalf("a nonce used again: %v", err)
 	}
 }
@@ -252,7 +257,7 @@ func TestFlood(t *testing.T) {
 	s := New(Config{Now: c.Now, MaxEntries: 250_000, MaxPerClient: 100_000})
 	accepted := 0
 	for i := range 1_000_000 {
-		err := s.Use("flood", n(uint64(i)), c.Now())
+		err := s.useAlone("flood", n(uint64(i)), c.Now())
 		switch {
 		case err == nil:
 			accepted++
@@ -264,19 +269,19 @@ func TestFlood(t *testing.T) {
 		t.Fatalf("accepted %d, want MaxPerClient", accepted)
 	}
 	for i := range 1000 {
-		if err := s.Use("quiet-"+strconv.Itoa(i), n(1), c.Now()); err != nil {
+		if err := s.useAlone("quiet-"+strconv.Itoa(i), n(1), c.Now()); err != nil {
 			t.Fatalf("another client: %v", err)
 		}
 	}
 	// The flooder's old nonces are still refused as duplicates, not as full.
-	if err := s.Use("flood", n(5), c.Now()); err != ErrDuplicate {
+	if err := s.useAlone("flood", n(5), c.Now()); err != ErrDuplicate {
 		t.Fatalf("%v", err)
 	}
 	// Two more flooders fill the store: then everyone gets ErrFull, not a
 	// forgotten nonce.
 	for _, f := range []string{"flood2", "flood3"} {
 		for i := range 100_000 {
-			if err := s.Use(f, n(uint64(i)), c.Now()); err != nil && !errors.Is(err, ErrFull) {
+			if err := s.useAlone(f, n(uint64(i)), c.Now()); err != nil && !errors.Is(err, ErrFull) {
 				t.Fatal(err)
 			}
 		}
@@ -284,12 +289,47 @@ func TestFlood(t *testing.T) {
 	if s.Len() != 250_000 {
 		t.Fatalf("Len = %d, want MaxEntries", s.Len())
 	}
-	if err := s.Use("newcomer", n(1), c.Now()); err != ErrFull || err == ErrClientFull {
+	if err := s.useAlone("newcomer", n(1), c.Now()); err != ErrFull || err == ErrClientFull {
 		t.Fatalf("full store: %v", err)
 	}
 	// Once the buckets are due, the flooder is accepted again.
 	c.Advance(6*time.Minute + time.Second)
-	if err := s.Use("flood", n(2_000_000), c.Now()); err != nil {
+	if err := s.useAlone("flood", n(2_000_000), c.Now()); err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+}
+
+// TestServiceShare: the clients of one service together hold at most
+// MaxPerService nonces, so a tenant with many clients cannot fill the store
+// for the others; its nonces are still duplicates, not forgotten, and it is
+// accepted again once they are due.
+func TestServiceShare(t *testing.T) {
+	c := newClock()
+	s := New(Config{Now: c.Now, MaxEntries: 300_000, MaxPerClient: 100_000, MaxPerService: 150_000})
+	accepted := map[string]int{}
+	for _, client := range []string{"b1", "b2", "b3"} {
+		for i := range 100_000 {
+			switch err := s.Use("tenant", client, n(uint64(i)), c.Now()); {
+			case err == nil:
+				accepted[client]++
+			case err != ErrServiceFull || !errors.Is(err, ErrFull):
+				t.Fatalf("%s, nonce %d: %v", client, i, err)
+			}
+		}
+	}
+	if accepted["b1"] != 100_000 || accepted["b2"] != 50_000 || accepted["b3"] != 0 {
+		t.Fatalf("accepted %v, want b1 100000, b2 50000, b3 0 (the service's share is 150000)", accepted)
+	}
+	if err := s.Use("tenant", "b2", n(7), c.Now()); err != ErrDuplicate {
+		t.Fatalf("the tenant's own nonce again: %v, want ErrDuplicate", err)
+	}
+	for i := range 100_000 {
+		if err := s.Use("other", "o1", n(uint64(i)), c.Now()); err != nil {
+			t.Fatalf("another service's client, nonce %d: %v", i, err)
+		}
+	}
+	c.Advance(6*time.Minute + time.Second)
+	if err := s.Use("tenant", "b3", n(1), c.Now()); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
@@ -300,7 +340,7 @@ func TestFullSweepsIdleShards(t *testing.T) {
 	c := newClock()
 	s := New(Config{Now: c.Now, MaxEntries: 1000})
 	for i := range 1000 {
-		if err := s.Use("a", n(uint64(i)), c.Now()); err != nil {
+		if err := s.useAlone("a", n(uint64(i)), c.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -310,11 +350,11 @@ func TestFullSweepsIdleShards(t *testing.T) {
 			other = cand
 		}
 	}
-	if err := s.Use(other, n(1), c.Now()); err != ErrFull {
+	if err := s.useAlone(other, n(1), c.Now()); err != ErrFull {
 		t.Fatalf("full: %v", err)
 	}
 	c.Advance(6*time.Minute + time.Second)
-	if err := s.Use(other, n(1), c.Now()); err != nil {
+	if err := s.useAlone(other, n(1), c.Now()); err != nil {
 		t.Fatalf("after a's buckets were due: %v", err)
 	}
 	if s.Len() != 1 {
@@ -329,7 +369,7 @@ func TestMemoryReleased(t *testing.T) {
 		t.Skip("allocates a few hundred MB")
 	}
 	c := newClock()
-	s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30})
+	s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -339,7 +379,7 @@ func TestMemoryReleased(t *testing.T) {
 	before := heap()
 	const burst = 1_000_000
 	for i := range burst {
-		if err := s.Use("c"+strconv.Itoa(i%500), n(uint64(i)), c.Now()); err != nil {
+		if err := s.useAlone("c"+strconv.Itoa(i%500), n(uint64(i)), c.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if i%100_000 == 0 {
@@ -354,7 +394,7 @@ func TestMemoryReleased(t *testing.T) {
 	}
 	c.Advance(7 * time.Minute)
 	// A little steady traffic keeps the maps of small buckets in use.
-	if err := s.Use("steady", n(1), c.Now()); err != nil {
+	if err := s.useAlone("steady", n(1), c.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s.Sweep()
@@ -383,7 +423,7 @@ func TestConcurrent(t *testing.T) {
 				// with timestamps that differ: each pair is accepted once.
 				client := "c" + strconv.Itoa(i%16)
 				ts := c.Now().Add(time.Duration(r.Int64N(int64(4*time.Minute))) - 2*time.Minute)
-				switch err := s.Use(client, n(uint64(i)), ts); err {
+				switch err := s.useAlone(client, n(uint64(i)), ts); err {
 				case nil:
 					accepted.Add(1)
 				case ErrDuplicate:
@@ -414,24 +454,24 @@ func TestUseAllocs(t *testing.T) {
 	for range lap {
 		for range 3000 {
 			next++
-			s.Use("branch", n(next), c.Now())
+			s.useAlone("branch", n(next), c.Now())
 		}
 		c.Advance(time.Minute)
 	}
 	ts := c.Now()
 	if allocs := testing.AllocsPerRun(2000, func() {
 		next++
-		if err := s.Use("branch", n(next), ts); err != nil {
+		if err := s.useAlone("branch", n(next), ts); err != nil {
 			t.Fatal(err)
 		}
 	}); allocs != 0 {
 		t.Errorf("a new nonce allocates %v times", allocs)
 	}
 	if allocs := testing.AllocsPerRun(1000, func() {
-		if err := s.Use("branch", n(next), ts); err != ErrDuplicate {
+		if err := s.useAlone("branch", n(next), ts); err != ErrDuplicate {
 			t.Fatal(err)
 		}
-		if err := s.Use("branch", n(next), ts.Add(time.Hour)); err != ErrOutsideWindow {
+		if err := s.useAlone("branch", n(next), ts.Add(time.Hour)); err != ErrOutsideWindow {
 			t.Fatal(err)
 		}
 	}); allocs != 0 {
@@ -443,49 +483,49 @@ func BenchmarkUse(b *testing.B) {
 	b.Run("new", func(b *testing.B) {
 		// 1,000 signed requests a second from one branch, simulated.
 		c := newClock()
-		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30})
+		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 		i := uint64(0)
 		b.ReportAllocs()
 		for b.Loop() {
 			i++
 			c.Advance(time.Millisecond)
-			s.Use("branch", n(i), c.Now())
+			s.useAlone("branch", n(i), c.Now())
 		}
 	})
 	b.Run("new-large", func(b *testing.B) {
 		// 3,333 a second from one branch, 1.2 million nonces held: the
 		// store's map no longer fits in the CPU's caches.
 		c := newClock()
-		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30})
+		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 		const step = 300 * time.Microsecond
 		i := uint64(0)
 		for range 1_500_000 {
 			i++
 			c.Advance(step)
-			s.Use("branch", n(i), c.Now())
+			s.useAlone("branch", n(i), c.Now())
 		}
 		b.ReportAllocs()
 		for b.Loop() {
 			i++
 			c.Advance(step)
-			s.Use("branch", n(i), c.Now())
+			s.useAlone("branch", n(i), c.Now())
 		}
 	})
 	b.Run("duplicate", func(b *testing.B) {
 		c := newClock()
 		s := New(Config{Now: c.Now})
 		for i := range 10_000 {
-			s.Use("branch", n(uint64(i)), c.Now().Add(-time.Duration(i)*time.Millisecond))
+			s.useAlone("branch", n(uint64(i)), c.Now().Add(-time.Duration(i)*time.Millisecond))
 		}
 		ts := c.Now()
 		b.ReportAllocs()
 		for b.Loop() {
-			s.Use("branch", n(0), ts)
+			s.useAlone("branch", n(0), ts)
 		}
 	})
 	b.Run("parallel-new", func(b *testing.B) {
 		c := newClock()
-		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30})
+		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 		var seq atomic.Uint64
 		clients := make([]string, 256)
 		for i := range clients {
@@ -498,7 +538,7 @@ func BenchmarkUse(b *testing.B) {
 				if i%64 == 0 {
 					c.Advance(64 * 100 * time.Microsecond)
 				}
-				s.Use(clients[i%256], n(i), c.Now())
+				s.useAlone(clients[i%256], n(i), c.Now())
 			}
 		})
 	})
