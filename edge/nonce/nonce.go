@@ -239,10 +239,10 @@ func New(cfg Config) *Store {
 // under two clients is not. Checks run in that order: window, duplicate,
 // bounds.
 //
-// Use does not retain client or service. It allocates nothing unless its segment's
-// table grows (when 3/4 full, so the pass that rebuilds it is paid for by as
-// many new nonces as it holds) or shrinks after a burst; it never waits on
-// I/O.
+// Use does not retain client or service. It allocates nothing unless its
+// segment's table grows (when 3/4 full, so the pass that rebuilds it is paid
+// for by as many new nonces as it holds) or shrinks after a burst; it never
+// waits on I/O.
 func (s *Store) Use(service, client string, nonce [16]byte, ts time.Time) error {
 	now := s.now()
 	if d := ts.Sub(now); d > time.Duration(s.window) || d < -time.Duration(s.window) {
