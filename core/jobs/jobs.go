@@ -97,10 +97,14 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 	}
 	// The bound is checked again when the jobs are stored; this early check
 	// spares a branch at its bound the callback URL's lookup.
-	if n, err := j.Store.UnfinishedJobs(serviceID, branchID); err != nil {
-		return Submitted{}, api.Internal(err)
-	} else if j.MaxOpen > 0 && n+len(reqs) > j.MaxOpen {
-		return Submitted{}, j.tooMany()
+	if j.MaxOpen > 0 {
+		n, err := j.Store.UnfinishedJobs(serviceID, branchID)
+		if err != nil {
+			return Submitted{}, api.Internal(err)
+		}
+		if n+len(reqs) > j.MaxOpen {
+			return Submitted{}, j.tooMany()
+		}
 	}
 	if callbackURL == "" && br.WebhookURL != nil {
 		callbackURL = *br.WebhookURL
