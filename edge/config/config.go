@@ -15,23 +15,23 @@ import (
 
 // Config is the edge's configuration.
 type Config struct {
-	Addr           string        // the public listener
-	MetricsAddr    string        // Prometheus metrics listener; "off" disables
-	CoreAddr       string        // core's listener
-	EdgeToken      string        // shared secret sent to core
-	TrustedProxies string        // CIDRs whose X-Forwarded-For is believed
-	AuthTTL        time.Duration // how long an auth record is cached
-	Drain          time.Duration // /health fails this long before shutdown
-	CoreTimeout    time.Duration // one forwarded request
-	ReadTimeout    time.Duration // reading one client request, headers and body
-	LatencyTarget  time.Duration // core latency (p90) above which limits drop
-	AdaptInterval  time.Duration // how often the adaptive factor moves
-	MinFactor      float64       // the lowest the adaptive factor goes
-	NonceMax       int           // nonces remembered at most (all clients)
-	NoncePerClient int           // nonces remembered at most per client
-	NoncePerSvc    int           // nonces remembered at most per service, all its clients together
-	KafkaAddr      string        // brokers of slip.config; "off": TTL only
-	AccessLog      string        // "stderr", "off" or a file path
+	Addr            string        // the public listener
+	MetricsAddr     string        // Prometheus metrics listener; "off" disables
+	CoreAddr        string        // core's listener
+	EdgeToken       string        // shared secret sent to core
+	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
+	AuthTTL         time.Duration // how long an auth record is cached
+	Drain           time.Duration // /health fails this long before shutdown
+	CoreTimeout     time.Duration // one forwarded request
+	ReadTimeout     time.Duration // reading one client request, headers and body
+	LatencyTarget   time.Duration // core latency (p90) above which limits drop
+	AdaptInterval   time.Duration // how often the adaptive factor moves
+	MinFactor       float64       // the lowest the adaptive factor goes
+	NonceMax        int           // nonces remembered at most (all clients)
+	NoncePerClient  int           // nonces remembered at most per client
+	NoncePerService int           // nonces remembered at most per service, all its clients together
+	KafkaAddr       string        // brokers of slip.config; "off": TTL only
+	AccessLog       string        // "stderr", "off" or a file path
 	envflag.Common
 }
 
@@ -52,7 +52,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_MIN_FACTOR", "min-factor", "0.1", "the lowest fraction of a plan's rate the adaptive limit goes to", &c.MinFactor),
 		envflag.Def("SLIP_EDGE_NONCE_MAX", "nonce-max", "4000000", "nonces remembered at most, all clients together", &c.NonceMax),
 		envflag.Def("SLIP_EDGE_NONCE_PER_CLIENT", "nonce-per-client", "400000", "nonces remembered at most per client", &c.NoncePerClient),
-		envflag.Def("SLIP_EDGE_NONCE_PER_SERVICE", "nonce-per-service", "2000000", "nonces remembered at most per service, all its clients together", &c.NoncePerSvc),
+		envflag.Def("SLIP_EDGE_NONCE_PER_SERVICE", "nonce-per-service", "2000000", "nonces remembered at most per service, all its clients together", &c.NoncePerService),
 		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated, for record changes on slip.config (off: cached records live their TTL)", &c.KafkaAddr),
 	}
 }
@@ -103,7 +103,7 @@ func (c Config) Validate() error {
 	if c.MinFactor <= 0 || c.MinFactor > 1 {
 		bad("SLIP_EDGE_MIN_FACTOR: must be in (0, 1]")
 	}
-	if c.NonceMax < 1 || c.NoncePerClient < 1 || c.NoncePerClient > c.NoncePerSvc || c.NoncePerSvc > c.NonceMax {
+	if c.NonceMax < 1 || c.NoncePerClient < 1 || c.NoncePerClient > c.NoncePerService || c.NoncePerService > c.NonceMax {
 		bad("SLIP_EDGE_NONCE_MAX, SLIP_EDGE_NONCE_PER_SERVICE and SLIP_EDGE_NONCE_PER_CLIENT: must be positive, per client at most per service, per service at most the total")
 	}
 	return errors.Join(errs...)

@@ -60,7 +60,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		// the ±5 minutes a request may be off, so truncation never lets a
 		// replay in at the window's edge.
 		Nonces: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient,
-			MaxPerService: cfg.NoncePerSvc, Now: now}),
+			MaxPerService: cfg.NoncePerService, Now: now}),
 		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: trusted,
 		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log, Access: access,
 	}, NewMetrics(auth, adaptive)), nil
