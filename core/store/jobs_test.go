@@ -138,21 +138,9 @@ func TestSchemaVersions(t *testing.T) {
 	st.Close()
 	setSchema := func(v string, drop ...string) {
 		t.Helper()
-		db, err := bolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = db.Update(func(tx *bolt.Tx) error {
-			for _, b := range drop {
-				if err := tx.DeleteBucket([]byte(b)); err != nil {
-					return err
-				}
-			}
-			return tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte(v))
+		editFile(t, path, func(tx *bolt.Tx) error {
+			return errors.Join(dropBuckets(tx, drop...), tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte(v)))
 		})
-		if err := errors.Join(err, db.Close()); err != nil {
-			t.Fatal(err)
-		}
 	}
 	setSchema("1", "jobs-unfinished")
 	st, err := store.Open(path, c.now)

@@ -47,26 +47,33 @@ func open(t *testing.T, c *clock, limit int64) (*store.Store, string) {
 func reopenWithout(t *testing.T, st *store.Store, path string, c *clock, buckets ...string) *store.Store {
 	t.Helper()
 	st.Close()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		var errs []error
-		for _, b := range buckets {
-			errs = append(errs, tx.DeleteBucket([]byte(b)))
-		}
-		return errors.Join(errs...)
-	})
-	if err := errors.Join(err, db.Close()); err != nil {
-		t.Fatal(err)
-	}
-	st, err = store.Open(path, c.now)
+	editFile(t, path, func(tx *bolt.Tx) error { return dropBuckets(tx, buckets...) })
+	st, err := store.Open(path, c.now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// editFile changes a closed store's file directly, as another build would.
+func editFile(t *testing.T, path string, edit func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(db.Update(edit), db.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dropBuckets(tx *bolt.Tx, buckets ...string) error {
+	var errs []error
+	for _, b := range buckets {
+		errs = append(errs, tx.DeleteBucket([]byte(b)))
+	}
+	return errors.Join(errs...)
 }
 
 // waiting polls until the outbox counts n waiting messages.
