@@ -41,10 +41,10 @@ const minDigits = 3
 // NumberMatches reports whether a masked number as printed on a slip
 // ("xxx-x-x5678-x", "XXX-XXX-5678", "*****6789") can be account number
 // full. Separators are ignored; masked places (x, X, *, •) match any digit.
-// When both have the same length the places are compared one by one;
-// otherwise the visible digits must appear, in order and each run
-// contiguous, at the end-aligned positions the mask implies or, failing
-// that, anywhere in the number.
+// The places are aligned at the end: a slip may print more or fewer places
+// than the number has (a country code, a shortened mask), but its last
+// place is the number's last digit. Every visible digit must equal the
+// digit at its place; one that falls before the number's start fails.
 func NumberMatches(masked, full string) bool {
 	m, f := places(masked), digitsOf(full)
 	visible := 0
@@ -56,22 +56,14 @@ func NumberMatches(masked, full string) bool {
 	if visible < minDigits || len(f) == 0 {
 		return false
 	}
-	if len(m) == len(f) {
-		for i := range m {
-			if m[i] != '?' && m[i] != f[i] {
-				return false
-			}
+	offset := len(f) - len(m)
+	for i, c := range m {
+		if c == '?' {
+			continue
 		}
-		return true
-	}
-	// Different lengths: find the visible runs, in order.
-	pos := 0
-	for _, run := range strings.FieldsFunc(string(m), func(r rune) bool { return r == '?' }) {
-		i := strings.Index(string(f[pos:]), run)
-		if i < 0 {
+		if j := i + offset; j < 0 || f[j] != c {
 			return false
 		}
-		pos += i + len(run)
 	}
 	return true
 }

@@ -18,9 +18,16 @@ func TestNumberMatches(t *testing.T) {
 	f("xxx-xxx567-8", "1234565679", false)
 	f("xxx-x-xx456-7", "0001234567", true)
 	f("123-4-xxxxx-9", "1234567899", true)
-	f("*****6789", "0123456789", true) // shorter mask: visible run found at the end
+	f("*****6789", "0123456789", true) // shorter mask: aligned at the end
 	f("******6789", "0123456789", true)
 	f("xxxxxx6780", "0123456789", false)
+	// The visible digits must sit at the places the mask gives them,
+	// counted from the end, not anywhere in the number.
+	f("*****6789", "6789012345", false)
+	f("*****6789", "0067890000", false)
+	f("xxx-xxx-5678", "66856781234", false)
+	f("xxx-x-x5678-x", "5678000000", false)
+	f("12345678xx", "345678", false) // visible places before the number's start
 	// PromptPay proxies: phone numbers and national IDs.
 	f("xxx-xxx-5678", "0812345678", true)
 	f("xxx-xxx-5678", "0812345679", false)
