@@ -247,6 +247,8 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 		return fmt.Errorf("job %s: request: %w", job.ID, err)
 	}
 	req.Version, req.ServiceID, req.BranchID, req.JobID = api.V2, job.ServiceID, job.BranchID, job.ID
+	var resolved string
+	req.Resolved = func(p string) { resolved = p }
 	res, verr := j.Verifier.Bank(ctx, req)
 	sign, err := j.signer(job.ServiceID, job.BranchID)
 	if err != nil {
@@ -258,6 +260,11 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 	_, err = j.Store.UpdateJob(job.ID, func(job *store.Job) ([]store.Message, error) {
 		if err := waiting(job); err != nil {
 			return nil, err
+		}
+		if resolved != "" {
+			if err := keepPayload(job, resolved); err != nil {
+				return nil, err
+			}
 		}
 		return j.settle(job, res, verr, sign)
 	})
@@ -336,6 +343,21 @@ func (j *Jobs) updated(err error) error {
 	return err
 }
 
+// keepPayload replaces the image or image URL of a job's request by the
+// slip payload read from it: a job that waits for its next attempt holds a
+// few hundred bytes instead of up to 4 MB, and its next attempts neither
+// fetch the URL nor decode the image again.
+func keepPayload(job *store.Job, payload string) error {
+	var req verify.Request
+	if err := json.Unmarshal(job.Request, &req); err != nil {
+		return fmt.Errorf("job %s: request: %w", job.ID, err)
+	}
+	req.Source = verify.Source{Payload: payload}
+	raw, err := json.Marshal(req)
+	job.Request = raw
+	return err
+}
+
 // notFound is the failure context of a not_found result.
 type notFound struct {
 	Attempts int    `json:"attempts"`
@@ -348,6 +370,7 @@ type notFound struct {
 func (j *Jobs) finish(job *store.Job, status, result string, data any, e *api.ErrorBody, sign func([]byte) string) ([]store.Message, error) {
 	now := j.Now()
 	job.Status, job.DueAt = status, 0
+	job.Request = nil // a finished job keeps its result, not what it was asked
 	if e != nil {
 		raw, err := json.Marshal(e)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/skip2/go-qrcode"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
@@ -104,7 +105,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &verify.Verifier{Store: st, Upstream: sb, Now: c.now}
+	v := &verify.Verifier{Store: st, Upstream: sb, Images: verify.Images{Egress: eg}, Now: c.now}
 	j := &jobs.Jobs{Store: st, Verifier: v, Box: box, Egress: eg, Now: c.now, Log: slog.New(slog.DiscardHandler),
 		VerifyRetries: verifyRetries, DeliveryRetries: deliveryRetries, Retention: retention}
 	e := &env{t: t, clock: c, path: path, st: st, j: j}
@@ -389,6 +390,54 @@ func TestHandleJobSuccess(t *testing.T) {
 	e.handle(store.Message{Topic: api.TopicJobs, Value: []byte(`not json`)})
 }
 
+// TestHandleJobKeepsPayload: a job sent as an image keeps only the slip
+// payload once its first attempt has read it, and a finished job keeps no
+// request at all, so stored jobs hold results, not uploads.
+func TestHandleJobKeepsPayload(t *testing.T) {
+	e := setup(t)
+	want := payload("NOTFOUNDREF1").Source.Payload
+	img, err := qrcode.Encode(want, qrcode.Medium, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blank, err := qrcode.Encode("not a slip", qrcode.Medium, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func(src verify.Source) string {
+		t.Helper()
+		out, err := e.j.Submit(context.Background(), "svc", "br", []verify.Request{{Source: src}}, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.handle(e.takeOne(api.TopicJobs))
+		return out.JobID
+	}
+
+	id := submit(verify.Source{Image: img})
+	j := e.job(id)
+	var req verify.Request
+	if err := json.Unmarshal(j.Request, &req); err != nil || j.Status != jobs.Retrying ||
+		req.Source.Payload != want || req.Source.Image != nil || len(j.Request) > 1024 {
+		t.Fatalf("waiting job: status %s, request of %d bytes: %+v (%v)", j.Status, len(j.Request), req.Source, err)
+	}
+	e.clock.add(verifyRetries[0])
+	e.runDue()
+	e.handle(e.takeOne(api.TopicJobs)) // the second attempt runs from the payload
+	if j := e.job(id); j.Status != jobs.Retrying || j.Attempt != 3 {
+		t.Fatalf("after the second attempt: status %s attempt %d", j.Status, j.Attempt)
+	}
+
+	id = submit(verify.Source{Image: blank})
+	if j := e.job(id); j.Status != jobs.Failed || j.Request != nil {
+		t.Errorf("failed job: status %s error %s, request of %d bytes kept", j.Status, j.Error, len(j.Request))
+	}
+	id = submit(payload("SUCCESSREF01").Source)
+	if j := e.job(id); j.Status != jobs.Done || j.Request != nil {
+		t.Errorf("done job: status %s, request of %d bytes kept", j.Status, len(j.Request))
+	}
+}
+
 // TestHandleJobNoSecret: a branch without a webhook secret gets unsigned
 // callbacks.
 func TestHandleJobNoSecret(t *testing.T) {
@@ -570,12 +619,13 @@ func TestHandleJobQuotaRanOut(t *testing.T) {
 func TestHandleJobRepeatedAttempt(t *testing.T) {
 	e := setup(t)
 	id := e.submit("br", "CRASHREF0001")
+	queued := e.job(id)
 	msg := e.takeOne(api.TopicJobs)
 	e.handle(msg)
 	e.take("")
 	// The crash: the job is as it was while the attempt ran.
 	if _, err := e.st.UpdateJob(id, func(j *store.Job) ([]store.Message, error) {
-		j.Status, j.Result, j.Callback, j.Delivery = jobs.Processing, nil, nil, 0
+		j.Status, j.Result, j.Callback, j.Delivery, j.Request = jobs.Processing, nil, nil, 0, queued.Request
 		return nil, nil
 	}); err != nil {
 		t.Fatal(err)

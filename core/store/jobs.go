@@ -31,7 +31,7 @@ type Job struct {
 	DueAt     int64  `json:"dueAt,omitempty"`
 	Status    string `json:"status"`
 
-	Request     json.RawMessage `json:"request"` // the verification to run
+	Request     json.RawMessage `json:"request,omitempty"` // the verification to run; none once finished
 	CallbackURL string          `json:"callbackUrl"`
 	Attempt     int             `json:"attempt"` // the attempt running or next to run, from 1
 

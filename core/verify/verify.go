@@ -42,6 +42,10 @@ type Request struct {
 	MatchAmount         *float64
 	Receiver            *ReceiverCheck // v2 bank only; nil: no receiver check
 	JobID               string         // the async job this attempt runs for, if any
+	// Resolved, if set, is given the slip payload read from an image or
+	// URL source, once it parsed: an async job keeps it for its next
+	// attempts instead of the image.
+	Resolved func(payload string) `json:"-"`
 }
 
 // Verifier verifies slips. It is safe for concurrent use.
@@ -97,6 +101,9 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 	p, err := slip.ParseBank(payload)
 	if err != nil {
 		return BankResult{}, api.E(api.InvalidPayload)
+	}
+	if r.Resolved != nil && r.Source.Payload == "" {
+		r.Resolved(payload)
 	}
 	var cands []candidate
 	if r.Receiver != nil {
