@@ -366,7 +366,7 @@ func (g *Gateway) signed(ctx *fasthttp.RequestCtx, k authcache.Kind, now time.Ti
 		return p, 0
 	case nonce.ErrDuplicate:
 		return nil, api.DuplicateNonce
-	case nonce.ErrOutsideWindow:
+	case nonce.ErrOutsideWindow, nonce.ErrBeforeStart:
 		return nil, api.InvalidTimestamp
 	default: // the store is full: refuse rather than forget (429 with Retry-After)
 		return nil, api.RateLimitExceeded

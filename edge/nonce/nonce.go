@@ -45,6 +45,13 @@ var (
 	// ErrOutsideWindow: the timestamp is more than Window from now, either way
 	// (INVALID_TIMESTAMP).
 	ErrOutsideWindow = errors.New("nonce: timestamp outside the window")
+	// ErrBeforeStart: the timestamp is before the second the store was made
+	// in (INVALID_TIMESTAMP). The store cannot know the nonces used before
+	// it existed (by the edge before a restart), so it refuses what was
+	// signed then: a request captured before a restart cannot be replayed
+	// after it. A client whose clock is behind by d is refused for up to d
+	// after a start.
+	ErrBeforeStart = errors.New("nonce: timestamp before the store started")
 	// ErrFull: the store holds MaxEntries nonces and cannot take one more
 	// without forgetting one still inside its window. The caller answers 503
 	// (the edge as a whole is saturated) or, for ErrClientFull, 429.
@@ -109,6 +116,7 @@ type Store struct {
 	maxPerClient   int32
 	maxPerService  int32
 	now            func() time.Time
+	started        int64 // Unix seconds of New: see ErrBeforeStart
 	seed           maphash.Seed
 
 	total     atomic.Int64 // entries in all tables, due ones not yet deleted included
@@ -210,6 +218,7 @@ func New(cfg Config) *Store {
 		now:           cfg.Now,
 		seed:          maphash.MakeSeed(),
 	}
+	s.started = s.now().Unix()
 	s.sweptUpTo.Store(noEpoch)
 	// Live epochs run from the cutoff, floor((now-W)/B), to floor((now+W)/B):
 	// at most ceil(2W/B)+1 of them, plus one for rounding.
@@ -230,7 +239,8 @@ func New(cfg Config) *Store {
 // Use records that client, of service, used nonce on a request stamped ts.
 // It returns nil the first time (the nonce is now remembered), ErrDuplicate
 // when the client used the nonce before and it is still remembered,
-// ErrOutsideWindow when ts is more than Window from now, and ErrFull,
+// ErrOutsideWindow when ts is more than Window from now, ErrBeforeStart
+// when ts is before the second the store was made in, and ErrFull,
 // ErrClientFull or ErrServiceFull when the store cannot remember one more
 // nonce for it without forgetting one. A client belongs to one service.
 //
@@ -247,6 +257,9 @@ func (s *Store) Use(service, client string, nonce [16]byte, ts time.Time) error 
 	now := s.now()
 	if d := ts.Sub(now); d > time.Duration(s.window) || d < -time.Duration(s.window) {
 		return ErrOutsideWindow
+	}
+	if ts.Unix() < s.started {
+		return ErrBeforeStart
 	}
 	nowNs := now.UnixNano()
 	epoch := floorDiv(ts.UnixNano(), s.bucket)

@@ -33,6 +33,39 @@ func n(i uint64) (b [16]byte) {
 	return b
 }
 
+// newStore is New made an hour before cfg.Now, so that no timestamp a test
+// sends is before the store's start (TestBeforeStart tests that).
+func newStore(cfg Config) *Store {
+	now := cfg.Now
+	cfg.Now = func() time.Time { return now().Add(-time.Hour) }
+	s := New(cfg)
+	s.now = now
+	return s
+}
+
+// TestBeforeStart: a timestamp before the second the store was made in is
+// refused, even inside the window: the nonces used then (by the edge before
+// a restart) are not in this store.
+func TestBeforeStart(t *testing.T) {
+	c := newClock()
+	c.Advance(700 * time.Millisecond)
+	s := New(Config{Now: c.Now})
+	c.Advance(2 * time.Minute)
+	if err := s.useAlone("branch-a", n(1), t0.Add(-time.Second)); err != ErrBeforeStart {
+		t.Fatalf("signed a second before the start: %v", err)
+	}
+	if err := s.useAlone("branch-a", n(2), t0.Add(-2*time.Minute)); err != ErrBeforeStart {
+		t.Fatalf("signed 2 minutes before the start: %v", err)
+	}
+	// Timestamps have whole seconds: the start's own second is accepted.
+	if err := s.useAlone("branch-a", n(3), t0); err != nil {
+		t.Fatalf("signed in the start's second: %v", err)
+	}
+	if err := s.useAlone("branch-a", n(3), t0.Add(time.Second)); err != ErrDuplicate {
+		t.Fatalf("replayed after the start: %v", err)
+	}
+}
+
 // useAlone is Use by a client that is the only client of its service.
 func (s *Store) useAlone(client string, nonce [16]byte, ts time.Time) error {
 	return s.Use(client, client, nonce, ts)
@@ -40,7 +73,7 @@ func (s *Store) useAlone(client string, nonce [16]byte, ts time.Time) error {
 
 func TestUseReplay(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now})
+	s := newStore(Config{Now: c.Now})
 	ts := c.Now()
 	if err := s.useAlone("branch-a", n(1), ts); err != nil {
 		t.Fatal(err)
@@ -77,7 +110,7 @@ func TestWindowBoundaries(t *testing.T) {
 		t.Run(skew.String(), func(t *testing.T) {
 			c := newClock()
 			c.Advance(1234567 * time.Microsecond) // not aligned to a bucket
-			s := New(Config{Now: c.Now, Window: w})
+			s := newStore(Config{Now: c.Now, Window: w})
 			ts := c.Now().Add(skew)
 			if err := s.useAlone("k", n(7), ts); err != nil {
 				t.Fatalf("first use: %v", err)
@@ -107,7 +140,7 @@ func TestWindowBoundaries(t *testing.T) {
 
 func TestOutsideWindow(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now})
+	s := newStore(Config{Now: c.Now})
 	for _, ts := range []time.Time{
 		{}, c.Now().Add(-5*time.Minute - 1), c.Now().Add(5*time.Minute + 1), c.Now().AddDate(300, 0, 0), c.Now().AddDate(-300, 0, 0),
 	} {
@@ -129,7 +162,7 @@ func TestAgainstModel(t *testing.T) {
 		b = 10 * time.Second
 	)
 	c := newClock()
-	s := New(Config{Now: c.Now, Window: w, Bucket: b})
+	s := newStore(Config{Now: c.Now, Window: w, Bucket: b})
 	type ck struct {
 		client string
 		nonce  [16]byte
@@ -199,7 +232,7 @@ func checkTables(t *testing.T, s *Store) {
 
 func TestClockStepsBack(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now, Window: 5 * time.Minute, Bucket: time.Minute})
+	s := newStore(Config{Now: c.Now, Window: 5 * time.Minute, Bucket: time.Minute})
 	ts := c.Now()
 	if err := s.useAlone("k", n(1), ts); err != nil {
 		t.Fatal(err)
@@ -225,7 +258,7 @@ func TestClockStepsBack(t *testing.T) {
 // used again before its old entry is deleted stays remembered.
 func TestDueDeletedGradually(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now})
+	s := newStore(Config{Now: c.Now})
 	for i := range 1000 {
 		if err := s.useAlone("k", n(uint64(i)), c.Now()); err != nil {
 			t.Fatal(err)
@@ -254,7 +287,7 @@ func TestDueDeletedGradually(t *testing.T) {
 // MaxPerClient, and other clients carry on.
 func TestFlood(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now, MaxEntries: 250_000, MaxPerClient: 100_000})
+	s := newStore(Config{Now: c.Now, MaxEntries: 250_000, MaxPerClient: 100_000})
 	accepted := 0
 	for i := range 1_000_000 {
 		err := s.useAlone("flood", n(uint64(i)), c.Now())
@@ -305,7 +338,7 @@ func TestFlood(t *testing.T) {
 // accepted again once they are due.
 func TestServiceShare(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now, MaxEntries: 300_000, MaxPerClient: 100_000, MaxPerService: 150_000})
+	s := newStore(Config{Now: c.Now, MaxEntries: 300_000, MaxPerClient: 100_000, MaxPerService: 150_000})
 	accepted := map[string]int{}
 	for _, client := range []string{"b1", "b2", "b3"} {
 		for i := range 100_000 {
@@ -338,7 +371,7 @@ func TestServiceShare(t *testing.T) {
 // and then uses another shard: the store sweeps before refusing.
 func TestFullSweepsIdleShards(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now, MaxEntries: 1000})
+	s := newStore(Config{Now: c.Now, MaxEntries: 1000})
 	for i := range 1000 {
 		if err := s.useAlone("a", n(uint64(i)), c.Now()); err != nil {
 			t.Fatal(err)
@@ -369,7 +402,7 @@ func TestMemoryReleased(t *testing.T) {
 		t.Skip("allocates a few hundred MB")
 	}
 	c := newClock()
-	s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
+	s := newStore(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -411,7 +444,7 @@ func TestMemoryReleased(t *testing.T) {
 
 func TestConcurrent(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now, Bucket: 10 * time.Second})
+	s := newStore(Config{Now: c.Now, Bucket: 10 * time.Second})
 	var accepted, dups atomic.Int64
 	var wg sync.WaitGroup
 	const goroutines, perG = 8, 5000
@@ -447,7 +480,7 @@ func TestConcurrent(t *testing.T) {
 
 func TestUseAllocs(t *testing.T) {
 	c := newClock()
-	s := New(Config{Now: c.Now, Window: 5 * time.Minute, Bucket: time.Minute})
+	s := newStore(Config{Now: c.Now, Window: 5 * time.Minute, Bucket: time.Minute})
 	// Warm up: a first lap of the ring at the rate the test then runs at.
 	next := uint64(0)
 	lap := len(s.shards[0].ring) + 1
@@ -483,7 +516,7 @@ func BenchmarkUse(b *testing.B) {
 	b.Run("new", func(b *testing.B) {
 		// 1,000 signed requests a second from one branch, simulated.
 		c := newClock()
-		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
+		s := newStore(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 		i := uint64(0)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -496,7 +529,7 @@ func BenchmarkUse(b *testing.B) {
 		// 3,333 a second from one branch, 1.2 million nonces held: the
 		// store's map no longer fits in the CPU's caches.
 		c := newClock()
-		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
+		s := newStore(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 		const step = 300 * time.Microsecond
 		i := uint64(0)
 		for range 1_500_000 {
@@ -513,7 +546,7 @@ func BenchmarkUse(b *testing.B) {
 	})
 	b.Run("duplicate", func(b *testing.B) {
 		c := newClock()
-		s := New(Config{Now: c.Now})
+		s := newStore(Config{Now: c.Now})
 		for i := range 10_000 {
 			s.useAlone("branch", n(uint64(i)), c.Now().Add(-time.Duration(i)*time.Millisecond))
 		}
@@ -525,7 +558,7 @@ func BenchmarkUse(b *testing.B) {
 	})
 	b.Run("parallel-new", func(b *testing.B) {
 		c := newClock()
-		s := New(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
+		s := newStore(Config{Now: c.Now, MaxEntries: 1 << 30, MaxPerClient: 1 << 30, MaxPerService: 1 << 30})
 		var seq atomic.Uint64
 		clients := make([]string, 256)
 		for i := range clients {
