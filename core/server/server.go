@@ -134,13 +134,8 @@ func hasPrefix(p []byte, prefix string) bool {
 func (s *Server) guard(v api.Version, who need, h handler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		c := caller{version: v}
-		token := ctx.Request.Header.Peek(api.HeaderEdgeToken)
-		if len(token) == 0 {
-			s.respond(ctx, v, nil, api.E(api.MissingAPIKey))
-			return
-		}
-		if subtle.ConstantTimeCompare(token, s.edgeToken) != 1 {
-			s.respond(ctx, v, nil, api.E(api.InvalidAPIKey))
+		if !s.fromEdge(ctx) {
+			s.respond(ctx, v, nil, errNotEdge)
 			return
 		}
 		c.serviceID = string(ctx.Request.Header.Peek(api.HeaderService))
@@ -189,7 +184,23 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 	ctx.SetBody(body)
 }
 
+// errNotEdge refuses a request without the edge's token: 403, unlike an
+// unknown key (401), so an edge with the wrong SLIP_EDGE_TOKEN can tell
+// its own misconfiguration from its callers' bad keys.
+var errNotEdge = api.Errorf(api.PermissionDenied, "this listener serves the edge only: X-Slip-Edge-Token is missing or wrong")
+
+// fromEdge reports whether the request carries the edge's token.
+func (s *Server) fromEdge(ctx *fasthttp.RequestCtx) bool {
+	return subtle.ConstantTimeCompare(ctx.Request.Header.Peek(api.HeaderEdgeToken), s.edgeToken) == 1
+}
+
+// health answers without the edge token (probes send none); one sent must
+// be right, so the edge's health check finds a token core refuses.
 func (s *Server) health(ctx *fasthttp.RequestCtx) {
+	if len(ctx.Request.Header.Peek(api.HeaderEdgeToken)) > 0 && !s.fromEdge(ctx) {
+		s.respond(ctx, api.V2, nil, errNotEdge)
+		return
+	}
 	data, err := map[string]string{"status": "ok", "tier": "core"}, s.store.Ping()
 	s.respond(ctx, api.V2, data, err)
 }

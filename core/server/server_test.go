@@ -397,8 +397,9 @@ func TestErrorsV2(t *testing.T) {
 		}
 		c.do(t, k).v2err(t, status, code)
 	}
-	f(call{branch: "br-main", token: "-", body: ok}, 401, "MISSING_API_KEY")
-	f(call{branch: "br-main", token: "wrong", body: ok}, 401, "INVALID_API_KEY")
+	// Without the edge's token: 403, not a verdict on a key.
+	f(call{branch: "br-main", token: "-", body: ok}, 403, "PERMISSION_DENIED")
+	f(call{branch: "br-main", token: "wrong", body: ok}, 403, "PERMISSION_DENIED")
 	f(call{body: ok}, 401, "MISSING_API_KEY")
 	f(call{branch: "br-gone", body: ok}, 401, "INVALID_API_KEY")
 	f(call{branch: "br-exp", service: "svc", body: ok}, 401, "INVALID_API_KEY") // branch of another service
@@ -480,8 +481,8 @@ func TestErrorsV1(t *testing.T) {
 		}
 		c.do(t, k).v1err(t, status, code)
 	}
-	f(call{branch: "br-2", token: "-", body: ok}, 401, "unauthorized")
-	f(call{branch: "br-2", token: "nope", body: ok}, 401, "unauthorized")
+	f(call{branch: "br-2", token: "-", body: ok}, 403, "access_denied")
+	f(call{branch: "br-2", token: "nope", body: ok}, 403, "access_denied")
 	f(call{branch: "br-main", service: "svc", body: ok}, 403, "quota_exceeded")
 	f(call{branch: "br-off", service: "svc", body: ok}, 403, "application_deactivated")
 	f(call{branch: "br-exp", service: "svc-expired", body: ok}, 403, "application_expired")
@@ -516,12 +517,18 @@ func TestBanksAndHealth(t *testing.T) {
 	if !found {
 		t.Errorf("banks lacks KBANK with names and an extraVerify list: %.300s", a.raw)
 	}
-	if a := c.do(t, call{method: "GET", path: "/banks", token: "-"}); a.status != 401 {
+	if a := c.do(t, call{method: "GET", path: "/banks", token: "-"}); a.status != 403 {
 		t.Errorf("banks without the edge token: %d", a.status)
 	}
+	// Health needs no token (probes send none), but a wrong one is refused,
+	// so an edge with the wrong token finds out from its health check.
 	if a := c.do(t, call{method: "GET", path: "/health", token: "-"}); a.status != 200 {
 		t.Errorf("health: %d %s", a.status, a.raw)
 	}
+	if a := c.do(t, call{method: "GET", path: "/health"}); a.status != 200 {
+		t.Errorf("health with the edge token: %d %s", a.status, a.raw)
+	}
+	c.do(t, call{method: "GET", path: "/health", token: "wrong"}).v2err(t, 403, "PERMISSION_DENIED")
 }
 
 // TestQuotaUnderConcurrency sends 50 concurrent verifications of distinct
@@ -597,7 +604,7 @@ func TestInternalAuth(t *testing.T) {
 	}
 	c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("unknown")}).v2err(t, 401, "INVALID_API_KEY")
 	c.do(t, call{method: "GET", path: api.PathClientAuth + store.Digest("k1")}).v2err(t, 401, "INVALID_API_KEY")
-	c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("k2"), token: "-"}).v2err(t, 401, "MISSING_API_KEY")
+	c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("k2"), token: "-"}).v2err(t, 403, "PERMISSION_DENIED")
 	// A service without B2B clients signs nothing.
 	d = c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest("k4")}).data(t)
 	if _, ok := d["signingSecret"]; ok {
@@ -649,7 +656,7 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		`slip_core_answers_total{code="OK"} 1`,
 		`slip_core_answers_total{code="SLIP_NOT_FOUND"} 2`,
-		`slip_core_answers_total{code="INVALID_API_KEY"} 1`,
+		`slip_core_answers_total{code="PERMISSION_DENIED"} 1`,
 		`slip_core_request_duration_seconds_count 4`,
 		`slip_core_store_write_failures_total 0`,
 		"slip_core_outbox_messages ", "slip_core_inflight_requests ", "process_resident_memory_bytes ",

@@ -26,6 +26,11 @@ import (
 // ErrUnknown means core has no such key.
 var ErrUnknown = errors.New("authcache: unknown key")
 
+// ErrTokenRefused means core refused the edge's token: SLIP_EDGE_TOKEN is
+// not core's. It is not cached; every caller gets API_SERVER_ERROR, not a
+// verdict on its key.
+var ErrTokenRefused = errors.New("authcache: core refused the edge token (SLIP_EDGE_TOKEN differs from core's)")
+
 // Kind tells which sort of key a Principal was found by.
 type Kind uint8
 
@@ -247,6 +252,8 @@ func (c *Cache) fetch(k Kind, key string) (*Principal, error) {
 	case fasthttp.StatusOK:
 	case fasthttp.StatusUnauthorized, fasthttp.StatusNotFound:
 		return nil, ErrUnknown
+	case fasthttp.StatusForbidden:
+		return nil, ErrTokenRefused
 	default:
 		return nil, fmt.Errorf("authcache: core answered %d", res.StatusCode())
 	}

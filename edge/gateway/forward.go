@@ -134,6 +134,7 @@ func (g *Gateway) coreUp() bool {
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
 	req.SetRequestURI("http://" + g.cfg.Core.Addr + "/health")
+	req.Header.SetCanonical(hEdgeToken, g.edgeToken) // core refuses a wrong one: the edge is then down
 	err := g.cfg.Core.DoTimeout(req, res, time.Second)
 	g.health.up.Store(err == nil && res.StatusCode() == fasthttp.StatusOK)
 	g.health.checked.Store(g.cfg.Now().UnixNano())

@@ -361,6 +361,19 @@ func TestHealth(t *testing.T) {
 	e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
 }
 
+// TestWrongEdgeToken: an edge whose SLIP_EDGE_TOKEN is not core's fails its
+// health check and answers API_SERVER_ERROR, never INVALID_API_KEY: its
+// callers' keys are not at fault, and no key is remembered as unknown.
+func TestWrongEdgeToken(t *testing.T) {
+	core := startCore(t, seed)
+	e := startEdge(t, core, "SLIP_EDGE_TOKEN=not-the-edge-token-0123456789abcdef")
+	e.do(t, "GET", "/health", "").want(t, 503, "API_SERVER_ERROR")
+	for range 2 { // the second time from the cache, were the answer cached
+		e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
+	}
+	e.do(t, "GET", "/me", "", bearer(keyMain)...).want(t, 500, "api_server_error")
+}
+
 // TestOversizedBody: a body over the edge's limit is refused from its
 // Content-Length, before it is sent: the client gets its answer having sent
 // only the headers.
