@@ -118,3 +118,34 @@ func TestAccountBounds(t *testing.T) {
 		t.Fatalf("a branch listed twice: %+v", accounts)
 	}
 }
+
+// TestDeletedBranchStaysDeleted: the seed, loaded at every start, does not
+// bring back a branch deleted at run time, nor its key: deleting a branch is
+// how an operator revokes a leaked key.
+func TestDeletedBranchStaysDeleted(t *testing.T) {
+	c := newClock()
+	st, path := open(t, c, 0)
+	r := twoServices()
+	r.Branches = append(r.Branches, store.Branch{ID: "a-2", ServiceID: "svc-a", KeyDigest: store.Digest("ka2")})
+	if _, err := st.InsertMissing(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteBranch("svc-a", "a-2"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st, err := store.Open(path, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, err := st.InsertMissing(r); err != nil || n != 0 {
+		t.Fatalf("the seed again after a restart: inserted %d (%v), want 0", n, err)
+	}
+	if _, br, _, err := st.BranchByKey(store.Digest("ka2")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the deleted branch's key finds branch %q (%v)", br.ID, err)
+	}
+	if got := listings(t, st)["svc-a"]; got != "accounts [acc-a0 acc-a1 acc-a2] branches [a-1]" {
+		t.Errorf("svc-a: %s", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -135,6 +136,10 @@ func (s *Store) DeleteBranch(serviceID, branchID string) error {
 			return err
 		}
 		if err := branchesByService.remove(tx, serviceID, branchID); err != nil {
+			return err
+		}
+		deleted := []byte(s.now().UTC().Format(time.RFC3339))
+		if err := tx.Bucket(bucketBranchesDeleted).Put([]byte(branchID), deleted); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketBranches).Delete([]byte(branchID))

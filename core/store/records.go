@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -86,11 +87,15 @@ type Records struct {
 
 // InsertMissing inserts, in one transaction, every record whose id (or key
 // digest) is not stored yet, and leaves stored ones as they are: records
-// changed at run time keep their changes. It returns how many it inserted.
+// changed at run time keep their changes, and a branch deleted at run time
+// stays deleted. It returns how many it inserted.
 func (s *Store) InsertMissing(r Records) (int, error) {
 	n := 0
 	err := s.write(func(tx *bolt.Tx) error {
 		n = 0
+		r.Branches = slices.DeleteFunc(slices.Clone(r.Branches), func(br Branch) bool {
+			return tx.Bucket(bucketBranchesDeleted).Get([]byte(br.ID)) != nil
+		})
 		put := func(bucket []byte, key string, v any) (bool, error) {
 			b := tx.Bucket(bucket)
 			if b.Get([]byte(key)) != nil {

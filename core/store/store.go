@@ -60,9 +60,13 @@ var (
 	// bucketJobsUnfinished counts each branch's unfinished jobs (service
 	// NUL branch → big-endian uint64), which CreateJobs bounds.
 	bucketJobsUnfinished = []byte("jobs-unfinished")
-	allBuckets           = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
+	// bucketBranchesDeleted holds the ids of deleted branches (with the
+	// time of deletion), so the seed, loaded at every start, does not bring
+	// a deleted branch and its key back.
+	bucketBranchesDeleted = []byte("branches-deleted")
+	allBuckets            = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
 		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
-		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished}
+		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished, bucketBranchesDeleted}
 )
 
 // maxBatch bounds how many writes share one transaction, and maxEmitted
