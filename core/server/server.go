@@ -225,6 +225,11 @@ func (s *Server) verifyWallet(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	return s.verifier.Wallet(requestContext(ctx), req)
 }
 
-// requestContext is the context of one request; fasthttp's RequestCtx is a
-// context.Context that is done when the server shuts down.
-func requestContext(ctx *fasthttp.RequestCtx) context.Context { return ctx }
+// requestContext is the context of one request's work. fasthttp's
+// RequestCtx is a context.Context that is done as soon as the server begins
+// to shut down; the work of a request in flight then would fail (a bank
+// lookup cancelled after it may have been billed, an image fetch cut), when
+// the shutdown's grace is there to let it finish. So the request's work is
+// not cancelled by the shutdown: each step has its own timeout, and the
+// grace bounds the rest.
+func requestContext(ctx *fasthttp.RequestCtx) context.Context { return context.WithoutCancel(ctx) }

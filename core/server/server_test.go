@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/slipverify/slipverify/core/server"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/core/verify"
 )
 
@@ -48,6 +50,7 @@ type core struct {
 	clock   *clock
 	store   *store.Store
 	handler fasthttp.RequestHandler
+	srv     *fasthttp.Server
 }
 
 var listed = sandbox.Slip{
@@ -62,6 +65,12 @@ var listed = sandbox.Slip{
 }
 
 func startCore(t testing.TB, mutate func(*store.Records)) *core {
+	t.Helper()
+	return startCoreWith(t, mutate, nil)
+}
+
+// startCoreWith is startCore with the sandbox bank wrapped by wrap, if set.
+func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Connector) bank.Connector) *core {
 	t.Helper()
 	c := &clock{}
 	c.set(time.Date(2026, 11, 22, 10, 0, 0, 0, time.FixedZone("ICT", 7*3600)))
@@ -114,7 +123,11 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &verify.Verifier{Store: st, Upstream: sb, Images: verify.Images{Egress: fetch}}
+	var upstream bank.Connector = sb
+	if wrap != nil {
+		upstream = wrap(sb)
+	}
+	v := &verify.Verifier{Store: st, Upstream: upstream, Images: verify.Images{Egress: fetch}}
 	h := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler)).Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -128,7 +141,55 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 		http.DefaultClient.CloseIdleConnections()
 		srv.Shutdown()
 	})
-	return &core{url: "http://" + ln.Addr().String(), clock: c, store: st, handler: h}
+	return &core{url: "http://" + ln.Addr().String(), clock: c, store: st, handler: h, srv: srv}
+}
+
+// heldBank holds every lookup until released, then answers as the bank it
+// wraps would, or with the error of a context ended meanwhile.
+type heldBank struct {
+	bank.Connector
+	arrived, release chan struct{}
+}
+
+func (h heldBank) Bank(ctx context.Context, code, ref string) (bank.Slip, error) {
+	h.arrived <- struct{}{}
+	<-h.release
+	if err := ctx.Err(); err != nil {
+		return bank.Slip{}, err
+	}
+	return h.Connector.Bank(ctx, code, ref)
+}
+
+// TestShutdownFinishesRequests: a verification in flight when core begins
+// to shut down finishes and is answered; its bank lookup is not cancelled
+// (it may be billed) by the shutdown.
+func TestShutdownFinishesRequests(t *testing.T) {
+	held := heldBank{arrived: make(chan struct{}), release: make(chan struct{})}
+	c := startCoreWith(t, nil, func(b bank.Connector) bank.Connector { held.Connector = b; return held })
+	answered := make(chan answer)
+	go func() {
+		answered <- c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+			body: map[string]any{"payload": bankPayload("004", "LISTEDREF0001")}})
+	}()
+	<-held.arrived
+	stopped := make(chan error)
+	go func() { stopped <- c.srv.Shutdown() }()
+	addr := strings.TrimPrefix(c.url, "http://")
+	testnet.Eventually(t, 10*time.Second, func() bool {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	}, func() string { return "the listener is still open" })
+	close(held.release)
+	a := <-answered
+	if a.status != 200 {
+		t.Errorf("the request in flight at shutdown: %d %s", a.status, a.raw)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
 }
 
 // call is one request to core as the edge would forward it.

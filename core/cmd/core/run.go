@@ -36,9 +36,6 @@ import (
 // so an oversized image is answered IMAGE_SIZE_TOO_LARGE, not a bare 413.
 const maxBody = 8 << 20
 
-// shutdownGrace bounds how long in-flight requests may finish on SIGTERM.
-const shutdownGrace = 10 * time.Second
-
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	cfg, err := config.Load(args, getenv)
 	if err != nil {
@@ -148,7 +145,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	// In-flight requests may finish for as long as the longest sync
+	// verification takes: an image fetch, then a bank lookup, with room to
+	// answer.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.FetchTimeout+cfg.BankTimeout+5*time.Second)
 	defer cancel()
 	// Connections still open after the grace (a client that connected and
 	// sent nothing) close with the process; that is not a failed shutdown.

@@ -102,7 +102,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	log.Info("draining", "for", cfg.Drain.String())
 	gw.Drain()
 	time.Sleep(cfg.Drain) // load balancers see /health fail before the listener closes
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The grace covers the longest a forwarded request may wait for core:
+	// core may have done (and billed) the work of one in flight.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.CoreTimeout+time.Second)
 	defer cancel()
 	log.Info("shutting down")
 	// Connections still open after the grace (a client that connected and
