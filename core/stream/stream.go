@@ -93,7 +93,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 		n, err := p.publish(ctx, batch, a)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return nil
+			// The stop cut a write short: what it carried may or may not
+			// be on the broker, and sent again by the drain (at-least-once).
+			return p.drain(batch, a)
 		case err != nil:
 			p.Log.Warn("publish failed; the outbox keeps the messages", "err", err)
 			if !wait(ctx, backoff, nil) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/store"
@@ -521,5 +523,80 @@ func TestConsumeSlowRecord(t *testing.T) {
 		})
 	if err := c.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// heldProduce is the transport of a writer whose first produce request
+// waits until release, after telling entered: a write is then in flight
+// for as long as the test likes, against the real broker.
+type heldProduce struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *heldProduce) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	if req.ApiKey() == protocol.Produce {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.entered)
+			<-h.release
+		}
+	}
+	return kafka.DefaultTransport.RoundTrip(ctx, addr, req)
+}
+
+// TestPublisherDrainsAfterCancelledWrite: a publisher stopped while a write
+// of a large backlog is in flight still publishes the whole outbox before
+// Run returns, as a clean stop with the broker up promises.
+func TestPublisherDrainsAfterCancelledWrite(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 3)
+	st := openStore(t)
+	const total, batch = 3000, 100
+	for i := range total {
+		if err := st.Emit(store.Message{Topic: api.TopicUsage, Key: "svc-" + strconv.Itoa(i%7), Value: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == total },
+		func() string { return "emitted messages not written" })
+	held := &heldProduce{entered: make(chan struct{}), release: make(chan struct{})}
+	w := stream.NewWriter([]string{addr})
+	w.Transport = held
+	t.Cleanup(func() { w.Close() })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- (&stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: batch}).Run(ctx) }()
+	select {
+	case <-held.entered:
+	case err := <-done:
+		t.Fatalf("Run returned before its first write: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the publisher sent nothing")
+	}
+	cancel() // while the first write is in flight
+	close(held.release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if waiting, _ := st.OutboxStats(); waiting != 0 {
+		t.Fatalf("%d of %d messages left in the outbox by a stop with the broker up", waiting, total)
+	}
+	got := map[string]bool{}
+	for _, recs := range readTopic(t, addr, api.TopicUsage, 3) {
+		for _, m := range recs {
+			got[string(m.Value)] = true
+		}
+	}
+	if len(got) != total {
+		t.Errorf("the broker holds %d distinct messages, want %d", len(got), total)
 	}
 }
