@@ -100,7 +100,7 @@ func (c Config) Validate() error {
 	if c.Drain < 0 {
 		bad("SLIP_EDGE_DRAIN: must not be negative")
 	}
-	if c.MinFactor <= 0 || c.MinFactor > 1 {
+	if !(c.MinFactor > 0 && c.MinFactor <= 1) { // NaN too
 		bad("SLIP_EDGE_MIN_FACTOR: must be in (0, 1]")
 	}
 	if c.NonceMax < 1 || c.NoncePerClient < 1 || c.NoncePerClient > c.NoncePerService || c.NoncePerService > c.NonceMax {
@@ -109,9 +109,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Trusted parses TrustedProxies.
+// Trusted parses TrustedProxies. It refuses `*` and /0 ranges: trusting
+// every peer would let any client name its own address in X-Forwarded-For
+// and pass any branch's IP allow list.
 func (c Config) Trusted() (iplist.List, error) {
-	return iplist.Parse(splitList(c.TrustedProxies))
+	entries := splitList(c.TrustedProxies)
+	for _, e := range entries {
+		if e == "*" || strings.HasSuffix(e, "/0") {
+			return iplist.List{}, fmt.Errorf("%q trusts every peer, so any client could choose its address; list the proxies' addresses or ranges", e)
+		}
+	}
+	return iplist.Parse(entries)
 }
 
 func splitList(s string) []string {

@@ -24,3 +24,24 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		t.Errorf("valid configuration refused: %v", err)
 	}
 }
+
+// TestRefusesDangerousValues: values that parse but would defeat a check
+// are refused: trusting every peer as a proxy (any client could name its
+// own address and pass IP allow lists), and a NaN rate factor.
+func TestRefusesDangerousValues(t *testing.T) {
+	for _, kv := range [][2]string{
+		{"SLIP_TRUSTED_PROXIES", "*"},
+		{"SLIP_TRUSTED_PROXIES", "10.0.0.0/8, 0.0.0.0/0"},
+		{"SLIP_TRUSTED_PROXIES", "::/0"},
+		{"SLIP_EDGE_MIN_FACTOR", "NaN"},
+	} {
+		env := map[string]string{"SLIP_EDGE_TOKEN": strings.Repeat("t", 32), kv[0]: kv[1]}
+		c, err := Load(nil, func(k string) string { return env[k] })
+		if err != nil {
+			continue // refused when read
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("%s=%s: %v", kv[0], kv[1], err)
+		}
+	}
+}

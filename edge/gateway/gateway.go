@@ -215,7 +215,7 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if !x.unparsed {
 		v = versionOfPath(ctx.Path())
 		for i := range Routes {
-			if Routes[i].Budget != Unlimited && Routes[i].Path == string(ctx.Path()) {
+			if Routes[i].Image && Routes[i].Path == string(ctx.Path()) {
 				v, code = Routes[i].Version, api.ImageSizeTooLarge
 			}
 		}

@@ -392,7 +392,13 @@ func TestOversizedBody(t *testing.T) {
 	if got := ask("/verify"); got != `400 {"status":400,"message":"image_size_too_large"}` {
 		t.Errorf("v1: %s", got)
 	}
-	if got := ask("/b2b/branches"); !strings.Contains(got, `"VALIDATION_ERROR"`) {
-		t.Errorf("b2b: %s", got)
+	// An async submit carries the same image; a batch, many small ones.
+	if got := ask("/v2/verify/bank/async"); !strings.HasPrefix(got, "400 ") || !strings.Contains(got, `"IMAGE_SIZE_TOO_LARGE"`) {
+		t.Errorf("async: %s", got)
+	}
+	for _, path := range []string{"/v2/verify/bank/async/batch", "/b2b/branches"} {
+		if got := ask(path); !strings.Contains(got, `"VALIDATION_ERROR"`) {
+			t.Errorf("%s: %s", path, got)
+		}
 	}
 }

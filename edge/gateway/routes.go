@@ -36,6 +36,7 @@ type Route struct {
 	Auth         Auth
 	Budget       Budget
 	Permission   string // /b2b routes only
+	Image        bool   // takes one slip image: a body over the limit is IMAGE_SIZE_TOO_LARGE
 	local        bool   // answered by the edge itself
 }
 
@@ -44,16 +45,16 @@ var Routes = []Route{
 	{Method: "GET", Path: "/health", Version: api.V2, local: true},
 	{Method: "GET", Path: "/v2/health", Version: api.V2, local: true},
 
-	{Method: "POST", Path: "/v2/verify/bank", Version: api.V2, Auth: AuthBranch, Budget: BankBudget},
-	{Method: "POST", Path: "/v2/verify/wallet", Version: api.V2, Auth: AuthBranch, Budget: WalletBudget},
+	{Method: "POST", Path: "/v2/verify/bank", Version: api.V2, Auth: AuthBranch, Budget: BankBudget, Image: true},
+	{Method: "POST", Path: "/v2/verify/wallet", Version: api.V2, Auth: AuthBranch, Budget: WalletBudget, Image: true},
 	{Method: "GET", Path: "/v2/info", Version: api.V2, Auth: AuthBranch},
-	{Method: "POST", Path: "/v2/verify/bank/async", Version: api.V2, Auth: AuthBranch},
+	{Method: "POST", Path: "/v2/verify/bank/async", Version: api.V2, Auth: AuthBranch, Image: true},
 	{Method: "POST", Path: "/v2/verify/bank/async/batch", Version: api.V2, Auth: AuthBranch},
 	{Method: "GET", Path: "/v2/verify/bank/jobs/{job}", Version: api.V2, Auth: AuthBranch},
 
 	{Method: "GET", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},
-	{Method: "POST", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},
-	{Method: "POST", Path: "/verify/wallet", Version: api.V1, Auth: AuthBearer, Budget: WalletBudget},
+	{Method: "POST", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget, Image: true},
+	{Method: "POST", Path: "/verify/wallet", Version: api.V1, Auth: AuthBearer, Budget: WalletBudget, Image: true},
 	{Method: "GET", Path: "/me", Version: api.V1, Auth: AuthBearer},
 
 	{Method: "GET", Path: "/banks", Version: api.V2, Auth: AuthBranch},
