@@ -204,8 +204,8 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 // that one is closed without an answer too.
 func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if _, bare := err.(*net.OpError); bare {
-		ctx.Conn().Close() // fasthttp's error response then goes nowhere
-		g.metrics.unanswered.Inc()
+		g.metrics.unanswered.Inc() // first: a client that saw the close may read the metric next
+		ctx.Conn().Close()         // fasthttp's error response then goes nowhere
 		return
 	}
 	x := g.begin(len(Routes))
