@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
@@ -226,10 +227,14 @@ func (f File) Records(box *secret.Box) store.Records {
 }
 
 // ValidIPEntry reports whether e is "*", an address or a CIDR range with no
-// host bits.
+// host bits, as the edge reads IP allow lists: an IPv6 zone (fe80::1%eth0)
+// names no address a client connects from, and the edge refuses it.
 func ValidIPEntry(e string) bool {
 	if e == "*" {
 		return true
+	}
+	if strings.Contains(e, "%") {
+		return false
 	}
 	if _, err := netip.ParseAddr(e); err == nil {
 		return true
