@@ -272,15 +272,16 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	}
 	if code != 0 {
 		g.reject(ctx, &x, rt.Version, code)
+		if p != nil && rt.Budget != Unlimited { // the branch is known: so is its limit
+			key, rate := g.budget(p, rt, x.start)
+			setRateHeaders(&ctx.Response.Header, g.cfg.Limits.PeekAt(key, rate, x.start))
+		}
 		return
 	}
 	var d ratelimit.Decision
 	if rt.Budget != Unlimited {
-		key, rate := p.BankKey, p.RateBank
-		if rt.Budget == WalletBudget {
-			key, rate = p.WalletKey, p.RateWall
-		}
-		d = g.cfg.Limits.TakeAt(key, g.cfg.Adaptive.RateAt(rate, x.start), x.start)
+		key, rate := g.budget(p, rt, x.start)
+		d = g.cfg.Limits.TakeAt(key, rate, x.start)
 		if !d.Allowed {
 			g.reject(ctx, &x, rt.Version, api.RateLimitExceeded)
 			setRateHeaders(&ctx.Response.Header, d)
@@ -293,6 +294,16 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	if rt.Budget != Unlimited {
 		setRateHeaders(&ctx.Response.Header, d)
 	}
+}
+
+// budget is the bucket a limited route draws from for p, and its rate in
+// force at now.
+func (g *Gateway) budget(p *authcache.Principal, rt *Route, now time.Time) (string, float64) {
+	key, rate := p.BankKey, p.RateBank
+	if rt.Budget == WalletBudget {
+		key, rate = p.WalletKey, p.RateWall
+	}
+	return key, g.cfg.Adaptive.RateAt(rate, now)
 }
 
 // bearer authenticates Authorization: Bearer <branch key>.

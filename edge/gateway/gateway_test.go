@@ -252,6 +252,22 @@ func TestRateLimits(t *testing.T) {
 		t.Errorf("after 200 ms: %d %s", a.status, a.raw)
 	}
 	e.do(t, "POST", "/v2/verify/bank", payload("RATEREF0101"), bearer(keyMain)...).want(t, 429, "RATE_LIMIT_EXCEEDED")
+
+	// A refusal of a known branch on a limited route shows its limit too,
+	// without taking from it; an unknown caller's has no limit to show.
+	off := e.do(t, "POST", "/v2/verify/bank", payload("RATEOFF0001"), bearer(keyOff)...)
+	off.want(t, 403, "BRANCH_INACTIVE")
+	if off.header.Get("X-RateLimit-Limit") == "" || off.header.Get("X-RateLimit-Remaining") != off.header.Get("X-RateLimit-Limit") {
+		t.Errorf("BRANCH_INACTIVE's rate headers: %v", off.header)
+	}
+	e.do(t, "POST", "/v2/verify/bank", payload("RATEOFF0002"), bearer(keyOff)...)
+	if again := e.do(t, "POST", "/v2/verify/bank", payload("RATEOFF0003"), bearer(keyOff)...); again.header.Get("X-RateLimit-Remaining") != off.header.Get("X-RateLimit-Remaining") {
+		t.Errorf("refusals took from the bucket: remaining %s, then %s", off.header.Get("X-RateLimit-Remaining"), again.header.Get("X-RateLimit-Remaining"))
+	}
+	unknown := e.do(t, "POST", "/v2/verify/bank", payload("RATEUNK0001"), bearer("00000000-0000-4000-8000-000000000000")...)
+	if unknown.status != 401 || unknown.header.Get("X-RateLimit-Limit") != "" {
+		t.Errorf("an unknown key: %d %v", unknown.status, unknown.header)
+	}
 }
 
 // TestAuthCache: unknown keys are cached as unknown, so a flood of them asks

@@ -115,6 +115,32 @@ func (l *Limiter) TakeAt(key string, rate float64, t time.Time) Decision {
 	return d
 }
 
+// PeekAt is the state of key's bucket at time t under rate, as TakeAt
+// would report it, without taking a token: the rate headers of an answer
+// refused for another reason. An unknown key is a full bucket, and stays
+// unknown.
+func (l *Limiter) PeekAt(key string, rate float64, t time.Time) Decision {
+	s := &l.shards[maphash.String(l.seed, key)%numShards]
+	now, limit := t.UnixNano(), limitOf(rate)
+	s.mu.Lock()
+	var b bucket
+	if p := s.m[key]; p != nil {
+		b = *p
+	}
+	s.mu.Unlock()
+	if b.limit != limit {
+		b.rescale(now, limit)
+	}
+	t0 := maxLimit / limit
+	tat := max(b.tat, now)
+	return Decision{
+		Allowed:   tat+t0-now <= limit*t0,
+		Limit:     int(limit),
+		Remaining: int(max(0, now+limit*t0-tat) / t0),
+		Reset:     ceilSeconds(tat - now),
+	}
+}
+
 // Len returns the number of buckets held, that is of keys not yet full
 // again or not yet swept; for metrics and tests.
 func (l *Limiter) Len() int {

@@ -263,3 +263,35 @@ func BenchmarkTake(b *testing.B) {
 		})
 	})
 }
+
+// TestPeek: PeekAt reports what the last take left, takes nothing, and
+// does not keep an unknown key.
+func TestPeek(t *testing.T) {
+	c := newClock()
+	l := New(c.Now)
+	if d := l.PeekAt("unknown", 10, c.Now()); !d.Allowed || d.Limit != 10 || d.Remaining != 10 || d.Reset != 0 || l.Len() != 0 {
+		t.Fatalf("unknown key: %+v, %d buckets", d, l.Len())
+	}
+	var last Decision
+	for range 4 {
+		last = l.TakeAt("a", 10, c.Now())
+	}
+	for range 3 {
+		if d := l.PeekAt("a", 10, c.Now()); d != last {
+			t.Fatalf("peek %+v after the take %+v", d, last)
+		}
+	}
+	if d := l.TakeAt("a", 10, c.Now()); d.Remaining != last.Remaining-1 {
+		t.Errorf("a take after peeks left %d, want %d", d.Remaining, last.Remaining-1)
+	}
+	for range 5 {
+		l.TakeAt("a", 10, c.Now())
+	}
+	if d := l.PeekAt("a", 10, c.Now()); d.Allowed || d.Remaining != 0 || d.Reset != 1 {
+		t.Errorf("empty bucket: %+v", d)
+	}
+	c.Advance(100 * time.Millisecond)
+	if d := l.PeekAt("a", 10, c.Now()); !d.Allowed || d.Remaining != 1 {
+		t.Errorf("100 ms later: %+v", d)
+	}
+}
