@@ -200,8 +200,8 @@ func wait(ctx context.Context, d time.Duration, ready <-chan struct{}) bool {
 	return true
 }
 
-// Grace is how long records in hand may take to finish once consumption
-// is told to stop.
+// Grace is how long records in hand may take to finish once Consume is
+// told to stop; then their handlers' context ends.
 const Grace = 15 * time.Second
 
 // Handler handles one record. It returns an error only when it could not
@@ -214,8 +214,15 @@ type Handler func(ctx context.Context, m kafka.Message) error
 // earlier record of the partition is handled. A slow record holds back its
 // partition's commits, not the handling of later records, up to a window
 // of 64 records per worker waiting for their commit. It returns when ctx is done
-// (after the records in hand are handled and committed) or when h fails.
+// (after the records in hand are handled, for at most Grace, and committed)
+// or when h fails.
 func Consume(ctx context.Context, r *kafka.Reader, workers int, h Handler) error {
+	return ConsumeWithin(ctx, r, workers, Grace, h)
+}
+
+// ConsumeWithin is Consume giving the records in hand grace, not Grace, to
+// finish once ctx is done.
+func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time.Duration, h Handler) error {
 	type result struct {
 		m   kafka.Message
 		err error
@@ -240,11 +247,11 @@ func Consume(ctx context.Context, r *kafka.Reader, workers int, h Handler) error
 		}
 	}()
 
-	// A record in hand may finish for up to Grace after ctx is done.
+	// A record in hand may finish for up to grace after ctx is done.
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(Grace, cancelHandlers)
+		t := time.AfterFunc(grace, cancelHandlers)
 		<-hctx.Done()
 		t.Stop()
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/stream"
 )
 
 // Config is the dispatcher's configuration.
@@ -75,6 +76,13 @@ func (c Config) Validate() error {
 	}
 	if c.SlotWait <= 0 {
 		bad("SLIP_DISPATCHER_SLOT_WAIT: must be positive")
+	}
+	// A delivery waits for its slots, then posts: past the grace, a stop
+	// cuts it, and it is made again after the restart. Written so that
+	// no sum overflows.
+	if c.SlotWait > 0 && c.Timeout > 0 && c.SlotWait >= stream.Grace-c.Timeout {
+		bad("SLIP_DISPATCHER_SLOT_WAIT + SLIP_WEBHOOK_TIMEOUT: %v + %v must be below %v, the time a stopping dispatcher gives the deliveries in hand",
+			c.SlotWait, c.Timeout, stream.Grace)
 	}
 	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
 		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)

@@ -21,3 +21,33 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// check loads the configuration from args and env and validates it: want
+// is "" for a valid one, else text the error must contain (the variable).
+func check(t *testing.T, args []string, env map[string]string, want string) {
+	t.Helper()
+	c, err := Load(args, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("%v %v: %v", args, env, err)
+	}
+	err = c.Validate()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%v %v refused: %v", args, env, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%v %v: error %v, want one naming %s", args, env, err, want)
+	}
+}
+
+// TestValidateGrace: a delivery takes at most the slot wait and the
+// timeout, and must end within the grace a stop gives it (15 s); past it,
+// the stop cuts it.
+func TestValidateGrace(t *testing.T) {
+	f := func(env map[string]string, want string) { t.Helper(); check(t, nil, env, want) }
+	f(nil, "")
+	f(map[string]string{"SLIP_DISPATCHER_SLOT_WAIT": "4s", "SLIP_WEBHOOK_TIMEOUT": "10s"}, "")
+	f(map[string]string{"SLIP_DISPATCHER_SLOT_WAIT": "5s", "SLIP_WEBHOOK_TIMEOUT": "10s"}, "SLIP_DISPATCHER_SLOT_WAIT + SLIP_WEBHOOK_TIMEOUT")
+	f(map[string]string{"SLIP_WEBHOOK_TIMEOUT": "5m"}, "SLIP_WEBHOOK_TIMEOUT")
+	f(map[string]string{"SLIP_DISPATCHER_SLOT_WAIT": "20s"}, "SLIP_DISPATCHER_SLOT_WAIT")
+	f(map[string]string{"SLIP_WEBHOOK_TIMEOUT": "2562047h", "SLIP_DISPATCHER_SLOT_WAIT": "2562047h"}, "SLIP_WEBHOOK_TIMEOUT") // a sum would overflow
+}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -72,19 +73,30 @@ var (
 	failedNet     = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="network_error"}`)
 	refused       = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="refused"}`)
 	deferred      = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="deferred"}`)
+	cut           = metrics.NewCounter(`slip_dispatcher_deliveries_total{result="cut"}`)
 	deliveryTimes = metrics.NewHistogram(`slip_dispatcher_delivery_seconds`)
 )
 
 // Handle delivers the callback of one slip.results record and reports its
 // outcome. It returns an error only when ctx ends before the outcome is
 // written: the record is then delivered again later.
+//
+// A delivery that ctx ends (the grace after SIGTERM ran out while the
+// receiver had not answered, or while the delivery waited for its slots)
+// reports nothing: the receiver did not fail it, and core would count an
+// attempt that never completed, and mark the job's webhook failed after
+// its last delivery. The record, left uncommitted, is delivered again
+// after the restart.
 func (d *Dispatcher) Handle(ctx context.Context, m kafka.Message) error {
 	var cb api.Callback
 	if err := json.Unmarshal(m.Value, &cb); err != nil {
 		d.Log.Error("skipping a malformed callback", "offset", m.Offset, "err", err)
 		return nil
 	}
-	out := d.deliver(ctx, cb)
+	out, err := d.deliver(ctx, cb)
+	if err != nil {
+		return fmt.Errorf("delivery %d of job %s cut short; it is made again after the restart: %w", cb.Delivery, cb.JobID, err)
+	}
 	raw, err := json.Marshal(out)
 	if err != nil {
 		return err
@@ -106,14 +118,19 @@ func (d *Dispatcher) Handle(ctx context.Context, m kafka.Message) error {
 	}
 }
 
-// deliver makes one delivery and returns its outcome.
-func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOutcome {
+// deliver makes one delivery and returns its outcome, or ctx's error when
+// ctx ended it: then it has no outcome.
+func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) (api.WebhookOutcome, error) {
 	name := egress.HostKey(cb.URL) // every spelling of one server shares its slots
 	release, busy := d.acquire(ctx, cb.ServiceID, name)
 	if busy != "" {
+		if err := ctx.Err(); err != nil {
+			cut.Inc()
+			return api.WebhookOutcome{}, err
+		}
 		deferred.Inc()
 		return api.WebhookOutcome{EventID: uuid.NewString(), JobID: cb.JobID, Delivery: cb.Delivery, At: d.Now().UTC(),
-			Deferred: true, Error: "deferred: every delivery slot of " + busy + " is taken"}
+			Deferred: true, Error: "deferred: every delivery slot of " + busy + " is taken"}, nil
 	}
 	defer release()
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"slipverify-webhook/1"}}
@@ -123,6 +140,10 @@ func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOu
 	start := d.Now()
 	status, err := d.Egress.Post(ctx, cb.URL, []byte(cb.Body), header)
 	deliveryTimes.UpdateDuration(start)
+	if err := ctx.Err(); err != nil { // whatever Post returned: it was cut, or raced the cut
+		cut.Inc()
+		return api.WebhookOutcome{}, err
+	}
 	out := api.WebhookOutcome{EventID: uuid.NewString(), JobID: cb.JobID, Delivery: cb.Delivery, At: start.UTC(), Status: status}
 	var ae *api.Error
 	switch {
@@ -138,7 +159,7 @@ func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) api.WebhookOu
 	default:
 		failedHTTP.Inc()
 	}
-	return out
+	return out, nil
 }
 
 // acquire takes a slot of the service (none for a callback without one)

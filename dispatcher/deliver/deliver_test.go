@@ -3,12 +3,14 @@ package deliver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -201,6 +203,25 @@ func TestBusyHostFreesServiceSlot(t *testing.T) {
 	h.release()
 }
 
+// TestStopWhileWaitingForSlot: a delivery whose wait for a busy host's slot
+// is ended by the stop (not by SlotWait) reports nothing, not even
+// deferred: its record, left uncommitted, is delivered again after the
+// restart, and a deferral would have core send it a second time.
+func TestStopWhileWaitingForSlot(t *testing.T) {
+	h := holdOne(t, 4, 1) // slow.example's only slot held
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.d.Handle(ctx, callbackOf("svc-b", "https://slow.example/b", 2)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Handle of a delivery stopped while waiting for its slot: %v, want context.Canceled", err)
+	}
+	select {
+	case out := <-h.o.got:
+		t.Errorf("a delivery stopped while waiting for its slot reported %+v", out)
+	default: // Handle writes its outcome before it returns
+	}
+	h.release()
+}
+
 // BenchmarkDeliveries measures webhook deliveries per second through the
 // whole dispatcher path: callbacks in slip.results on a real broker, the
 // concurrent consumer, HTTPS POSTs to a local receiver, outcomes written
@@ -243,4 +264,145 @@ func BenchmarkDeliveries(b *testing.B) {
 	stop()
 	<-consumed
 	b.ReportMetric(float64(b.N)/el.Seconds(), "deliveries/s")
+}
+
+// outcomeLog reads slip.webhook.outcomes (one partition) from the start
+// until the test ends.
+type outcomeLog struct {
+	mu  sync.Mutex
+	got []api.WebhookOutcome
+}
+
+func readOutcomes(t *testing.T, addr string) *outcomeLog {
+	t.Helper()
+	l := &outcomeLog{}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: api.TopicWebhookOutcomes, Partition: 0, MaxWait: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				return
+			}
+			var o api.WebhookOutcome
+			if err := json.Unmarshal(m.Value, &o); err != nil {
+				t.Errorf("outcome %s: %v", m.Value, err)
+			}
+			l.mu.Lock()
+			l.got = append(l.got, o)
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; r.Close() })
+	return l
+}
+
+// of returns the outcomes of job so far.
+func (l *outcomeLog) of(job string) []api.WebhookOutcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []api.WebhookOutcome
+	for _, o := range l.got {
+		if o.JobID == job {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// TestShutdownCutDeliveryIsRedelivered: a delivery still waiting for its
+// receiver when the dispatcher's grace after SIGTERM runs out reports no
+// outcome (core would count an attempt that never completed, and mark the
+// job's webhook failed after its last delivery) and leaves its record
+// uncommitted, so the restarted dispatcher delivers it again.
+func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	entered := make(chan string, 4)
+	var mu sync.Mutex
+	posts := map[string]int{} // jobId -> deliveries received
+	srv, client := tlsReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		var p struct{ JobID string }
+		json.NewDecoder(r.Body).Decode(&p)
+		mu.Lock()
+		posts[p.JobID]++
+		mu.Unlock()
+		if r.URL.Path == "/hold" && hold.Load() {
+			entered <- p.JobID
+			<-r.Context().Done() // until the dispatcher gives up
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	postsOf := func(job string) int { mu.Lock(); defer mu.Unlock(); return posts[job] }
+
+	addr := broker.StartTest(t, 1)
+	w := stream.NewWriter([]string{addr})
+	t.Cleanup(func() { w.Close() })
+	var msgs []kafka.Message
+	for n, path := range []string{"/ok", "/hold"} {
+		m := callback(srv.URL+path, n)
+		m.Topic, m.Key = api.TopicResults, []byte(fmt.Sprint("job", n))
+		msgs = append(msgs, m)
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	written := readOutcomes(t, addr)
+	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: 4, PerHost: 4, SlotWait: time.Second,
+		Now: time.Now, Log: slog.New(slog.DiscardHandler), Backoff: 10 * time.Millisecond}
+	// run consumes slip.results as the dispatcher program does, with a
+	// grace of 50 ms after stop is called.
+	run := func() (stop func() error) {
+		r := stream.NewReader([]string{addr}, api.TopicResults, "cut-dispatcher")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			err := stream.ConsumeWithin(ctx, r, 4, 50*time.Millisecond, d.Handle)
+			r.Close()
+			done <- err
+		}()
+		var once sync.Once
+		var err error
+		stop = func() error { once.Do(func() { cancel(); err = <-done }); return err }
+		t.Cleanup(func() { stop() })
+		return stop
+	}
+
+	stop := run()
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("job1's delivery never reached the receiver")
+	}
+	testnet.Eventually(t, 30*time.Second, func() bool { return len(written.of("job0")) == 1 },
+		func() string { return fmt.Sprintf("job0's outcomes: %+v", written.of("job0")) })
+	// SIGTERM: job1's POST is still waiting when the grace runs out.
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped consumer returned %v, want context.Canceled (a clean stop)", err)
+	}
+	// Anything the stop wrote to the partition is on it before a later
+	// marker: once the marker is read, a missing outcome is absent.
+	raw, _ := json.Marshal(api.WebhookOutcome{JobID: "marker"})
+	if err := w.WriteMessages(context.Background(), kafka.Message{Topic: api.TopicWebhookOutcomes, Key: []byte("marker"), Value: raw}); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, 30*time.Second, func() bool { return len(written.of("marker")) == 1 },
+		func() string { return "the marker outcome was not read back" })
+	if got := written.of("job1"); len(got) != 0 {
+		t.Fatalf("a delivery cut by the shutdown reported outcomes %+v; core would count it as an attempt", got)
+	}
+
+	hold.Store(false)
+	run()
+	testnet.Eventually(t, 30*time.Second, func() bool { return len(written.of("job1")) > 0 },
+		func() string { return "the restarted dispatcher did not deliver job1 again" })
+	if got := written.of("job1"); len(got) != 1 || !got[0].OK || got[0].Delivery != 1 {
+		t.Errorf("job1's outcomes after the restart: %+v, want one success of delivery 1", got)
+	}
+	if n := postsOf("job1"); n != 2 {
+		t.Errorf("job1 reached the receiver %d times, want 2 (cut, then delivered)", n)
+	}
 }
