@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,35 @@ func Brokers(addr string) []string {
 		}
 	}
 	return out
+}
+
+// CheckBrokers reports what is wrong with a comma-separated
+// SLIP_KAFKA_ADDR: no broker at all, or one that is not host:port. Brokers
+// of an address it accepts is never empty.
+func CheckBrokers(addr string) error {
+	if strings.TrimSpace(addr) == "" {
+		return errors.New("no broker (want host:port, comma-separated)")
+	}
+	var bad []string
+	empty := false
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			empty = true
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil {
+			bad = append(bad, err.Error())
+		} else if port == "" {
+			bad = append(bad, "address "+a+": missing port")
+		}
+	}
+	if empty {
+		bad = append(bad, "an empty entry")
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; ") + " (want host:port, comma-separated)")
+	}
+	return nil
 }
 
 // NewWriter returns a writer for any platform topic (each message names

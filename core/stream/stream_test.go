@@ -628,3 +628,27 @@ func TestPublisherDrainsAfterCancelledWrite(t *testing.T) {
 		t.Errorf("the broker holds %d distinct messages, want %d", len(got), total)
 	}
 }
+
+// TestCheckBrokers: SLIP_KAFKA_ADDR is one or more host:port, and an
+// address CheckBrokers accepts has brokers.
+func TestCheckBrokers(t *testing.T) {
+	f := func(addr string, ok bool) {
+		t.Helper()
+		err := stream.CheckBrokers(addr)
+		if (err == nil) != ok {
+			t.Errorf("CheckBrokers(%q) = %v, want ok %v", addr, err, ok)
+		}
+		if err == nil && len(stream.Brokers(addr)) == 0 {
+			t.Errorf("CheckBrokers accepted %q, which has no brokers", addr)
+		}
+	}
+	f("127.0.0.1:9092", true)
+	f("k1:9092, k2:9092,[::1]:9092", true)
+	f("", false)
+	f(" ", false)
+	f(",", false)
+	f("k1:9092,", false)
+	f("notanaddr", false)
+	f("k1:9092,k2", false)
+	f("k1:", false)
+}

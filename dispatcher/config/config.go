@@ -13,6 +13,10 @@ import (
 	"github.com/slipverify/slipverify/core/stream"
 )
 
+// MaxWorkers bounds SLIP_DISPATCHER_WORKERS: the consumer allocates its
+// queues by the number of workers.
+const MaxWorkers = 10000
+
 // Config is the dispatcher's configuration.
 type Config struct {
 	Addr        string        // health and metrics listener
@@ -59,14 +63,14 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		bad("SLIP_DISPATCHER_ADDR: %v", err)
 	}
-	if c.KafkaAddr == "" {
-		bad("SLIP_KAFKA_ADDR: must not be empty")
+	if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
+		bad("SLIP_KAFKA_ADDR: %v", err)
 	}
 	if c.Timeout <= 0 {
 		bad("SLIP_WEBHOOK_TIMEOUT: must be positive")
 	}
-	if c.Workers < 1 {
-		bad("SLIP_DISPATCHER_WORKERS: must be at least 1")
+	if c.Workers < 1 || c.Workers > MaxWorkers {
+		bad("SLIP_DISPATCHER_WORKERS: must be between 1 and %d", MaxWorkers)
 	}
 	if c.PerService < 1 {
 		bad("SLIP_DISPATCHER_PER_SERVICE: must be at least 1")
@@ -86,6 +90,13 @@ func (c Config) Validate() error {
 	}
 	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
 		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)
+	}
+	// The client the dispatcher builds at start is what reads the file: a
+	// missing or broken file fails here, not at the first https callback.
+	if c.EgressCA != "" {
+		if _, err := egress.New(egress.Config{CAFile: c.EgressCA}); err != nil {
+			bad("SLIP_EGRESS_CA_FILE: %v", err)
+		}
 	}
 	return errors.Join(errs...)
 }

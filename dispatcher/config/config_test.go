@@ -1,8 +1,13 @@
 package config
 
 import (
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 func TestValidateReportsEveryProblem(t *testing.T) {
@@ -50,4 +55,28 @@ func TestValidateGrace(t *testing.T) {
 	f(map[string]string{"SLIP_WEBHOOK_TIMEOUT": "5m"}, "SLIP_WEBHOOK_TIMEOUT")
 	f(map[string]string{"SLIP_DISPATCHER_SLOT_WAIT": "20s"}, "SLIP_DISPATCHER_SLOT_WAIT")
 	f(map[string]string{"SLIP_WEBHOOK_TIMEOUT": "2562047h", "SLIP_DISPATCHER_SLOT_WAIT": "2562047h"}, "SLIP_WEBHOOK_TIMEOUT") // a sum would overflow
+}
+
+// TestValidate: a setting that would crash the dispatcher, leave it
+// without a broker, fail it only at its first https callback, or allocate
+// without bound is refused, naming its variable.
+func TestValidate(t *testing.T) {
+	_, ca := testnet.TLSServer(t, http.NotFoundHandler())
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := func(env map[string]string, want string) { t.Helper(); check(t, nil, env, want) }
+	f(map[string]string{"SLIP_KAFKA_ADDR": "k1:9092, k2:9092"}, "")
+	f(map[string]string{"SLIP_KAFKA_ADDR": ","}, "SLIP_KAFKA_ADDR")
+	f(map[string]string{"SLIP_KAFKA_ADDR": "notanaddr"}, "SLIP_KAFKA_ADDR")
+	f(map[string]string{"SLIP_KAFKA_ADDR": "k1:9092,k2"}, "SLIP_KAFKA_ADDR")
+	f(map[string]string{"SLIP_KAFKA_ADDR": "k1:"}, "SLIP_KAFKA_ADDR")
+	check(t, []string{"-kafka-addr="}, nil, "SLIP_KAFKA_ADDR")
+	f(map[string]string{"SLIP_EGRESS_CA_FILE": ca}, "")
+	f(map[string]string{"SLIP_EGRESS_CA_FILE": filepath.Join(t.TempDir(), "missing.pem")}, "SLIP_EGRESS_CA_FILE")
+	f(map[string]string{"SLIP_EGRESS_CA_FILE": notPEM}, "SLIP_EGRESS_CA_FILE")
+	f(map[string]string{"SLIP_DISPATCHER_WORKERS": "10000"}, "")
+	f(map[string]string{"SLIP_DISPATCHER_WORKERS": "10001"}, "SLIP_DISPATCHER_WORKERS")
+	f(map[string]string{"SLIP_DISPATCHER_WORKERS": "2000000000"}, "SLIP_DISPATCHER_WORKERS")
 }
