@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/slip"
@@ -292,6 +294,53 @@ func TestAuthCache(t *testing.T) {
 	e.do(t, "GET", "/v2/info", "", bearer(unknown)...).want(t, 401, "INVALID_API_KEY")
 	if s := e.gw.AuthStats(); s.Misses != 2 {
 		t.Errorf("after the TTL core was asked %d times in all, want 2", s.Misses)
+	}
+}
+
+// TestOverloadSignal: core marks an answer X-Slip-Overload when it holds
+// more than SLIP_CORE_MAX_INFLIGHT requests; the edge keeps the header from
+// the client and halves the rate factor at the interval's end.
+func TestOverloadSignal(t *testing.T) {
+	sb, err := sandbox.New(sandbox.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := httpbank.Handler(sb)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	gatewaySrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte("HOLDREF")) {
+			arrived <- struct{}{}
+			<-release
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer gatewaySrv.Close()
+	core := startCore(t, seed, "SLIP_BANK=http", "SLIP_BANK_URL="+gatewaySrv.URL, "SLIP_CORE_MAX_INFLIGHT=1")
+	e := startEdge(t, core, "SLIP_EDGE_LATENCY_TARGET=1m", "SLIP_EDGE_ADAPT_INTERVAL=1s")
+	fast := bearer(keyFast) // a plan rate of 1,000,000/s: the limit shows the factor
+
+	held := make(chan answer)
+	go func() { held <- e.do(t, "POST", "/v2/verify/bank", payload("HOLDREF00001"), fast...) }()
+	select {
+	case <-arrived:
+	case a := <-held:
+		t.Fatalf("the request to hold was answered: %d %s", a.status, a.raw)
+	}
+	// core holds two requests now, one more than it takes without strain.
+	second := e.do(t, "POST", "/v2/verify/bank", payload("OVERREF00001"), fast...)
+	if second.status != 200 || second.header.Get(api.HeaderOverload) != "" {
+		t.Errorf("the answer core marked: %d, overload header %q", second.status, second.header.Get(api.HeaderOverload))
+	}
+	close(release)
+	if a := <-held; a.status != 200 || a.header.Get("X-RateLimit-Limit") != "1000000" {
+		t.Fatalf("the held request: %d limit %s", a.status, a.header.Get("X-RateLimit-Limit"))
+	}
+	e.clock.add(time.Second)
+	after := e.do(t, "POST", "/v2/verify/bank", payload("OVERREF00002"), fast...)
+	if l, _ := strconv.Atoi(after.header.Get("X-RateLimit-Limit")); after.status != 200 || l > 1000000/2 {
+		t.Errorf("after an interval with an overloaded answer: %d, limit %d, want at most half the plan", after.status, l)
 	}
 }
 
