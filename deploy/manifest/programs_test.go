@@ -63,7 +63,7 @@ var programs = map[string]*program{
 		listeners: map[string][]route{
 			"SLIP_CORE_ADDR": {{"/health", "core/server/server.go", `r.GET("/health", s.health)`}},
 		},
-		healthVar: "SLIP_CORE_ADDR", healthPath: "/health", grace: 10,
+		healthVar: "SLIP_CORE_ADDR", healthPath: "/health", grace: 23, // fetch + bank timeouts + 5 s
 	},
 	"edge": {
 		name: "edge", vars: edge.Vars(),
@@ -79,7 +79,7 @@ var programs = map[string]*program{
 			// The metrics listener answers every path with the metrics.
 			"SLIP_EDGE_METRICS_ADDR": {{"/metrics", "edge/cmd/edge/run.go", `metrics.WritePrometheus(c)`}},
 		},
-		healthVar: "SLIP_EDGE_ADDR", healthPath: "/health", grace: 10, drainVar: "SLIP_EDGE_DRAIN",
+		healthVar: "SLIP_EDGE_ADDR", healthPath: "/health", grace: 31, drainVar: "SLIP_EDGE_DRAIN", // core timeout + 1 s
 	},
 	"dispatcher": {
 		name: "dispatcher", vars: dispatcher.Vars(),
@@ -96,7 +96,7 @@ var programs = map[string]*program{
 				{"/metrics", "dispatcher/cmd/dispatcher/main.go", `mux.HandleFunc("GET /metrics"`},
 			},
 		},
-		healthVar: "SLIP_DISPATCHER_ADDR", healthPath: "/health", grace: 10,
+		healthVar: "SLIP_DISPATCHER_ADDR", healthPath: "/health", grace: 16, // stream.Grace and the last commit
 	},
 	"usage": {
 		name: "usage", vars: usage.Vars(),
