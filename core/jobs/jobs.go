@@ -61,6 +61,7 @@ type Jobs struct {
 
 	wakeOnce sync.Once
 	wake     chan struct{} // tells Schedule of a new due time
+	running  sync.Map      // ids of the jobs whose attempt runs now
 }
 
 // wakeup returns the channel that tells Schedule of a new due time.
@@ -223,6 +224,14 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 		j.Log.Error("skipping a malformed job message", "offset", m.Offset, "err", err)
 		return nil
 	}
+	// The same message twice at once (a publisher's resend, handled by two
+	// workers) would send the bank lookup twice: the second waits for
+	// nothing and is done with. core is one process, so this is enough; an
+	// attempt cut by a crash runs again from its redelivered message.
+	if _, busy := j.running.LoadOrStore(msg.JobID, struct{}{}); busy {
+		return nil
+	}
+	defer j.running.Delete(msg.JobID)
 	waiting := func(job *store.Job) error {
 		if job.Attempt != msg.Attempt || (job.Status != Queued && job.Status != Processing) {
 			return errStale

@@ -22,6 +22,7 @@ import (
 	"github.com/skip2/go-qrcode"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/jobs"
@@ -435,6 +436,66 @@ func TestHandleJobKeepsPayload(t *testing.T) {
 	id = submit(payload("SUCCESSREF01").Source)
 	if j := e.job(id); j.Status != jobs.Done || j.Request != nil {
 		t.Errorf("done job: status %s, request of %d bytes kept", j.Status, len(j.Request))
+	}
+}
+
+// heldBank counts lookups and holds each until released.
+type heldBank struct {
+	bank.Connector
+	lookups          atomic.Int32
+	arrived, release chan struct{}
+}
+
+func (h *heldBank) Bank(ctx context.Context, code, ref string) (bank.Slip, error) {
+	h.lookups.Add(1)
+	h.arrived <- struct{}{}
+	<-h.release
+	return h.Connector.Bank(ctx, code, ref)
+}
+
+// TestHandleJobConcurrentDuplicate: the same message handled twice at once
+// (a resend, two workers) sends one bank lookup, charges once and sends one
+// callback.
+func TestHandleJobConcurrentDuplicate(t *testing.T) {
+	e := setup(t)
+	held := &heldBank{Connector: e.j.Verifier.Upstream, arrived: make(chan struct{}, 2), release: make(chan struct{})}
+	e.j.Verifier.Upstream = held
+	id := e.submit("br", "SUCCESSREF02")
+	msg := e.takeOne(api.TopicJobs)
+	handle := func() chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- e.j.HandleJob(context.Background(), kafka.Message{Topic: msg.Topic, Key: []byte(msg.Key), Value: msg.Value})
+		}()
+		return done
+	}
+	first := handle()
+	<-held.arrived
+	second := handle() // while the first is in hand
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-held.arrived:
+		t.Error("the second handling sent a lookup too")
+		defer func() { <-second }()
+	}
+	close(held.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := held.lookups.Load(); n != 1 {
+		t.Errorf("%d bank lookups for one attempt, want 1", n)
+	}
+	if j := e.job(id); j.Status != jobs.Done {
+		t.Errorf("job %s", j.Status)
+	}
+	if n := len(e.take(api.TopicResults)); n != 1 {
+		t.Errorf("%d callbacks, want 1", n)
+	}
+	if n := e.used("svc", "br"); n != 1 {
+		t.Errorf("quota used %d, want 1", n)
 	}
 }
 
