@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"regexp"
 	"time"
 
+	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/jobs"
+	"github.com/slipverify/slipverify/core/seed"
+	"github.com/slipverify/slipverify/core/stream"
 )
 
 // Config is core's configuration.
@@ -45,7 +47,8 @@ func (c *Config) vars() []envflag.Var {
 	return []envflag.Var{
 		envflag.Def("SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr),
 		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir),
-		envflag.Def("SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (empty: none)", &c.Seed),
+		// SLIP_SEED= loads no seed, so an empty value is not "unset".
+		{Env: "SLIP_SEED", Flag: "seed", Default: "deploy/dev/seed.json", Usage: "seed file loaded at start, idempotently (empty: none)", Dst: &c.Seed, KeepEmpty: true},
 		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox or http", &c.Bank),
 		envflag.Def("SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL),
 		envflag.Def("SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout),
@@ -91,8 +94,11 @@ func (c Config) Validate() error {
 	switch c.Bank {
 	case "sandbox":
 	case "http":
-		if u, err := url.Parse(c.BankURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("SLIP_BANK_URL: must be an http or https URL when SLIP_BANK=http")
+		// The connector's own checks: scheme, host, no query or fragment.
+		if c.BankURL == "" {
+			bad("SLIP_BANK_URL: required when SLIP_BANK=http")
+		} else if _, err := httpbank.New(httpbank.Config{URL: c.BankURL}); err != nil {
+			bad("SLIP_BANK_URL: %v", err)
 		}
 	default:
 		bad("SLIP_BANK: %q is not sandbox or http", c.Bank)
@@ -106,20 +112,33 @@ func (c Config) Validate() error {
 	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
 		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)
 	}
+	// The client core builds at start is what reads the file, as the
+	// dispatcher's Validate does.
+	if c.EgressCA != "" {
+		if _, err := egress.New(egress.Config{CAFile: c.EgressCA}); err != nil {
+			bad("SLIP_EGRESS_CA_FILE: %v", err)
+		}
+	}
 	if c.FetchTimeout <= 0 {
 		bad("SLIP_IMAGE_FETCH_TIMEOUT: must be positive")
 	}
 	if c.MaxInflight < 1 {
 		bad("SLIP_CORE_MAX_INFLIGHT: must be at least 1")
 	}
-	if _, _, err := c.Schedules(); err != nil {
+	if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
+		bad("SLIP_KAFKA_ADDR: %v", err)
+	}
+	verifyRetries, webhookRetries, err := c.Schedules()
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if c.KafkaAddr == "" {
-		bad("SLIP_KAFKA_ADDR: must not be empty")
-	}
-	if c.JobRetention <= 0 {
+	if need := c.minRetention(verifyRetries, webhookRetries); c.JobRetention <= 0 {
 		bad("SLIP_JOB_RETENTION: must be positive")
+	} else if err == nil && c.JobRetention < need {
+		bad("SLIP_JOB_RETENTION: %v is shorter than the %v a job may need, or a job is removed before its last attempt and callback and polls as JOB_NOT_FOUND: "+
+			"%v of verification retries (SLIP_VERIFY_RETRY_SCHEDULE), %v of callback redeliveries (SLIP_WEBHOOK_RETRY_SCHEDULE), "+
+			"%d attempts of up to %v (SLIP_BANK_TIMEOUT plus SLIP_IMAGE_FETCH_TIMEOUT) and %v for queues, deliveries and polling the result",
+			c.JobRetention, need, sum(verifyRetries), sum(webhookRetries), len(verifyRetries)+1, c.attemptTime(), retentionMargin)
 	}
 	if c.JobWorkers < 1 {
 		bad("SLIP_JOB_WORKERS: must be at least 1")
@@ -134,6 +153,53 @@ func (c Config) Validate() error {
 		bad("SLIP_MASTER_KEY: required, 64 hex digits")
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateAll returns every problem of c at once: Validate's, and those of
+// the seed file (SLIP_SEED), read as startup reads it. It is what
+// -validate should check where the program runs. Validate leaves the seed
+// out so that a configuration can be checked where the file is not: the
+// deployment files' tests, whose seed path is a mount in the container.
+func (c Config) ValidateAll() error {
+	var seedErr error
+	if c.Seed != "" {
+		if _, err := seed.Read(c.Seed); err != nil {
+			seedErr = fmt.Errorf("SLIP_SEED: %w", err)
+		}
+	}
+	return errors.Join(c.Validate(), seedErr)
+}
+
+// retentionMargin is what a job's retention holds beyond its retry waits
+// and attempts. It covers what core does not bound: the time records wait
+// in the broker and behind busy workers at each step, the callback
+// deliveries themselves (the dispatcher's SLIP_WEBHOOK_TIMEOUT, 10 s each by
+// default) and deliveries deferred by its per-host and per-service slots;
+// and it leaves the client time to poll the final result after the last
+// callback, which is what polling is for when callbacks fail. An hour is far more
+// than the first needs and still a small part of the 168 h default.
+const retentionMargin = time.Hour
+
+// minRetention is the shortest SLIP_JOB_RETENTION that lets a job run its
+// whole course before it is removed: every verification attempt and the
+// waits between them, every callback redelivery wait, and retentionMargin.
+func (c Config) minRetention(verifyRetries, webhookRetries []time.Duration) time.Duration {
+	attempts := time.Duration(len(verifyRetries) + 1)
+	return sum(verifyRetries) + sum(webhookRetries) + attempts*c.attemptTime() + retentionMargin
+}
+
+// attemptTime bounds one verification attempt: an image fetch and a bank
+// lookup.
+func (c Config) attemptTime() time.Duration {
+	return max(c.BankTimeout, 0) + max(c.FetchTimeout, 0)
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var t time.Duration
+	for _, d := range ds {
+		t += d
+	}
+	return t
 }
 
 // Schedules returns the async verification and callback retry schedules.

@@ -1,8 +1,14 @@
 package config
 
 import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 func TestValidateReportsEveryProblem(t *testing.T) {
@@ -30,4 +36,149 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if err := c.Validate(); err != nil || c.Addr != "127.0.0.1:9" {
 		t.Errorf("valid configuration refused (%v) or flag ignored (%s)", err, c.Addr)
 	}
+}
+
+// valid is an environment core accepts.
+func valid() map[string]string {
+	return map[string]string{"SLIP_EDGE_TOKEN": strings.Repeat("t", 32), "SLIP_MASTER_KEY": strings.Repeat("ab", 32)}
+}
+
+// TestSeedEmptyLoadsNone: SLIP_SEED= set in the environment, as the README
+// documents ("empty: none"), loads no seed; unset, it loads the dev seed.
+func TestSeedEmptyLoadsNone(t *testing.T) {
+	t.Setenv("SLIP_SEED", "")
+	c, err := Load(nil, os.Getenv)
+	if err != nil || c.Seed != "" {
+		t.Errorf("SLIP_SEED= gives seed %q (%v), want none", c.Seed, err)
+	}
+	os.Unsetenv("SLIP_SEED") // t.Setenv restores it after the test
+	if c, _ = Load(nil, os.Getenv); c.Seed != "deploy/dev/seed.json" {
+		t.Errorf("SLIP_SEED unset gives seed %q, want the default", c.Seed)
+	}
+}
+
+// TestValidateRetention: a retention shorter than a job's course (the
+// retry schedules, its attempts and the margin) is refused, naming what it
+// must cover; the defaults and a retention just long enough pass.
+func TestValidateRetention(t *testing.T) {
+	f := func(env map[string]string, wantErr bool) {
+		t.Helper()
+		c, err := Load(nil, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if got := err != nil && strings.Contains(err.Error(), "SLIP_JOB_RETENTION"); got != wantErr {
+			t.Errorf("%v: Validate() = %v, want a SLIP_JOB_RETENTION error: %v", env, err, wantErr)
+		}
+		if wantErr && err != nil && !strings.Contains(err.Error(), "JOB_NOT_FOUND") {
+			t.Errorf("the message does not say what happens: %v", err)
+		}
+	}
+	env := valid()
+	f(env, false) // 168h
+	env["SLIP_JOB_RETENTION"] = "10m"
+	f(env, true) // the default schedules alone take 10m10s
+	// 7m30s + 2m40s of waits, 5 attempts of 8s + 10s, and the hour.
+	env["SLIP_JOB_RETENTION"] = "1h11m40s"
+	f(env, false)
+	env["SLIP_JOB_RETENTION"] = "1h11m39s"
+	f(env, true)
+	// Longer retry schedules need a longer retention.
+	env["SLIP_JOB_RETENTION"] = "2h"
+	f(env, false)
+	env["SLIP_VERIFY_RETRY_SCHEDULE"] = "30m,30m"
+	f(env, true)
+	env["SLIP_VERIFY_RETRY_SCHEDULE"], env["SLIP_WEBHOOK_RETRY_SCHEDULE"] = "30s", "30m,30m"
+	f(env, true)
+}
+
+// TestValidateKafkaAddr: every broker in SLIP_KAFKA_ADDR is a host:port,
+// and there is at least one.
+func TestValidateKafkaAddr(t *testing.T) {
+	f := func(addr string, ok bool) {
+		t.Helper()
+		env := valid()
+		env["SLIP_KAFKA_ADDR"] = addr
+		c, _ := Load(nil, func(k string) string { return env[k] })
+		err := c.Validate()
+		if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "SLIP_KAFKA_ADDR")) {
+			t.Errorf("SLIP_KAFKA_ADDR=%q: %v, want accepted: %v", addr, err, ok)
+		}
+	}
+	f("127.0.0.1:9092", true)
+	f("kafka-0:9092, kafka-1:9092,[::1]:9093", true)
+	f(",", false)
+	f(" ", false)
+	f("kafka-0", false)
+	f("kafka-0:9092,kafka-1", false)
+	f("kafka-0:9092,", false)
+	f("kafka-0:", false)
+	f("kafka-0:9092:1", false)
+}
+
+// TestValidateBankURLQuery: the bank gateway's base URL takes no query,
+// which the connector would refuse at start.
+func TestValidateBankURLQuery(t *testing.T) {
+	env := valid()
+	env["SLIP_BANK"], env["SLIP_BANK_URL"] = "http", "https://gateway.example/v1?key=x"
+	c, _ := Load(nil, func(k string) string { return env[k] })
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SLIP_BANK_URL") {
+		t.Errorf("bank URL with a query: %v", err)
+	}
+	env["SLIP_BANK_URL"] = ""
+	c, _ = Load(nil, func(k string) string { return env[k] })
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SLIP_BANK_URL") {
+		t.Errorf("no bank URL: %v", err)
+	}
+}
+
+// TestValidateFiles: Validate loads SLIP_EGRESS_CA_FILE as the egress
+// client will at start, and ValidateAll also reads SLIP_SEED as startup
+// does; each problem is reported with the others.
+func TestValidateFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	_, ca := testnet.TLSServer(t, http.NotFoundHandler())
+	// names returns which of the settings err names.
+	names := func(err error) []string {
+		var out []string
+		for _, v := range []string{"SLIP_SEED", "SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"} {
+			if err != nil && strings.Contains(err.Error(), v) {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	f := func(seedFile, caFile string, validate, all []string) {
+		t.Helper()
+		env := valid()
+		env["SLIP_EGRESS_CA_FILE"], env["SLIP_BANK_TIMEOUT"] = caFile, "0s"
+		c, err := Load([]string{"-seed=" + seedFile}, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); !slices.Equal(names(err), validate) {
+			t.Errorf("seed %s, CA %s: Validate() = %v, want it to name %v", seedFile, caFile, err, validate)
+		}
+		if err := c.ValidateAll(); !slices.Equal(names(err), all) {
+			t.Errorf("seed %s, CA %s: ValidateAll() = %v, want it to name %v", seedFile, caFile, err, all)
+		}
+	}
+	goodSeed := filepath.Join("..", "..", "deploy", "dev", "seed.json")
+	timeout := []string{"SLIP_BANK_TIMEOUT"}
+	f(goodSeed, ca, timeout, timeout)
+	f(goodSeed, "", timeout, timeout)
+	f("", ca, timeout, timeout)
+	f(filepath.Join(dir, "missing.json"), ca, timeout, []string{"SLIP_SEED", "SLIP_BANK_TIMEOUT"})
+	f(write("bad.json", `{"services": 1}`), write("bad.pem", "not a certificate"),
+		[]string{"SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"}, []string{"SLIP_SEED", "SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"})
+	f(goodSeed, filepath.Join(dir, "missing.pem"),
+		[]string{"SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"}, []string{"SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"})
 }
