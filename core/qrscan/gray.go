@@ -61,11 +61,40 @@ func toGray(m image.Image, k int) plane {
 	return out
 }
 
+// onScreen is a GIF frame on its logical screen, which it does not fill:
+// the screen around the frame is transparent.
+type onScreen struct {
+	frame  image.Image
+	screen image.Rectangle // holds frame.Bounds()
+}
+
+func (s onScreen) ColorModel() color.Model { return s.frame.ColorModel() }
+func (s onScreen) Bounds() image.Rectangle { return s.screen }
+func (s onScreen) At(x, y int) color.Color {
+	if image.Pt(x, y).In(s.frame.Bounds()) {
+		return s.frame.At(x, y)
+	}
+	return color.Transparent
+}
+
 // lumaRow returns a function that writes the luma of row y of m into row.
 func lumaRow(m image.Image) func(y int, row []byte) {
 	b := m.Bounds()
 	w := b.Dx()
 	switch m := m.(type) {
+	case onScreen: // white around the frame's own rows
+		f := m.frame.Bounds()
+		frame := lumaRow(m.frame)
+		left, right := f.Min.X-b.Min.X, f.Max.X-b.Min.X
+		return func(y int, row []byte) {
+			if y < f.Min.Y || y >= f.Max.Y || f.Empty() {
+				fillWhite(row[:w])
+				return
+			}
+			fillWhite(row[:left])
+			frame(y, row[left:right])
+			fillWhite(row[right:w])
+		}
 	case *image.Gray:
 		return func(y int, row []byte) {
 			o := m.PixOffset(b.Min.X, y)
@@ -117,6 +146,12 @@ func lumaRow(m image.Image) func(y int, row []byte) {
 		for x := range w {
 			row[x] = grayOf(m.At(b.Min.X+x, y))
 		}
+	}
+}
+
+func fillWhite(row []byte) {
+	for i := range row {
+		row[i] = 255
 	}
 }
 

@@ -10,6 +10,7 @@ package qrscan
 import (
 	"errors"
 	"fmt"
+	"image"
 )
 
 // MaxBytes is the largest image accepted: 4 MiB.
@@ -50,28 +51,62 @@ var (
 // formats by its magic bytes, or undecodable), ErrTooManyPixels (its
 // declared dimensions do not fit the memory Budget; checked before
 // decoding), ErrNoQR. Scan is safe for concurrent use; img is not kept.
+// Scan is Check followed by Checked.Scan.
 func Scan(img []byte, accept func(payload string) bool) (payload string, err error) {
-	if len(img) > MaxBytes {
-		return "", fmt.Errorf("%w: %d bytes, over the %d allowed", ErrTooLarge, len(img), MaxBytes)
-	}
-	f := sniff(img)
-	if f == 0 {
-		return "", ErrFormat
-	}
-	cfg, err := decodeConfig(f, img)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrFormat, f, err)
-	}
-	if cfg.Width <= 0 || cfg.Height <= 0 {
-		return "", fmt.Errorf("%w: %s: %d×%d pixels", ErrFormat, f, cfg.Width, cfg.Height)
-	}
-	cost, err := decodeCost(f, img, cfg.Width, cfg.Height)
+	c, err := Check(img)
 	if err != nil {
 		return "", err
 	}
+	return c.Scan(accept)
+}
+
+// Checked is an image that passed Scan's checks on its header: it is a
+// JPEG, PNG, GIF or WebP file of at most MaxBytes whose decoding and
+// scanning fit the memory Budget.
+type Checked struct {
+	// Cost is the memory decoding and scanning the image may allocate, in
+	// bytes, estimated from its header on the high side; at most Budget.
+	Cost int64
+
+	img []byte
+	f   format
+	cfg image.Config
+}
+
+// Check checks img from its header, without decoding it, and returns what
+// scanning it will cost. Errors: ErrTooLarge, ErrFormat, ErrTooManyPixels,
+// as Scan's. The Checked keeps img until its Scan returns.
+func Check(img []byte) (Checked, error) {
+	if len(img) > MaxBytes {
+		return Checked{}, fmt.Errorf("%w: %d bytes, over the %d allowed", ErrTooLarge, len(img), MaxBytes)
+	}
+	f := sniff(img)
+	if f == 0 {
+		return Checked{}, ErrFormat
+	}
+	cfg, err := decodeConfig(f, img)
+	if err != nil {
+		return Checked{}, fmt.Errorf("%w: %s: %v", ErrFormat, f, err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return Checked{}, fmt.Errorf("%w: %s: %d×%d pixels", ErrFormat, f, cfg.Width, cfg.Height)
+	}
+	cost, err := decodeCost(f, img, cfg.Width, cfg.Height)
+	if err != nil {
+		return Checked{}, err
+	}
 	if cost += workCost(cfg.Width, cfg.Height); cost > Budget {
-		return "", fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to scan, over %d MiB",
+		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to scan, over %d MiB",
 			ErrTooManyPixels, f, cfg.Width, cfg.Height, cost>>20, Budget>>20)
+	}
+	return Checked{Cost: cost, img: img, f: f, cfg: cfg}, nil
+}
+
+// Scan decodes the image and returns the payload of its slip QR code, as
+// the package's Scan does. Errors: ErrFormat (undecodable), ErrNoQR.
+func (c Checked) Scan(accept func(payload string) bool) (payload string, err error) {
+	if c.img == nil {
+		return "", ErrFormat // the zero Checked
 	}
 	defer func() {
 		// gozxing is a port of Java code that signals some failures by
@@ -84,12 +119,24 @@ func Scan(img []byte, accept func(payload string) bool) (payload string, err err
 			}
 		}
 	}()
-	m, err := decodeImage(f, img)
+	m, err := decodeImage(c.f, c.img)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrFormat, f, err)
+		return "", fmt.Errorf("%w: %s: %v", ErrFormat, c.f, err)
 	}
-	if b := m.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
-		return "", fmt.Errorf("%w: %s: decoded %v, header says %d×%d", ErrFormat, f, b.Size(), cfg.Width, cfg.Height)
+	// The decoded image must be the size Cost was reckoned for. A GIF's
+	// first frame may cover only part of its logical screen (the rest
+	// shows the background, which viewers leave transparent), and its
+	// decoder allocates for the frame alone, which the frame's placement
+	// (checked by the decoder) keeps within the screen; it is scanned on
+	// the screen, over white, so a code at the frame's edge keeps its
+	// quiet zone.
+	b, screen := m.Bounds(), image.Rect(0, 0, c.cfg.Width, c.cfg.Height)
+	switch {
+	case b == screen:
+	case c.f == formatGIF && b.In(screen):
+		m = onScreen{frame: m, screen: screen}
+	default:
+		return "", fmt.Errorf("%w: %s: decoded %v, header says %d×%d", ErrFormat, c.f, b, c.cfg.Width, c.cfg.Height)
 	}
 	return scanImage(m, accept)
 }
