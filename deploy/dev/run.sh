@@ -84,15 +84,19 @@ wait_tcp() {
 	return 1
 }
 
+# Each tier runs in a session of its own (setsid), so a Ctrl-C at the
+# terminal reaches this script only, and stop_all stops the tiers in order;
+# without it every tier, the broker too, would get SIGINT at once.
+
 # start NAME URL: run bin/NAME and wait until URL answers 200.
 start() {
-	"bin/$1" &
+	setsid "bin/$1" &
 	pids+=($!)
 	wait_ready "$2" || fail "$1"
 }
 
 # The broker first: every later tier may talk to it.
-bin/broker &
+setsid bin/broker &
 pids+=($!)
 wait_tcp "${SLIP_KAFKA_ADDR%%,*}" || fail broker
 

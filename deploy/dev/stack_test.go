@@ -49,7 +49,10 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 		t.Fatal(err)
 	}
 	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killTiers(dataDir) // each runs in a session of its own
+	})
 	deadline := time.Now().Add(3 * time.Minute) // the first run builds
 	for {
 		if res, err := http.Get("http://" + addr + "/health"); err == nil {
@@ -69,16 +72,35 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 	}
 }
 
-// stop sends SIGTERM to the whole stack, as Ctrl-C does, and waits. make
-// itself dies of the signal (GNU make re-raises it); the tiers must shut
-// down cleanly and free their ports.
+// killTiers kills what is left of a stack: the processes whose environment
+// names its data directory.
+func killTiers(dataDir string) {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + p.Name() + "/environ")
+		env = append([]byte{0}, env...)
+		if bytes.Contains(env, []byte("\x00SLIP_DATA_DIR="+dataDir+"\x00")) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// stop sends SIGINT to make and run.sh, as Ctrl-C at the terminal does, and
+// waits. make itself dies of the signal (GNU make re-raises it, once run.sh
+// has ended); run.sh stops the tiers, each in a session of its own, in the
+// reverse order of their start, so core has shut down before the broker
+// does. They must shut down cleanly and free their ports.
 func (s *stack) stop(t *testing.T) {
 	t.Helper()
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
 	select {
 	case <-s.done:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("make run did not stop on SIGTERM:\n%s", s.out)
+		t.Fatalf("make run did not stop on SIGINT:\n%s", s.out)
 	}
 	out := s.out.String()
 	if !strings.Contains(out, `"msg":"shutting down","tier":"core"`) || !strings.Contains(out, `"msg":"shutting down","tier":"edge"`) ||
@@ -86,6 +108,13 @@ func (s *stack) stop(t *testing.T) {
 		strings.Contains(out, "a tier exited") ||
 		strings.Contains(out, `"level":"ERROR"`) {
 		t.Errorf("the stack did not stop cleanly:\n%s", out)
+	}
+	// In order: the edge (after its drain) before core, core before the
+	// broker. A signal to every tier at once would have core first.
+	edge, core, broker := strings.Index(out, `"msg":"shutting down","tier":"edge"`),
+		strings.Index(out, `"msg":"shutting down","tier":"core"`), strings.Index(out, `"msg":"shutting down","tier":"broker"`)
+	if !(edge < core && core < broker) {
+		t.Errorf("the tiers did not stop in order (edge, core, broker):\n%s", out)
 	}
 	if c, err := net.Dial("tcp", s.addr); err == nil {
 		c.Close()
@@ -112,8 +141,8 @@ func request(t *testing.T, s *stack, method, path, body string) (int, map[string
 }
 
 // TestMakeRun starts the stack with make run, verifies the seed's listed
-// slip through the edge with the seed's key, stops it with SIGTERM, starts it
-// again and finds its data kept.
+// slip through the edge with the seed's key, stops it with Ctrl-C's SIGINT,
+// starts it again and finds its data kept.
 func TestMakeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
