@@ -94,7 +94,7 @@ func Start(o Options) (*Stack, error) {
 	// Every listener of every tier on a free port, so the bench never meets
 	// another stack on this machine.
 	for _, name := range []string{"SLIP_EDGE_ADDR", "SLIP_CORE_ADDR", "SLIP_EDGE_METRICS_ADDR", "SLIP_KAFKA_ADDR",
-		"SLIP_CLICKHOUSE_ADDR", "SLIP_CLICKHOUSE_HTTP_ADDR"} {
+		"SLIP_CLICKHOUSE_ADDR", "SLIP_CLICKHOUSE_HTTP_ADDR", "SLIP_USAGE_ADDR", "SLIP_DISPATCHER_ADDR"} {
 		a, err := freeAddr()
 		if err != nil {
 			return nil, err

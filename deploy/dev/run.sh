@@ -84,19 +84,22 @@ wait_tcp() {
 	return 1
 }
 
-# Each tier runs in a session of its own (setsid), so a Ctrl-C at the
-# terminal reaches this script only, and stop_all stops the tiers in order;
-# without it every tier, the broker too, would get SIGINT at once.
+# tier PROGRAM runs a tier in a session of its own (setsid), so a Ctrl-C at
+# the terminal reaches this script only and stop_all stops the tiers in
+# order (without it every tier, the broker too, would get SIGINT at once),
+# and with SIGTERM as its parent-death signal, so a tier does not outlive
+# this script when it is killed.
+tier() { setsid setpriv --pdeathsig TERM "$@" & }
 
 # start NAME URL: run bin/NAME and wait until URL answers 200.
 start() {
-	setsid "bin/$1" &
+	tier "bin/$1"
 	pids+=($!)
 	wait_ready "$2" || fail "$1"
 }
 
 # The broker first: every later tier may talk to it.
-setsid bin/broker &
+tier bin/broker
 pids+=($!)
 wait_tcp "${SLIP_KAFKA_ADDR%%,*}" || fail broker
 

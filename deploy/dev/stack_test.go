@@ -40,7 +40,7 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 	cmd := exec.Command("make", "-s", "run")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "SLIP_DATA_DIR="+dataDir, "SLIP_CORE_ADDR="+p.core,
-		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR="+p.kafka,
+		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_DISPATCHER_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR="+p.kafka,
 		"SLIP_CLICKHOUSE_ADDR="+testnet.FreeAddr(t), "SLIP_CLICKHOUSE_HTTP_ADDR="+testnet.FreeAddr(t), "SLIP_USAGE_ADDR="+testnet.FreeAddr(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s := &stack{cmd: cmd, addr: addr, out: new(bytes.Buffer), done: make(chan error, 1)}
@@ -49,11 +49,8 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 		t.Fatal(err)
 	}
 	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		killTiers(dataDir) // each runs in a session of its own
-	})
-	deadline := time.Now().Add(3 * time.Minute) // the first run builds
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }) // the tiers get SIGTERM when run.sh dies
+	deadline := time.Now().Add(3 * time.Minute)                           // the first run builds
 	for {
 		if res, err := http.Get("http://" + addr + "/health"); err == nil {
 			res.Body.Close()
@@ -68,23 +65,6 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("make run not ready in time:\n%s", s.out)
-		}
-	}
-}
-
-// killTiers kills what is left of a stack: the processes whose environment
-// names its data directory.
-func killTiers(dataDir string) {
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile("/proc/" + p.Name() + "/environ")
-		env = append([]byte{0}, env...)
-		if bytes.Contains(env, []byte("\x00SLIP_DATA_DIR="+dataDir+"\x00")) {
-			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
