@@ -71,18 +71,10 @@ func main() {
 	if *key == "" || *rate <= 0 || *conns < 1 || (*mode == "signed" && *secret == "") || (*mode != "bearer" && *mode != "signed") {
 		log.Fatal("openloop: need -key, a positive -rate and -conns, -mode bearer|signed and -secret for signed")
 	}
-	g := &gen{addr: *addr, signed: *mode == "signed", key: *key, secret: []byte(*secret)}
-	var r [6]byte
-	if _, err := rand.Read(r[:]); err != nil {
+	g, err := newGen(*addr, *mode == "signed", *key, *secret)
+	if err != nil {
 		log.Fatal(err)
 	}
-	// UUID v4 nonces: 44 random bits for this process, then a counter
-	g.noncePrefix = fmt.Sprintf("%08x-%04x-4%03x-8", uint32(r[0])<<24|uint32(r[1])<<16|uint32(r[2])<<8|uint32(r[3]),
-		uint16(r[4])<<8|uint16(r[5]), 0)
-	sum := sha256.Sum256([]byte(body))
-	g.bodyHash = hex.EncodeToString(sum[:])
-	g.head = "POST /v2/verify/bank HTTP/1.1\r\nHost: " + *addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
-		strconv.Itoa(len(body)) + "\r\n"
 
 	// connections are opened once and kept for warm-up and measurement
 	ws := make([]*worker, *conns)
@@ -127,6 +119,23 @@ type gen struct {
 	seq         atomic.Uint64
 }
 
+// newGen returns the generator of requests to addr.
+func newGen(addr string, signed bool, key, secret string) (*gen, error) {
+	g := &gen{addr: addr, signed: signed, key: key, secret: []byte(secret)}
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return nil, err
+	}
+	// UUID v4 nonces: 44 random bits for this process, then a counter
+	g.noncePrefix = fmt.Sprintf("%08x-%04x-4%03x-8", uint32(r[0])<<24|uint32(r[1])<<16|uint32(r[2])<<8|uint32(r[3]),
+		uint16(r[4])<<8|uint16(r[5]), 0)
+	sum := sha256.Sum256([]byte(body))
+	g.bodyHash = hex.EncodeToString(sum[:])
+	g.head = "POST /v2/verify/bank HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n"
+	return g, nil
+}
+
 type worker struct {
 	conn net.Conn
 	r    *bufio.Reader
@@ -144,6 +153,20 @@ func (g *gen) newWorker() (*worker, error) {
 		return nil, err
 	}
 	return &worker{conn: c, r: bufio.NewReaderSize(c, 16<<10), mac: hmac.New(sha256.New, g.secret)}, nil
+}
+
+// redial replaces the worker's broken connection with a new one. Only the
+// connection and its reader change: the latencies the worker recorded so
+// far stay, and its scratch buffers are reused. When the dial fails the
+// worker keeps the closed connection, and its next request fails at once.
+func (w *worker) redial(g *gen) {
+	w.conn.Close()
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		return
+	}
+	w.conn = c
+	w.r.Reset(c)
 }
 
 type result struct {
@@ -174,10 +197,7 @@ func (g *gen) run(ws []*worker, rate float64, d time.Duration) result {
 				switch {
 				case err != nil:
 					errs.Add(1)
-					w.conn.Close()
-					if nw, err := g.newWorker(); err == nil {
-						*w = *nw
-					}
+					w.redial(g)
 				case status != 200:
 					non200.Add(1)
 				default:
