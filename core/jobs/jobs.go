@@ -61,7 +61,7 @@ type Jobs struct {
 
 	wakeOnce sync.Once
 	wake     chan struct{} // tells Schedule of a new due time
-	running  sync.Map      // ids of the jobs whose attempt runs now
+	running  sync.Map      // "jobID/attempt" of the attempts running now
 }
 
 // wakeup returns the channel that tells Schedule of a new due time.
@@ -228,10 +228,11 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 	// workers) would send the bank lookup twice: the second waits for
 	// nothing and is done with. core is one process, so this is enough; an
 	// attempt cut by a crash runs again from its redelivered message.
-	if _, busy := j.running.LoadOrStore(msg.JobID, struct{}{}); busy {
+	attempt := fmt.Sprint(msg.JobID, "/", msg.Attempt)
+	if _, busy := j.running.LoadOrStore(attempt, struct{}{}); busy {
 		return nil
 	}
-	defer j.running.Delete(msg.JobID)
+	defer j.running.Delete(attempt)
 	waiting := func(job *store.Job) error {
 		if job.Attempt != msg.Attempt || (job.Status != Queued && job.Status != Processing) {
 			return errStale
@@ -259,6 +260,13 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 	var resolved string
 	req.Resolved = func(p string) { resolved = p }
 	res, verr := j.Verifier.Bank(ctx, req)
+	if err := ctx.Err(); err != nil {
+		// The stop's grace ended the attempt (a bank lookup or an image
+		// fetch cut short): that is no outcome. The job stays processing
+		// and its message, not committed, runs the attempt again after the
+		// restart.
+		return err
+	}
 	sign, err := j.signer(job.ServiceID, job.BranchID)
 	if err != nil {
 		return err

@@ -499,6 +499,46 @@ func TestHandleJobConcurrentDuplicate(t *testing.T) {
 	}
 }
 
+// TestHandleJobCutByStop: an attempt whose context ends while it runs (the
+// consumer's grace after SIGTERM ran out) records no outcome: the job stays
+// processing and the message, handled again after the restart, finishes it
+// once, charged once.
+func TestHandleJobCutByStop(t *testing.T) {
+	e := setup(t)
+	held := &heldBank{Connector: e.j.Verifier.Upstream, arrived: make(chan struct{}, 1), release: make(chan struct{})}
+	e.j.Verifier.Upstream = held
+	id := e.submit("br", "SUCCESSREF03")
+	msg := e.takeOne(api.TopicJobs)
+	ctx, cancel := context.WithCancel(context.Background())
+	cut := make(chan error, 1)
+	go func() {
+		cut <- e.j.HandleJob(ctx, kafka.Message{Topic: msg.Topic, Key: []byte(msg.Key), Value: msg.Value})
+	}()
+	<-held.arrived
+	cancel() // the grace ran out
+	close(held.release)
+	if err := <-cut; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cut attempt returned %v, want context.Canceled (not handled, not committed)", err)
+	}
+	if j := e.job(id); j.Status != jobs.Processing || j.Result != nil || j.Error != nil {
+		t.Fatalf("after the cut: status %s result %s error %s, want processing and nothing recorded", j.Status, j.Result, j.Error)
+	}
+	if n := len(e.take(api.TopicResults)); n != 0 {
+		t.Fatalf("the cut attempt sent %d callbacks", n)
+	}
+	held.arrived = make(chan struct{}, 1) // the restart: the lookup is not held now
+	e.handle(msg)
+	if j := e.job(id); j.Status != jobs.Done {
+		t.Errorf("after the restart: %s", j.Status)
+	}
+	if n := len(e.take(api.TopicResults)); n != 1 {
+		t.Errorf("%d callbacks, want 1", n)
+	}
+	if n := e.used("svc", "br"); n != 1 {
+		t.Errorf("quota used %d, want 1", n)
+	}
+}
+
 // TestHandleJobNoSecret: a branch without a webhook secret gets unsigned
 // callbacks.
 func TestHandleJobNoSecret(t *testing.T) {

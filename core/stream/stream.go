@@ -244,8 +244,9 @@ type Handler func(ctx context.Context, m kafka.Message) error
 // earlier record of the partition is handled. A slow record holds back its
 // partition's commits, not the handling of later records, up to a window
 // of 64 records per worker waiting for their commit. It returns when ctx is done
-// (after the records in hand are handled, for at most Grace, and committed)
-// or when h fails.
+// (after the records in hand are handled, for at most Grace, and what was
+// handled is committed; a record whose handling the end of the grace cut
+// short is not, and is delivered again) or when h fails.
 func Consume(ctx context.Context, r *kafka.Reader, workers int, h Handler) error {
 	return ConsumeWithin(ctx, r, workers, Grace, h)
 }
@@ -291,7 +292,7 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 	order := map[int][]*entry{} // per partition, in fetch order
 	inflight, queued, window := 0, 0, 64*workers
 	var failed error
-	commit := func() error {
+	commit := func(ctx context.Context) error {
 		var ready []kafka.Message
 		for p, q := range order {
 			i := 0
@@ -307,11 +308,17 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 		if len(ready) == 0 {
 			return nil
 		}
-		return r.CommitMessages(hctx, ready...)
+		return r.CommitMessages(ctx, ready...)
 	}
 	finish := func(res result) {
 		inflight--
-		if res.err != nil {
+		switch {
+		case res.err != nil && hctx.Err() != nil:
+			// Cut by the end of the grace: not handled, so not committed,
+			// and handled again after the restart. What finished meanwhile
+			// is still committed.
+			return
+		case res.err != nil:
 			failed = errors.Join(failed, res.err)
 			return
 		}
@@ -364,17 +371,23 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 				break more
 			}
 		}
-		if err := commit(); err != nil && ctx.Err() == nil {
+		if err := commit(hctx); err != nil && ctx.Err() == nil {
 			failed = errors.Join(failed, err)
 		}
 	}
 	wg.Wait()
 	if failed == nil {
-		return commit()
+		// The grace may have ended: the last commit has its own time.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommit)
+		defer cancel()
+		return commit(cctx)
 	}
 	stopFetch()
 	return failed
 }
+
+// finalCommit bounds the commit of what finished when consumption stops.
+const finalCommit = 5 * time.Second
 
 type entry struct {
 	m    kafka.Message

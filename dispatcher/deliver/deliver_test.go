@@ -316,11 +316,13 @@ func (l *outcomeLog) of(job string) []api.WebhookOutcome {
 // receiver when the dispatcher's grace after SIGTERM runs out reports no
 // outcome (core would count an attempt that never completed, and mark the
 // job's webhook failed after its last delivery) and leaves its record
-// uncommitted, so the restarted dispatcher delivers it again.
+// uncommitted, so the restarted dispatcher delivers it again; one that
+// finished within the grace is committed, and not delivered again.
 func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 	var hold atomic.Bool
 	hold.Store(true)
 	entered := make(chan string, 4)
+	stopping := make(chan struct{}) // closed when the stop begins
 	var mu sync.Mutex
 	posts := map[string]int{} // jobId -> deliveries received
 	srv, client := tlsReceiver(t, func(w http.ResponseWriter, r *http.Request) {
@@ -329,10 +331,14 @@ func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 		mu.Lock()
 		posts[p.JobID]++
 		mu.Unlock()
-		if r.URL.Path == "/hold" && hold.Load() {
+		switch {
+		case r.URL.Path == "/hold" && hold.Load():
 			entered <- p.JobID
 			<-r.Context().Done() // until the dispatcher gives up
 			return
+		case r.URL.Path == "/slow" && hold.Load():
+			entered <- p.JobID
+			<-stopping // answers within the grace
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -342,7 +348,7 @@ func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 	w := stream.NewWriter([]string{addr})
 	t.Cleanup(func() { w.Close() })
 	var msgs []kafka.Message
-	for n, path := range []string{"/ok", "/hold"} {
+	for n, path := range []string{"/ok", "/slow", "/hold"} { // one partition: job1 before job2
 		m := callback(srv.URL+path, n)
 		m.Topic, m.Key = api.TopicResults, []byte(fmt.Sprint("job", n))
 		msgs = append(msgs, m)
@@ -354,13 +360,14 @@ func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: 4, PerHost: 4, SlotWait: time.Second,
 		Now: time.Now, Log: slog.New(slog.DiscardHandler), Backoff: 10 * time.Millisecond}
 	// run consumes slip.results as the dispatcher program does, with a
-	// grace of 50 ms after stop is called.
+	// grace of 2 s after stop is called.
 	run := func() (stop func() error) {
 		r := stream.NewReader([]string{addr}, api.TopicResults, "cut-dispatcher")
 		ctx, cancel := context.WithCancel(context.Background())
+		context.AfterFunc(ctx, func() { close(stopping) })
 		done := make(chan error, 1)
 		go func() {
-			err := stream.ConsumeWithin(ctx, r, 4, 50*time.Millisecond, d.Handle)
+			err := stream.ConsumeWithin(ctx, r, 4, 2*time.Second, d.Handle)
 			r.Close()
 			done <- err
 		}()
@@ -372,16 +379,20 @@ func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 	}
 
 	stop := run()
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("job1's delivery never reached the receiver")
+	for range 2 {
+		select {
+		case <-entered:
+		case <-time.After(30 * time.Second):
+			t.Fatal("job1's and job2's deliveries never reached the receiver")
+		}
 	}
 	testnet.Eventually(t, 30*time.Second, func() bool { return len(written.of("job0")) == 1 },
 		func() string { return fmt.Sprintf("job0's outcomes: %+v", written.of("job0")) })
-	// SIGTERM: job1's POST is still waiting when the grace runs out.
-	if err := stop(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("the stopped consumer returned %v, want context.Canceled (a clean stop)", err)
+	// SIGTERM: job1's receiver answers within the grace, job2's POST is
+	// still waiting when it runs out. (job1 is before job2 in the
+	// partition: a commit cannot pass a record still in hand.)
+	if err := stop(); err != nil {
+		t.Fatalf("the stopped consumer returned %v, want nil (a clean stop)", err)
 	}
 	// Anything the stop wrote to the partition is on it before a later
 	// marker: once the marker is read, a missing outcome is absent.
@@ -391,18 +402,22 @@ func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 	}
 	testnet.Eventually(t, 30*time.Second, func() bool { return len(written.of("marker")) == 1 },
 		func() string { return "the marker outcome was not read back" })
-	if got := written.of("job1"); len(got) != 0 {
+	if got := written.of("job2"); len(got) != 0 {
 		t.Fatalf("a delivery cut by the shutdown reported outcomes %+v; core would count it as an attempt", got)
 	}
 
 	hold.Store(false)
+	stopping = make(chan struct{})
 	run()
-	testnet.Eventually(t, 30*time.Second, func() bool { return len(written.of("job1")) > 0 },
-		func() string { return "the restarted dispatcher did not deliver job1 again" })
-	if got := written.of("job1"); len(got) != 1 || !got[0].OK || got[0].Delivery != 1 {
-		t.Errorf("job1's outcomes after the restart: %+v, want one success of delivery 1", got)
+	testnet.Eventually(t, 30*time.Second, func() bool { return len(written.of("job2")) > 0 },
+		func() string { return "the restarted dispatcher did not deliver job2 again" })
+	if got := written.of("job2"); len(got) != 1 || !got[0].OK || got[0].Delivery != 1 {
+		t.Errorf("job2's outcomes after the restart: %+v, want one success of delivery 1", got)
 	}
-	if n := postsOf("job1"); n != 2 {
-		t.Errorf("job1 reached the receiver %d times, want 2 (cut, then delivered)", n)
+	if n := postsOf("job2"); n != 2 {
+		t.Errorf("job2 reached the receiver %d times, want 2 (cut, then delivered)", n)
+	}
+	if got := written.of("job1"); len(got) != 1 || !got[0].OK || postsOf("job1") != 1 {
+		t.Errorf("job1, answered within the grace: outcomes %+v, %d posts, want one of each", got, postsOf("job1"))
 	}
 }
