@@ -419,9 +419,12 @@ func Host() report.Host {
 }
 
 // Model runs the capacity model with the per-core numbers a report
-// measured: edge and core sync from bank-v2 peak (else bank-v2), core async
-// and the dispatcher from async-single; in's own values stand where the
-// report has none.
+// measured: edge and core sync from bank-v2 peak (else bank-v2, else
+// mixed), core async and the dispatcher from async-single, usage from the
+// first of those that measured it. A number in already has a source when
+// the user gave it (in.Source names it, "given" for loadgen's flags): it
+// wins over the measured one, for every tier. in's own values also stand
+// where the report measured nothing.
 func Model(rep *report.Report, in capacity.Input) *capacity.Output {
 	pick := func(names ...string) *report.Scenario {
 		for _, n := range names {
@@ -431,27 +434,24 @@ func Model(rep *report.Report, in capacity.Input) *capacity.Output {
 		}
 		return nil
 	}
-	if s := pick("bank-v2 peak", "bank-v2", "mixed"); s != nil {
-		if v := s.PerCore["edge"]; v > 0 {
-			in.PerCore.Edge, in.Source.Edge = v, "measured: "+s.Name
-		}
-		if v := s.PerCore["core"]; v > 0 {
-			in.PerCore.CoreSync, in.Source.CoreSync = v, "measured: "+s.Name
+	// measured sets a tier's number from scenario s unless it has a
+	// source already (given, or measured by an earlier scenario).
+	measured := func(s *report.Scenario, tier string, dst *float64, src *string) {
+		if v := s.PerCore[tier]; v > 0 && *src == "" {
+			*dst, *src = v, "measured: "+s.Name
 		}
 	}
+	if s := pick("bank-v2 peak", "bank-v2", "mixed"); s != nil {
+		measured(s, "edge", &in.PerCore.Edge, &in.Source.Edge)
+		measured(s, "core", &in.PerCore.CoreSync, &in.Source.CoreSync)
+	}
 	if s := pick("async-single"); s != nil {
-		if v := s.PerCore["core"]; v > 0 {
-			in.PerCore.CoreAsync, in.Source.CoreAsync = v, "measured: "+s.Name
-		}
-		if v := s.PerCore["dispatcher"]; v > 0 {
-			in.PerCore.Dispatcher, in.Source.Dispatcher = v, "measured: "+s.Name
-		}
+		measured(s, "core", &in.PerCore.CoreAsync, &in.Source.CoreAsync)
+		measured(s, "dispatcher", &in.PerCore.Dispatcher, &in.Source.Dispatcher)
 	}
 	for _, n := range []string{"bank-v2 peak", "bank-v2", "mixed", "async-single"} {
 		if s := pick(n); s != nil {
-			if v := s.PerCore["usage"]; v > 0 && in.Source.Usage == "" {
-				in.PerCore.Usage, in.Source.Usage = v, "measured: "+s.Name
-			}
+			measured(s, "usage", &in.PerCore.Usage, &in.Source.Usage)
 		}
 	}
 	out, err := capacity.Plan(in)

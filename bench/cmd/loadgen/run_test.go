@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slipverify/slipverify/bench/load"
+	"github.com/slipverify/slipverify/bench/report"
 )
 
 func TestParseStages(t *testing.T) {
@@ -63,5 +65,37 @@ func TestCommands(t *testing.T) {
 	out.Reset()
 	if err := run(context.Background(), []string{"seed", "-services", "1", "-branches", "2"}, &out, &out); err != nil || !strings.Contains(out.String(), `"bench-1-br02"`) {
 		t.Errorf("seed: %v", err)
+	}
+}
+
+// TestCapacityFlagsWin gives every per-core number by flag with a result
+// that measured them all: the printed model uses and names the given ones.
+func TestCapacityFlagsWin(t *testing.T) {
+	rep := &report.Report{Version: report.Version, Scenarios: []*report.Scenario{
+		{Name: "bank-v2 peak", PerCore: map[string]float64{"edge": 9000, "core": 1500, "usage": 30000}},
+		{Name: "async-single", PerCore: map[string]float64{"core": 700, "dispatcher": 1600}},
+	}}
+	path := filepath.Join(t.TempDir(), "bench.json")
+	if err := rep.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := run(context.Background(), []string{"capacity", "-from", path, "-edge-per-core", "1000", "-core-per-core", "100",
+		"-core-async-per-core", "50", "-dispatcher-per-core", "10", "-usage-per-core", "10"}, &out, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "measured:") {
+		t.Errorf("a measured number replaced a given one:\n%s", out.String())
+	}
+	for _, tier := range []string{"edge", "core", "dispatcher", "usage"} {
+		if !regexp.MustCompile(`(?m)^  ` + tier + ` .* given$`).MatchString(out.String()) {
+			t.Errorf("%s is not from the given number:\n%s", tier, out.String())
+		}
+	}
+	// Without flags the measured numbers are used.
+	out.Reset()
+	if err := run(context.Background(), []string{"capacity", "-from", path}, &out, &out); err != nil || !strings.Contains(out.String(), "measured: bank-v2 peak") {
+		t.Errorf("%v\n%s", err, out.String())
 	}
 }
