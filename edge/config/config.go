@@ -115,17 +115,16 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Trusted parses TrustedProxies. It refuses `*` and /0 ranges: trusting
+// Trusted parses TrustedProxies. It refuses a list that holds every IPv4
+// or every IPv6 address (`*`, a /0, ranges that add up to one): trusting
 // every peer would let any client name its own address in X-Forwarded-For
 // and pass any branch's IP allow list.
 func (c Config) Trusted() (iplist.List, error) {
-	entries := splitList(c.TrustedProxies)
-	for _, e := range entries {
-		if e == "*" || strings.HasSuffix(e, "/0") {
-			return iplist.List{}, fmt.Errorf("%q trusts every peer, so any client could choose its address; list the proxies' addresses or ranges", e)
-		}
+	l, err := iplist.Parse(splitList(c.TrustedProxies))
+	if err == nil && l.Everything() {
+		return iplist.List{}, errors.New("trusts every peer, so any client could choose its address; list the proxies' addresses or ranges")
 	}
-	return iplist.Parse(entries)
+	return l, err
 }
 
 func splitList(s string) []string {

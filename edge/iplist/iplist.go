@@ -198,6 +198,13 @@ func merge[R any](rs []R, compare func(a, b R) int, join func(prev, next R) (R, 
 // (::ffff:192.0.2.1, as a dual-stack listener reports IPv4 peers) matches the
 // IPv4 entries; a zone is ignored. The invalid Addr is in no list, not even
 // "*". Contains allocates nothing.
+// Everything reports whether l holds every IPv4 or every IPv6 address:
+// "*", a /0, or ranges that together cover a family (merged by Parse).
+func (l List) Everything() bool {
+	return l.all || len(l.v4) == 1 && l.v4[0] == range4{0, ^uint32(0)} ||
+		len(l.v6) == 1 && l.v6[0] == range6{u128{}, maxU128}
+}
+
 func (l List) Contains(a netip.Addr) bool {
 	if !a.IsValid() {
 		return false

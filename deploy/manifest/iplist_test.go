@@ -1,4 +1,4 @@
-package iplist_test
+package manifest
 
 import (
 	"testing"
