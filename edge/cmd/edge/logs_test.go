@@ -185,7 +185,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		"core -validate":    exec.CommandContext(ctx, coreBin, "-validate"), "edge -validate": exec.CommandContext(ctx, edgeBin, "-validate"),
 	} {
 		env := []string{"SLIP_DATA_DIR=" + t.TempDir(), "SLIP_KAFKA_ADDR=" + kafka, "SLIP_CORE_ADDR=" + testnet.FreeAddr(t),
-			"SLIP_EDGE_ADDR=" + testnet.FreeAddr(t), "SLIP_SEED=", "SLIP_EDGE_METRICS_ADDR=off",
+			"SLIP_EDGE_ADDR=" + testnet.FreeAddr(t), "SLIP_SEED=none", "SLIP_EDGE_METRICS_ADDR=off",
 			"SLIP_DISPATCHER_ADDR=" + testnet.FreeAddr(t)}
 		switch name {
 		case "core, bad master key":
