@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,8 +179,19 @@ type Step struct {
 	// count (closed loop).
 	Offered    float64
 	Start, End time.Duration // offsets of the step
-	Latency    hist.Histogram
-	OK, Fail   atomic.Uint64
+	// Latency, OK and Fail are of the requests due in the step (open
+	// loop) or sent in it (closed loop), whenever they completed: the
+	// latency clients saw at this level of load.
+	Latency  hist.Histogram
+	OK, Fail atomic.Uint64
+	// Done and DoneOK count the requests that completed within
+	// [Start, End), whichever step they were due in: Done/(End-Start) is
+	// what the server achieved during the step, which falls below the
+	// offered rate when it cannot keep up (requests due in an open-loop
+	// step then complete in later steps, or in the drain after the last,
+	// which belongs to no step). In the closed loop every request of a step
+	// completes within it, so Done is OK+Fail.
+	Done, DoneOK atomic.Uint64
 }
 
 // Result is what a run recorded.
@@ -208,8 +220,12 @@ type Result struct {
 
 // recorder is the shared state of a running run.
 type recorder struct {
-	start   time.Time
-	res     *Result
+	start time.Time
+	res   *Result
+	// spans are the open-loop steps, in order, by which completions are
+	// counted as each step's achieved throughput (nil in the closed loop,
+	// where a request completes within the step it was sent in).
+	spans   []*Step
 	windows []atomic.Pointer[Window]
 	codesMu sync.Mutex
 	codes   map[string]*atomic.Uint64
@@ -272,6 +288,12 @@ func (r *recorder) record(o Outcome, lat time.Duration, end time.Time, step *Ste
 	if step != nil {
 		step.Latency.Record(lat)
 	}
+	if span := r.span(end, step); span != nil {
+		span.Done.Add(1)
+		if o.OK {
+			span.DoneOK.Add(1)
+		}
+	}
 	if o.OK {
 		if w != nil {
 			w.OK.Add(1)
@@ -287,6 +309,21 @@ func (r *recorder) record(o Outcome, lat time.Duration, end time.Time, step *Ste
 			step.Fail.Add(1)
 		}
 	}
+}
+
+// span returns the step whose time span holds end: in the open loop by
+// binary search of the stages (nil after the last, in the drain), in the
+// closed loop the step the request was sent in.
+func (r *recorder) span(end time.Time, step *Step) *Step {
+	if r.spans == nil {
+		return step
+	}
+	off := end.Sub(r.start)
+	i := sort.Search(len(r.spans), func(i int) bool { return r.spans[i].End > off })
+	if i == len(r.spans) || off < r.spans[i].Start {
+		return nil
+	}
+	return r.spans[i]
 }
 
 func (r *recorder) finish(last time.Time) *Result {
@@ -355,6 +392,7 @@ func runOpen(ctx context.Context, plan Plan, f Func) *Result {
 		rec.res.Steps = append(rec.res.Steps, &Step{Offered: (st.From + st.To) / 2, Start: at, End: at + st.Duration})
 		at += st.Duration
 	}
+	rec.spans = rec.res.Steps
 	// Requests run under their own context, cancelled once the drain after
 	// the profile is over.
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -106,6 +106,53 @@ func TestOpenLoopDueTimes(t *testing.T) {
 	}
 }
 
+// slowServer returns a Func for a simulated server that serves one request
+// at a time in service each, on clk: a request completes service after it
+// was due or after the one before it completed, whichever is later. Only
+// for plans with MaxInFlight 1 (one caller at a time).
+func slowServer(clk *ManualClock, service time.Duration) Func {
+	var free time.Time
+	return func(ctx context.Context, r Request) Outcome {
+		if r.Due.After(free) {
+			free = r.Due
+		}
+		free = free.Add(service)
+		clk.SleepUntil(ctx, free)
+		return Outcome{Code: "200", OK: true}
+	}
+}
+
+// TestStepThroughputAchieved offers 25/s for a second, then 200/s for a
+// second, to a server that completes 50 requests a second: each step's
+// completions within its own second are what it achieved (25 and 50), not
+// what it was offered, while the requests due in the second step still
+// count there for latency.
+func TestStepThroughputAchieved(t *testing.T) {
+	s, _ := NewSchedule(Stage{Duration: time.Second, From: 25, To: 25}, Stage{Duration: time.Second, From: 200, To: 200})
+	clk := NewManualClock(time.Unix(1_800_000_000, 0))
+	res, err := Run(context.Background(), Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, slowServer(clk, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 225 || len(res.Steps) != 2 {
+		t.Fatalf("ok %d, %d steps; want 225 and 2", res.OK, len(res.Steps))
+	}
+	first, second := res.Steps[0], res.Steps[1]
+	// The dispatcher runs up to two requests ahead of the one being
+	// served and moves the manual clock to their due times, so the last
+	// two of the first second may be recorded in the next.
+	if n := first.Done.Load(); n < 23 || n > 25 || first.DoneOK.Load() != n {
+		t.Errorf("first step: %d completed (%d ok) in its second, want 23..25", n, first.DoneOK.Load())
+	}
+	if n := second.Done.Load(); n < 48 || n > 51 {
+		t.Errorf("second step: %d completed in its second at 200/s offered to a 50/s server, want about 50", n)
+	}
+	if second.OK.Load() != 200 || second.Latency.Count() != 200 || second.Latency.Max() < 2*time.Second {
+		t.Errorf("second step: %d due ok, %d latencies, max %v; want 200, 200 and the backlog's wait (over 2 s)",
+			second.OK.Load(), second.Latency.Count(), second.Latency.Max())
+	}
+}
+
 func TestRequestCount(t *testing.T) {
 	s, _ := NewSchedule(Stage{Duration: time.Hour, From: 1000, To: 1000})
 	clk := NewManualClock(time.Unix(1_700_000_000, 0))
@@ -256,11 +303,34 @@ func TestWindowLimits(t *testing.T) {
 	}
 }
 
-// BenchmarkRecord is the generator's per-request bookkeeping.
+// TestRecordAllocs checks that counting a completion allocates nothing
+// once its code and second were seen, in the open loop (which looks up the
+// step by completion time) and the closed loop.
+func TestRecordAllocs(t *testing.T) {
+	start := time.Now()
+	rec := newRecorder(start, 10)
+	steps := []*Step{{Start: 0, End: time.Second}, {Start: time.Second, End: 2 * time.Second}}
+	o := Outcome{Code: "200", OK: true, RateLimit: 100}
+	rec.record(o, time.Millisecond, start.Add(1500*time.Millisecond), steps[0])
+	if n := testing.AllocsPerRun(100, func() { rec.record(o, time.Millisecond, start.Add(1500*time.Millisecond), steps[0]) }); n != 0 {
+		t.Errorf("closed loop: %v allocations", n)
+	}
+	rec.spans = steps
+	if n := testing.AllocsPerRun(100, func() { rec.record(o, time.Millisecond, start.Add(1500*time.Millisecond), steps[0]) }); n != 0 {
+		t.Errorf("open loop: %v allocations", n)
+	}
+	if steps[1].Done.Load() != 101 {
+		t.Errorf("completions at 1.5 s counted %d times in the second step, want 101", steps[1].Done.Load())
+	}
+}
+
+// BenchmarkRecord is the generator's per-request bookkeeping (open loop:
+// the completion's step is looked up by time).
 func BenchmarkRecord(b *testing.B) {
 	start := time.Now()
 	rec := newRecorder(start, 10)
-	step := &Step{}
+	step := &Step{End: 2 * time.Second}
+	rec.spans = []*Step{step}
 	o := Outcome{Code: "200", OK: true, RateLimit: 100}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -206,7 +206,8 @@ func overTime(s *Scenario) template.HTML {
 		chart("throughput over time", "seconds", "requests/s", false, []series{ok, fail})
 }
 
-// vsLoad charts latency against achieved throughput, one point per step.
+// vsLoad charts latency against achieved throughput (successful requests
+// completed during each step, not the rate offered), one point per step.
 func vsLoad(s *Scenario) template.HTML {
 	if len(s.Steps) < 2 {
 		return ""
@@ -217,7 +218,7 @@ func vsLoad(s *Scenario) template.HTML {
 		p50.points = append(p50.points, [2]float64{st.OKRate, st.Latency.P50})
 		p99.points = append(p99.points, [2]float64{st.OKRate, st.Latency.P99})
 	}
-	return chart("latency vs throughput", "successful requests/s", "ms (log)", true, []series{p50, p99})
+	return chart("latency vs achieved throughput", "successful requests/s completed in the step", "ms (log)", true, []series{p50, p99})
 }
 
 // limitLine charts the X-RateLimit-Limit seen per second, when any was.

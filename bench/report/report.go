@@ -75,10 +75,16 @@ type Point struct {
 
 // Step is one load level: offered load against what came out.
 type Step struct {
-	Offered    float64 `json:"offered"` // requests/s (open loop) or workers (closed loop)
+	Offered float64 `json:"offered"` // requests/s (open loop) or workers (closed loop)
+	// Throughput and OKRate are what the server achieved during the step:
+	// requests (all, and successful ones) that completed within the step's
+	// own time span, whichever step they were due in, a second. In an open
+	// loop that falls behind they stay below Offered.
 	Throughput float64 `json:"throughput"`
 	OKRate     float64 `json:"okRate"`
-	Latency    Latency `json:"latency"`
+	// Latency is of the requests due in the step (sent in it, closed
+	// loop), whenever they completed.
+	Latency Latency `json:"latency"`
 }
 
 // Callbacks is what an async scenario's webhook receiver saw.
@@ -144,8 +150,8 @@ func FromResult(name, about, mode, plan string, units int, r *load.Result) *Scen
 		if d <= 0 {
 			continue
 		}
-		ok, fail := st.OK.Load(), st.Fail.Load()
-		s.Steps = append(s.Steps, Step{Offered: st.Offered, Throughput: float64(ok+fail) / d, OKRate: float64(ok) / d, Latency: Digest(&st.Latency)})
+		s.Steps = append(s.Steps, Step{Offered: st.Offered, Throughput: float64(st.Done.Load()) / d, OKRate: float64(st.DoneOK.Load()) / d,
+			Latency: Digest(&st.Latency)})
 	}
 	return s
 }

@@ -62,6 +62,41 @@ func TestReportRoundTrip(t *testing.T) {
 	}
 }
 
+// TestStepsAchieved offers 25/s, then 200/s, for a second each to a
+// simulated server that completes 50 requests a second: the steps report
+// what was achieved (25 and 50 a second) beside what was offered, and the
+// latency-vs-throughput chart is drawn at the achieved rates.
+func TestStepsAchieved(t *testing.T) {
+	s, _ := load.NewSchedule(load.Stage{Duration: time.Second, From: 25, To: 25}, load.Stage{Duration: time.Second, From: 200, To: 200})
+	clk := load.NewManualClock(time.Unix(1_800_000_000, 0))
+	var free time.Time // the server is busy until then; one caller at a time
+	res, err := load.Run(context.Background(), load.Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, func(ctx context.Context, r load.Request) load.Outcome {
+		if r.Due.After(free) {
+			free = r.Due
+		}
+		free = free.Add(20 * time.Millisecond)
+		clk.SleepUntil(ctx, free)
+		return load.Outcome{Code: "200", OK: true}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := FromResult("bank-v2 ramp", "about", "open", "25/s 1s, 200/s 1s", 1, res)
+	if len(sc.Steps) != 2 {
+		t.Fatalf("steps %+v", sc.Steps)
+	}
+	for i, want := range []struct{ offered, achieved float64 }{{25, 25}, {200, 50}} {
+		st := sc.Steps[i]
+		if st.Offered != want.offered || st.Throughput < want.achieved-2.5 || st.Throughput > want.achieved+1 || st.OKRate != st.Throughput {
+			t.Errorf("step %d: offered %v, throughput %v, ok %v; want %v offered and about %v achieved", i+1, st.Offered, st.Throughput, st.OKRate, want.offered, want.achieved)
+		}
+	}
+	svg := string(vsLoad(sc))
+	if !strings.Contains(svg, "achieved") || strings.Contains(svg, ">200<") {
+		t.Errorf("latency vs throughput is not drawn at the achieved rates: %s", svg)
+	}
+}
+
 // TestCompare checks that a slower run shows as a latency increase.
 func TestCompare(t *testing.T) {
 	old := &Report{Version: Version, Scenarios: []*Scenario{run(t, 0)}}
