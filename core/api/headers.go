@@ -22,3 +22,9 @@ var InternalHeaders = []string{HeaderEdgeToken, HeaderService, HeaderBranch, Hea
 // requests in flight than it is configured to; the edge lowers its rate
 // limits when it sees it.
 const HeaderOverload = "X-Slip-Overload"
+
+// HeaderTokenRefused is set by core ("1") on its answer to a request without
+// the right HeaderEdgeToken, so an edge whose token core no longer takes
+// (a rotation half done) answers its callers API_SERVER_ERROR rather than
+// pass core's refusal on.
+const HeaderTokenRefused = "X-Slip-Token-Refused"

@@ -135,7 +135,7 @@ func (s *Server) guard(v api.Version, who need, h handler) fasthttp.RequestHandl
 	return func(ctx *fasthttp.RequestCtx) {
 		c := caller{version: v}
 		if !s.fromEdge(ctx) {
-			s.respond(ctx, v, nil, errNotEdge)
+			s.refuse(ctx, v)
 			return
 		}
 		c.serviceID = string(ctx.Request.Header.Peek(api.HeaderService))
@@ -189,6 +189,12 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 // its own misconfiguration from its callers' bad keys.
 var errNotEdge = api.Errorf(api.PermissionDenied, "this listener serves the edge only: X-Slip-Edge-Token is missing or wrong")
 
+// refuse answers a request without the edge's token.
+func (s *Server) refuse(ctx *fasthttp.RequestCtx, v api.Version) {
+	ctx.Response.Header.Set(api.HeaderTokenRefused, "1")
+	s.respond(ctx, v, nil, errNotEdge)
+}
+
 // fromEdge reports whether the request carries the edge's token.
 func (s *Server) fromEdge(ctx *fasthttp.RequestCtx) bool {
 	return subtle.ConstantTimeCompare(ctx.Request.Header.Peek(api.HeaderEdgeToken), s.edgeToken) == 1
@@ -198,7 +204,7 @@ func (s *Server) fromEdge(ctx *fasthttp.RequestCtx) bool {
 // be right, so the edge's health check finds a token core refuses.
 func (s *Server) health(ctx *fasthttp.RequestCtx) {
 	if len(ctx.Request.Header.Peek(api.HeaderEdgeToken)) > 0 && !s.fromEdge(ctx) {
-		s.respond(ctx, api.V2, nil, errNotEdge)
+		s.refuse(ctx, api.V2)
 		return
 	}
 	data, err := map[string]string{"status": "ok", "tier": "core"}, s.store.Ping()

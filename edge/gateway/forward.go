@@ -30,6 +30,7 @@ var (
 	hTimestamp       = canonical("X-Timestamp")
 	hNonce           = canonical("X-Nonce")
 	hOverload        = canonical(api.HeaderOverload)
+	hTokenRefused    = canonical(api.HeaderTokenRefused)
 	hContentEncoding = canonical("Content-Encoding")
 	hTrailer         = canonical("Trailer")
 	identity         = []byte("identity")
@@ -99,6 +100,12 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		return end
 	}
 	rh := &ctx.Response.Header
+	if len(rh.PeekCanonical(hTokenRefused)) > 0 {
+		g.cfg.Log.Error("core refused the edge token (SLIP_EDGE_TOKEN differs from core's)", "path", string(ctx.Path()))
+		ctx.Response.Reset()
+		g.reject(ctx, x, rt.Version, api.APIServerError)
+		return end
+	}
 	rh.ResetConnectionClose() // core's connection is not the client's
 	overloaded := ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable
 	if len(rh.PeekCanonical(hOverload)) > 0 {

@@ -439,6 +439,22 @@ func TestWrongEdgeToken(t *testing.T) {
 	e.do(t, "GET", "/me", "", bearer(keyMain)...).want(t, 500, "api_server_error")
 }
 
+// TestEdgeTokenRotated: core restarted with another token while the edge
+// holds its callers' records: their requests get API_SERVER_ERROR, not core's
+// refusal of the edge.
+func TestEdgeTokenRotated(t *testing.T) {
+	core := startCore(t, seed)
+	e := startEdge(t, core)
+	if a := e.do(t, "POST", "/v2/verify/bank", payload("ROTATEREF001"), bearer(keyMain)...); a.status != 200 {
+		t.Fatalf("before the rotation: %d %s", a.status, a.raw)
+	}
+	core.cmd.Process.Kill()
+	core.cmd.Wait()
+	startCore(t, seed, "SLIP_CORE_ADDR="+core.addr, "SLIP_EDGE_TOKEN=the-rotated-edge-token-0123456789abcdef")
+	e.do(t, "POST", "/v2/verify/bank", payload("ROTATEREF002"), bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
+	e.do(t, "POST", "/verify", payload("ROTATEREF003"), bearer(keyMain)...).want(t, 500, "api_server_error")
+}
+
 // TestOversizedBody: a body over the edge's limit is refused from its
 // Content-Length, before it is sent: the client gets its answer having sent
 // only the headers.
