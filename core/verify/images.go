@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/egress"
@@ -19,7 +20,15 @@ type Images struct {
 	// Decodes bounds the memory of the images decoded at once; nil means
 	// DefaultDecodes, shared by every Images of the process.
 	Decodes *DecodeLimit
+	// DecodeWait bounds the wait for room in Decodes; 0 means
+	// DefaultDecodeWait. A sync request's context does not end while core
+	// runs (see core/server), so without it a request could wait for ever.
+	DecodeWait time.Duration
 }
+
+// DefaultDecodeWait is the longest a decode waits for room in its budget
+// when Images.DecodeWait is not set.
+const DefaultDecodeWait = 10 * time.Second
 
 // DefaultDecodeBudget is the memory DefaultDecodes lets images take to
 // decode and scan at once: four images at qrscan.Budget, the most one may
@@ -36,8 +45,8 @@ var DefaultDecodes = NewDecodeLimit(DefaultDecodeBudget)
 // (the slip) when the image holds several, else the first one found.
 //
 // The decode waits, in turn, until its estimated memory (qrscan's Cost)
-// fits in the Decodes budget; if ctx ends first, Payload returns
-// API_SERVER_ERROR ("try again") wrapping ctx's error.
+// fits in the Decodes budget; if ctx ends or DecodeWait passes first,
+// Payload returns API_SERVER_ERROR ("try again") wrapping why.
 func (im Images) Payload(ctx context.Context, src Source, accept func(string) bool) (string, error) {
 	img := src.Image
 	if src.URL != "" {
@@ -54,7 +63,13 @@ func (im Images) Payload(ctx context.Context, src Source, accept func(string) bo
 	if limit == nil {
 		limit = DefaultDecodes
 	}
-	n, err := limit.acquire(ctx, c.Cost)
+	wait := im.DecodeWait
+	if wait <= 0 {
+		wait = DefaultDecodeWait
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	n, err := limit.acquire(wctx, c.Cost)
+	cancel()
 	if err != nil {
 		return "", &api.Error{Code: api.APIServerError, Cause: fmt.Errorf("verify: waiting for image decode memory: %w", err)}
 	}

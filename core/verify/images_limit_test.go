@@ -252,3 +252,39 @@ func TestDecodeLimitQueue(t *testing.T) {
 		t.Errorf("at the end: %d in use, %d waiting", l.InUse(), l.Waiting())
 	}
 }
+
+// TestDecodeWaitBounded: a decode whose context never ends (a sync request)
+// waits at most DecodeWait for room in the budget, then gets
+// API_SERVER_ERROR.
+func TestDecodeWaitBounded(t *testing.T) {
+	img, cost := qrImage(t, "slip behind a held one")
+	im := Images{Decodes: NewDecodeLimit(cost), DecodeWait: 20 * time.Millisecond}
+	holding, gate := make(chan struct{}), make(chan struct{})
+	var decodes atomic.Int64
+	setHooks(t, func(int64) {
+		if decodes.Add(1) == 1 {
+			close(holding)
+			<-gate
+		}
+	}, nil)
+	first := make(chan error, 1)
+	go func() {
+		_, err := im.Payload(context.Background(), Source{Image: img}, nil)
+		first <- err
+	}()
+	guard(t, holding, "the first decode")
+	second := make(chan error, 1)
+	go func() {
+		_, err := im.Payload(context.Background(), Source{Image: img}, nil)
+		second <- err
+	}()
+	err := guard(t, second, "the second call to give up waiting")
+	var e *api.Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Code != api.APIServerError {
+		t.Errorf("waited past DecodeWait: %v; want API_SERVER_ERROR wrapping context.DeadlineExceeded", err)
+	}
+	close(gate)
+	if err := guard(t, first, "the first decode"); err != nil {
+		t.Fatal(err)
+	}
+}
