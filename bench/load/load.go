@@ -201,6 +201,10 @@ type Result struct {
 	// Latency of every completed request: from due time (open loop) or send
 	// time (closed loop) to the answer.
 	Latency hist.Histogram
+	// OKLatency is Latency of the successful requests alone: where many
+	// requests are refused fast (429s under overload) the overall
+	// percentiles are mostly refusals, these are what served clients saw.
+	OKLatency hist.Histogram
 	// Service is the time from send to answer: in the open loop it leaves
 	// out the wait behind busy connections and the generator's own lag, so
 	// it understates what clients see; it is shown beside Latency, never
@@ -295,6 +299,7 @@ func (r *recorder) record(o Outcome, lat time.Duration, end time.Time, step *Ste
 		}
 	}
 	if o.OK {
+		r.res.OKLatency.Record(lat)
 		if w != nil {
 			w.OK.Add(1)
 		}

@@ -303,6 +303,27 @@ func TestWindowLimits(t *testing.T) {
 	}
 }
 
+// TestOKLatency records four fast refusals for each slow success: the
+// success-only histogram holds the successes alone.
+func TestOKLatency(t *testing.T) {
+	start := time.Now()
+	rec := newRecorder(start, 2)
+	for i := range 100 {
+		o, lat := Outcome{Code: "429 RATE_LIMIT_EXCEEDED"}, 100*time.Microsecond
+		if i%5 == 0 {
+			o, lat = Outcome{Code: "200", OK: true}, 5*time.Millisecond
+		}
+		rec.record(o, lat, start, nil)
+	}
+	res := rec.res
+	if res.Latency.Count() != 100 || res.Latency.Quantile(.5) > time.Millisecond {
+		t.Errorf("overall: %d latencies, p50 %v; want 100, the refusals' 0.1 ms", res.Latency.Count(), res.Latency.Quantile(.5))
+	}
+	if res.OKLatency.Count() != 20 || res.OKLatency.Quantile(0) < 4900*time.Microsecond {
+		t.Errorf("successes: %d latencies, min %v; want 20 of 5 ms", res.OKLatency.Count(), res.OKLatency.Quantile(0))
+	}
+}
+
 // TestRecordAllocs checks that counting a completion allocates nothing
 // once its code and second were seen, in the open loop (which looks up the
 // step by completion time) and the closed loop.

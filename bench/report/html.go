@@ -51,15 +51,17 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
 <p class="about">Latency is measured from the time each request was due (open loop), so queueing behind a slow server counts.
 Send→answer leaves that wait out. Generator lag is how late the generator itself sent; when it is large the generator, not the stack, set the pace.
 Numbers from a shared machine are noisy: compare ratios between runs, not absolute values.</p>
-<table><tr><th>scenario</th><th>load</th><th>req/s</th><th>verif/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th></tr>
-{{range .Scenarios}}{{if .Pending}}<tr><td>{{.Name}}</td><td colspan="9" style="text-align:left">pending: {{.Pending}}</td></tr>{{else}}
-<tr><td><a href="#{{.Name}}">{{.Name}}</a></td><td>{{.Load}}</td><td>{{printf "%.0f" .Throughput}}</td><td>{{printf "%.0f" .Verifications}}</td><td>{{num .Latency.P50}}</td><td>{{num .Latency.P90}}</td><td>{{num .Latency.P99}}</td><td>{{num .Latency.P999}}</td><td>{{num .Latency.Max}}</td><td>{{errShare .}}</td></tr>{{end}}{{end}}
+<table><tr><th>scenario</th><th>load</th><th>req/s</th><th>verif/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>ok p50 ms</th><th>ok p99 ms</th><th>errors</th></tr>
+{{range .Scenarios}}{{if .Pending}}<tr><td>{{.Name}}</td><td colspan="11" style="text-align:left">pending: {{.Pending}}</td></tr>{{else}}
+<tr><td><a href="#{{.Name}}">{{.Name}}</a></td><td>{{.Load}}</td><td>{{printf "%.0f" .Throughput}}</td><td>{{printf "%.0f" .Verifications}}</td><td>{{num .Latency.P50}}</td><td>{{num .Latency.P90}}</td><td>{{num .Latency.P99}}</td><td>{{num .Latency.P999}}</td><td>{{num .Latency.Max}}</td><td>{{num .OKLatency.P50}}</td><td>{{num .OKLatency.P99}}</td><td>{{errShare .}}</td></tr>{{end}}{{end}}
 </table>
+<p class="about">p50 … max: every completed request, refusals included; ok p50 and ok p99: successful requests only.</p>
 {{if .Capacity}}<h2>Capacity model</h2><pre>{{capacity .}}</pre>{{end}}
 {{range .Notes}}<p class="about">{{.}}</p>{{end}}
 {{range .Scenarios}}{{if not .Pending}}
 <h2 id="{{.Name}}">{{.Name}}</h2><p class="about">{{.About}} — {{.Mode}} loop, {{.Load}}</p>
 <p>{{.Requests}} requests in {{printf "%.1f" .Elapsed}} s: {{.OK}} ok, {{.Failed}} failed{{if .Unsent}}, {{.Unsent}} unsent{{end}}.
+Successful requests only: p50 {{num .OKLatency.P50}} ms, p90 {{num .OKLatency.P90}} ms, p99 {{num .OKLatency.P99}} ms, max {{num .OKLatency.Max}} ms.
 Send→answer p50 {{num .Service.P50}} ms, p99 {{num .Service.P99}} ms; generator lag p50 {{num .Lag.P50}} ms, p99 {{num .Lag.P99}} ms.
 {{with codes .}}Errors: {{.}}.{{end}}
 {{with .Callbacks}}<br>Callbacks: {{.Stats.Delivered}} of {{.Stats.Expected}} delivered ({{.Missing}} missing, {{.Stats.Repeats}} repeats, {{.Stats.BadSig}} bad signatures); submit→callback p50 {{num .Latency.P50}} ms, p99 {{num .Latency.P99}} ms, max {{num .Latency.Max}} ms.{{end}}</p>

@@ -111,14 +111,18 @@ type Scenario struct {
 	OKRate     float64 `json:"okRate"`     // successful requests/s
 	// Verifications is successful verifications/s (a batch request counts
 	// its slips).
-	Verifications float64           `json:"verifications"`
-	Latency       Latency           `json:"latency"`
-	Service       Latency           `json:"service"` // send → answer
-	Lag           Latency           `json:"lag"`     // generator lateness (open loop)
-	Codes         map[string]uint64 `json:"codes"`
-	Series        []Point           `json:"series"`
-	Steps         []Step            `json:"steps"`
-	Callbacks     *Callbacks        `json:"callbacks,omitempty"`
+	Verifications float64 `json:"verifications"`
+	// Latency is of every completed request, refusals included; OKLatency
+	// of the successful ones alone (under overload most answers are fast
+	// 429s, which pull the overall percentiles down).
+	Latency   Latency           `json:"latency"`
+	OKLatency Latency           `json:"okLatency"`
+	Service   Latency           `json:"service"` // send → answer
+	Lag       Latency           `json:"lag"`     // generator lateness (open loop)
+	Codes     map[string]uint64 `json:"codes"`
+	Series    []Point           `json:"series"`
+	Steps     []Step            `json:"steps"`
+	Callbacks *Callbacks        `json:"callbacks,omitempty"`
 	// CPU is the CPU seconds each process used during the scenario
 	// (the stack's tiers, and "loadgen" for the generator itself).
 	CPU map[string]float64 `json:"cpuSeconds,omitempty"`
@@ -132,7 +136,7 @@ type Scenario struct {
 func FromResult(name, about, mode, plan string, units int, r *load.Result) *Scenario {
 	s := &Scenario{Name: name, About: about, Mode: mode, Load: plan, Elapsed: r.Elapsed.Seconds(),
 		Requests: r.OK + r.Fail, OK: r.OK, Failed: r.Fail, Unsent: r.Unsent,
-		Latency: Digest(&r.Latency), Service: Digest(&r.Service), Lag: Digest(&r.Lag), Codes: r.Codes}
+		Latency: Digest(&r.Latency), OKLatency: Digest(&r.OKLatency), Service: Digest(&r.Service), Lag: Digest(&r.Lag), Codes: r.Codes}
 	if r.Elapsed > 0 {
 		s.Throughput = float64(s.Requests) / r.Elapsed.Seconds()
 		s.OKRate = float64(r.OK) / r.Elapsed.Seconds()

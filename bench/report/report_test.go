@@ -97,6 +97,43 @@ func TestStepsAchieved(t *testing.T) {
 	}
 }
 
+// TestOKLatency reports an overload-like run: four requests in five
+// refused in 0.1 ms, the rest served in 5 ms. The overall percentiles are
+// the refusals'; the success-only ones, reported beside them, are the
+// served requests'.
+func TestOKLatency(t *testing.T) {
+	res := &load.Result{Elapsed: time.Second, OK: 20, Fail: 80, Codes: map[string]uint64{"200": 20, "429 RATE_LIMIT_EXCEEDED": 80}}
+	for i := range 100 {
+		lat := 100 * time.Microsecond
+		if i%5 == 0 {
+			lat = 5 * time.Millisecond
+			res.OKLatency.Record(lat)
+		}
+		res.Latency.Record(lat)
+	}
+	sc := FromResult("overload", "about", "open", "1000/s 100ms", 1, res)
+	if sc.Latency.P50 >= 1 || sc.OKLatency.P50 < 4.9 || sc.OKLatency.Count != 20 {
+		t.Errorf("p50 %v ms overall, %v ms of %d successes; want under 1 and 5 of 20", sc.Latency.P50, sc.OKLatency.P50, sc.OKLatency.Count)
+	}
+	r := &Report{Version: Version, Scenarios: []*Scenario{sc}}
+	var b strings.Builder
+	r.Table(&b)
+	okP50 := num(sc.OKLatency.P50)
+	for _, want := range []string{"ok p50 ms", "ok p99 ms", "successful requests only: p50 " + okP50, "successful requests only."} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := r.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(path)
+	if err != nil || back.Scenarios[0].OKLatency != sc.OKLatency {
+		t.Errorf("okLatency not kept in the JSON: %v %+v", err, back)
+	}
+}
+
 // TestCompare checks that a slower run shows as a latency increase.
 func TestCompare(t *testing.T) {
 	old := &Report{Version: Version, Scenarios: []*Scenario{run(t, 0)}}

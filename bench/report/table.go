@@ -13,17 +13,18 @@ import (
 func (r *Report) Table(w io.Writer) {
 	fmt.Fprintf(w, "slipverify bench: %s, %d CPUs %s, target %s\n\n", r.Created.Format("2006-01-02 15:04 MST"), r.Host.CPUs, r.Host.CPUModel, r.Target)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tload\treq/s\tverif/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\t")
+	fmt.Fprintln(tw, "scenario\tload\treq/s\tverif/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tok p50 ms\tok p99 ms\terrors\t")
 	for _, s := range r.Scenarios {
 		if s.Pending != "" {
-			fmt.Fprintf(tw, "%s\tpending\t\t\t\t\t\t\t\t\t\n", s.Name)
+			fmt.Fprintf(tw, "%s\tpending\t\t\t\t\t\t\t\t\t\t\t\n", s.Name)
 			continue
 		}
-		l := s.Latency
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Load, s.Throughput, s.Verifications,
-			num(l.P50), num(l.P90), num(l.P99), num(l.P999), num(l.Max), errShare(s))
+		l, ok := s.Latency, s.OKLatency
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Load, s.Throughput, s.Verifications,
+			num(l.P50), num(l.P90), num(l.P99), num(l.P999), num(l.Max), num(ok.P50), num(ok.P99), errShare(s))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\np50 … max ms: every completed request, refusals included; ok p50, ok p99: successful requests only.")
 	for _, s := range r.Scenarios {
 		if s.Pending != "" {
 			fmt.Fprintf(w, "\n%s: pending: %s\n", s.Name, s.Pending)
@@ -38,6 +39,9 @@ func (r *Report) Table(w io.Writer) {
 		}
 		line := fmt.Sprintf("\n%s: send→answer p50 %s p99 %s ms; generator lag p50 %s p99 %s ms", s.Name,
 			num(s.Service.P50), num(s.Service.P99), num(s.Lag.P50), num(s.Lag.P99))
+		if ok := s.OKLatency; ok.Count > 0 && ok.Count != s.Requests {
+			line += fmt.Sprintf("\n  successful requests only: p50 %s p90 %s p99 %s p99.9 %s max %s ms", num(ok.P50), num(ok.P90), num(ok.P99), num(ok.P999), num(ok.Max))
+		}
 		if len(parts) > 0 {
 			line += "\n  errors: " + strings.Join(parts, ", ")
 		}
@@ -125,6 +129,7 @@ func Compare(w io.Writer, old, new *Report) {
 			{"p50 ms", o.Latency.P50, n.Latency.P50},
 			{"p99 ms", o.Latency.P99, n.Latency.P99},
 			{"p99.9 ms", o.Latency.P999, n.Latency.P999},
+			{"ok p99 ms", o.OKLatency.P99, n.OKLatency.P99},
 			{"errors %", pct(o), pct(n)},
 		}
 		for _, r := range rows {
