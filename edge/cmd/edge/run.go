@@ -171,35 +171,24 @@ func hasContentLength(raw []byte) bool {
 // followConfig drops the cached auth records whenever core announces a
 // change on slip.config. Every edge reads every event: its consumer group
 // is its own, starting at the newest record (older changes are already in
-// what it will fetch from core). It keeps trying while Kafka is away (the
-// TTL keeps records fresh meanwhile), dropping the cache at each failure,
-// since a change may be missed then.
+// what it will fetch from core). A broker outage pauses it (stream.Resume;
+// the TTL keeps records fresh meanwhile), and each start drops the cache,
+// since a change may have been missed while it was not following.
 func followConfig(ctx context.Context, brokers string, gw *gateway.Gateway, log *slog.Logger) {
 	host, _ := os.Hostname()
 	group := fmt.Sprintf("slip-edge-%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: stream.Brokers(brokers), Topic: api.TopicConfig, GroupID: group,
-		StartOffset: kafka.LastOffset, SessionTimeout: 6 * time.Second, MaxWait: 50 * time.Millisecond,
-	})
-	defer r.Close()
-	const firstWait, maxWait = time.Second, 30 * time.Second
-	wait := firstWait
-	for {
-		_, err := r.ReadMessage(ctx)
-		if ctx.Err() != nil {
-			return
-		}
+	stream.Resume(ctx, log, "slip.config follower", time.Second, func(ctx context.Context) error {
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers: stream.Brokers(brokers), Topic: api.TopicConfig, GroupID: group,
+			StartOffset: kafka.LastOffset, SessionTimeout: 6 * time.Second, MaxWait: 50 * time.Millisecond,
+		})
+		defer r.Close()
 		gw.InvalidateAuth()
-		if err == nil {
-			wait = firstWait
-			continue
+		for {
+			if _, err := r.ReadMessage(ctx); err != nil {
+				return err
+			}
+			gw.InvalidateAuth()
 		}
-		log.Warn("slip.config: cannot read record changes; trying again", "in", wait.String(), "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, maxWait)
-	}
+	})
 }
