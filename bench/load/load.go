@@ -216,10 +216,14 @@ type Result struct {
 	Lag      hist.Histogram
 	OK, Fail uint64
 	// Unsent counts requests still queued when the drain ended.
-	Unsent  uint64
-	Codes   map[string]uint64
-	Windows []*Window // one a second, by completion time
-	Steps   []*Step
+	Unsent uint64
+	// Codes counts every completed request by its outcome's code;
+	// Failures the failed ones (Outcome.OK false) alone, whatever their
+	// code says ("202 unreadable body" is a failure).
+	Codes    map[string]uint64
+	Failures map[string]uint64
+	Windows  []*Window // one a second, by completion time
+	Steps    []*Step
 }
 
 // recorder is the shared state of a running run.
@@ -232,20 +236,32 @@ type recorder struct {
 	spans   []*Step
 	windows []atomic.Pointer[Window]
 	codesMu sync.Mutex
-	codes   map[string]*atomic.Uint64
-	codesRO atomic.Pointer[map[string]*atomic.Uint64] // copy-on-write snapshot for lock-free lookups
+	codes   map[string]*codeCount
+	codesRO atomic.Pointer[map[string]*codeCount] // copy-on-write snapshot for lock-free lookups
 }
 
 func newRecorder(start time.Time, seconds int) *recorder {
-	r := &recorder{start: start, res: &Result{Start: start}, windows: make([]atomic.Pointer[Window], seconds), codes: map[string]*atomic.Uint64{}}
-	empty := map[string]*atomic.Uint64{}
+	r := &recorder{start: start, res: &Result{Start: start}, windows: make([]atomic.Pointer[Window], seconds), codes: map[string]*codeCount{}}
+	empty := map[string]*codeCount{}
 	r.codesRO.Store(&empty)
 	return r
 }
 
+// codeCount counts the outcomes of one code, successful and failed apart:
+// the scenario, not the code's text, says whether an answer succeeded.
+type codeCount struct{ ok, fail atomic.Uint64 }
+
+func (c *codeCount) add(ok bool) {
+	if ok {
+		c.ok.Add(1)
+	} else {
+		c.fail.Add(1)
+	}
+}
+
 // counter returns the counter of code; the fast path is a map lookup in an
 // immutable snapshot, the slow path (a code seen first) copies it.
-func (r *recorder) counter(code string) *atomic.Uint64 {
+func (r *recorder) counter(code string) *codeCount {
 	if c, ok := (*r.codesRO.Load())[code]; ok {
 		return c
 	}
@@ -253,9 +269,9 @@ func (r *recorder) counter(code string) *atomic.Uint64 {
 	defer r.codesMu.Unlock()
 	c, ok := r.codes[code]
 	if !ok {
-		c = new(atomic.Uint64)
+		c = new(codeCount)
 		r.codes[code] = c
-		snap := make(map[string]*atomic.Uint64, len(r.codes))
+		snap := make(map[string]*codeCount, len(r.codes))
 		for k, v := range r.codes {
 			snap[k] = v
 		}
@@ -283,7 +299,7 @@ func (r *recorder) window(end time.Time) *Window {
 // once the code and the second were seen.
 func (r *recorder) record(o Outcome, lat time.Duration, end time.Time, step *Step) {
 	r.res.Latency.Record(lat)
-	r.counter(o.Code).Add(1)
+	r.counter(o.Code).add(o.OK)
 	w := r.window(end)
 	if w != nil {
 		w.Latency.Record(lat)
@@ -334,10 +350,14 @@ func (r *recorder) span(end time.Time, step *Step) *Step {
 func (r *recorder) finish(last time.Time) *Result {
 	res := r.res
 	res.Elapsed = last.Sub(r.start)
-	res.Codes = map[string]uint64{}
+	res.Codes, res.Failures = map[string]uint64{}, map[string]uint64{}
 	for code, c := range r.codes {
-		if n := c.Load(); n > 0 {
-			res.Codes[code] = n
+		ok, fail := c.ok.Load(), c.fail.Load()
+		if ok+fail > 0 {
+			res.Codes[code] = ok + fail
+		}
+		if fail > 0 {
+			res.Failures[code] = fail
 		}
 	}
 	for _, st := range res.Steps {
@@ -411,7 +431,7 @@ func runOpen(ctx context.Context, plan Plan, f Func) *Result {
 				sent := clk.Now()
 				rec.res.Lag.Record(sent.Sub(t.req.Due))
 				if reqCtx.Err() != nil {
-					rec.counter("unsent").Add(1)
+					rec.counter("unsent").add(false)
 					continue
 				}
 				c, stop := context.WithDeadline(reqCtx, sent.Add(plan.Timeout))
@@ -454,6 +474,7 @@ func runOpen(ctx context.Context, plan Plan, f Func) *Result {
 	res := rec.finish(lastEndTime(&lastEnd, start))
 	res.Unsent = res.Codes["unsent"]
 	delete(res.Codes, "unsent")
+	delete(res.Failures, "unsent")
 	return res
 }
 

@@ -324,6 +324,31 @@ func TestOKLatency(t *testing.T) {
 	}
 }
 
+// TestFailuresByOutcome counts failures by the outcome's OK flag, not by
+// the code's text: a 202 the scenario refused is a failure, a 200 is not.
+func TestFailuresByOutcome(t *testing.T) {
+	s, _ := NewSchedule(Stage{Duration: time.Second, From: 30, To: 30})
+	clk := NewManualClock(time.Unix(1_800_000_000, 0))
+	res, err := Run(context.Background(), Plan{Schedule: s, Clock: clk}, func(_ context.Context, r Request) Outcome {
+		switch r.Seq % 3 {
+		case 0:
+			return Outcome{Code: "202 unreadable body"}
+		case 1:
+			return Outcome{Code: "429 RATE_LIMIT_EXCEEDED"}
+		}
+		return Outcome{Code: "202", OK: true}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Codes["202 unreadable body"] != 10 || res.Codes["202"] != 10 || res.Fail != 20 {
+		t.Fatalf("codes %v, failed %d", res.Codes, res.Fail)
+	}
+	if len(res.Failures) != 2 || res.Failures["202 unreadable body"] != 10 || res.Failures["429 RATE_LIMIT_EXCEEDED"] != 10 {
+		t.Errorf("failures %v, want 202 unreadable body ×10 and 429 RATE_LIMIT_EXCEEDED ×10", res.Failures)
+	}
+}
+
 // TestRecordAllocs checks that counting a completion allocates nothing
 // once its code and second were seen, in the open loop (which looks up the
 // step by completion time) and the closed loop.

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/slipverify/slipverify/bench/capacity"
@@ -89,9 +90,14 @@ type Step struct {
 
 // Callbacks is what an async scenario's webhook receiver saw.
 type Callbacks struct {
-	Latency Latency       `json:"latency"` // submit due → first callback
-	Stats   webhook.Stats `json:"stats"`
+	Latency Latency       `json:"latency"` // submit due → first callback, whatever its status
+	Stats   webhook.Stats `json:"stats"`   // Stats.Status: first callbacks by status
 	Missing uint64        `json:"missing"` // expected and never delivered in the wait
+	// Seconds is from the run's start to the last successful callback:
+	// async verifications are done when their callback arrives, so the
+	// scenario's verif/s is Stats.Succeeded over this span (or over the
+	// submits' span, when that is longer).
+	Seconds float64 `json:"seconds"`
 }
 
 // Scenario is one scenario's run.
@@ -109,8 +115,12 @@ type Scenario struct {
 	Unsent     uint64  `json:"unsent,omitempty"`
 	Throughput float64 `json:"throughput"` // completed requests/s
 	OKRate     float64 `json:"okRate"`     // successful requests/s
+	// Units is the verifications one request carries (a batch: its slips).
+	Units int `json:"units,omitempty"`
 	// Verifications is successful verifications/s (a batch request counts
-	// its slips).
+	// its slips). For async scenarios (SetCallbacks) it counts successful
+	// callbacks, not accepted submits: a stack whose job workers fall
+	// behind accepts at the offered rate but verifies at its own.
 	Verifications float64 `json:"verifications"`
 	// Latency is of every completed request, refusals included; OKLatency
 	// of the successful ones alone (under overload most answers are fast
@@ -120,6 +130,11 @@ type Scenario struct {
 	Service   Latency           `json:"service"` // send → answer
 	Lag       Latency           `json:"lag"`     // generator lateness (open loop)
 	Codes     map[string]uint64 `json:"codes"`
+	// Failures counts the failed requests by code, whatever the code says
+	// ("202 unreadable body" is a failure of the generator's check of a
+	// 202 answer). Files written before it existed lack it; ErrorCounts
+	// then takes the codes not starting with 2.
+	Failures  map[string]uint64 `json:"failures"`
 	Series    []Point           `json:"series"`
 	Steps     []Step            `json:"steps"`
 	Callbacks *Callbacks        `json:"callbacks,omitempty"`
@@ -135,7 +150,7 @@ type Scenario struct {
 // verifications one request carries.
 func FromResult(name, about, mode, plan string, units int, r *load.Result) *Scenario {
 	s := &Scenario{Name: name, About: about, Mode: mode, Load: plan, Elapsed: r.Elapsed.Seconds(),
-		Requests: r.OK + r.Fail, OK: r.OK, Failed: r.Fail, Unsent: r.Unsent,
+		Requests: r.OK + r.Fail, OK: r.OK, Failed: r.Fail, Unsent: r.Unsent, Units: max(units, 1), Failures: r.Failures,
 		Latency: Digest(&r.Latency), OKLatency: Digest(&r.OKLatency), Service: Digest(&r.Service), Lag: Digest(&r.Lag), Codes: r.Codes}
 	if r.Elapsed > 0 {
 		s.Throughput = float64(s.Requests) / r.Elapsed.Seconds()
@@ -160,32 +175,131 @@ func FromResult(name, about, mode, plan string, units int, r *load.Result) *Scen
 	return s
 }
 
+// SetCallbacks records what the webhook receiver saw of an async run and
+// counts the scenario's verifications from it: successful callbacks a
+// second, from the run's start to the last of them. Submits the stack
+// accepted but did not verify, failed and missing callbacks, count as
+// errors (ErrorCounts).
+func (s *Scenario) SetCallbacks(cb *Callbacks) {
+	s.Callbacks = cb
+	s.Verifications = 0
+	if span := max(cb.Seconds, s.Elapsed); span > 0 {
+		s.Verifications = float64(cb.Stats.Succeeded) / span
+	}
+}
+
+// verified returns how many verifications the scenario completed: the
+// successful callbacks of an async scenario, else the successful requests
+// times the verifications each carries.
+func (s *Scenario) verified() float64 {
+	if s.Callbacks != nil {
+		return float64(s.Callbacks.Stats.Succeeded)
+	}
+	return s.Verifications * s.Elapsed
+}
+
 // SetCPU records the CPU seconds each process used and derives each tier's
-// verifications per CPU-second.
+// verifications per CPU-second (for async scenarios from successful
+// callbacks: SetCallbacks first).
 func (s *Scenario) SetCPU(cpu map[string]time.Duration) {
 	s.CPU, s.PerCore = map[string]float64{}, map[string]float64{}
-	okVerifications := s.Verifications * s.Elapsed
+	done := s.verified()
 	for name, d := range cpu {
 		s.CPU[name] = d.Seconds()
-		if d > 0 && okVerifications > 0 {
-			s.PerCore[name] = okVerifications / d.Seconds()
+		if d > 0 && done > 0 {
+			s.PerCore[name] = done / d.Seconds()
 		}
 	}
 }
 
-// ErrorCodes returns the scenario's failure codes, most frequent first.
-func (s *Scenario) ErrorCodes() []string {
-	var out []string
-	for c := range s.Codes {
-		if len(c) < 1 || c[0] != '2' {
-			out = append(out, c)
+// callbackFailures returns the first callbacks whose status is not
+// success. Files written before Stats.Succeeded existed counted every
+// callback by status, repeats too, so it is clamped.
+func callbackFailures(cb *Callbacks) uint64 {
+	ok := min(cb.Stats.Status["success"], cb.Stats.Delivered)
+	return cb.Stats.Delivered - ok
+}
+
+// outcomes returns how much work the scenario tried and how much of it did
+// not succeed, the errors column's share. Sync scenarios count requests
+// (unsent ones included). Async scenarios count verifications: a submit
+// carries Units of them, and one succeeded only when its job's callback
+// arrived with status success, so failed submits, failed or not_found
+// callbacks and missing callbacks are all errors.
+func (s *Scenario) outcomes() (bad, all uint64) {
+	bad, all = s.Failed+s.Unsent, s.Requests+s.Unsent
+	if cb := s.Callbacks; cb != nil {
+		u := uint64(max(s.Units, 1))
+		bad, all = bad*u+callbackFailures(cb)+cb.Missing, all*u
+	}
+	return bad, all
+}
+
+// Count is a code and how often it was seen.
+type Count struct {
+	Code string
+	N    uint64
+}
+
+// ErrorCounts returns what did not succeed, most frequent first: failed
+// requests by code (from the outcomes' OK flag, not the code's text) and,
+// for async scenarios, callbacks whose status was not success ("callback
+// failed QUOTA_EXCEEDED", "callback not_found") and callbacks that never
+// came ("callback missing").
+func (s *Scenario) ErrorCounts() []Count {
+	var out []Count
+	failures := s.Failures
+	if failures == nil {
+		// A file from before Failures: the codes not starting with 2.
+		failures = map[string]uint64{}
+		for c, n := range s.Codes {
+			if len(c) < 1 || c[0] != '2' {
+				failures[c] = n
+			}
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int {
-		if s.Codes[a] != s.Codes[b] {
-			return int(s.Codes[b]) - int(s.Codes[a])
+	for c, n := range failures {
+		out = append(out, Count{c, n})
+	}
+	if cb := s.Callbacks; cb != nil {
+		for st, n := range cb.Stats.Status {
+			if st != "success" && n > 0 {
+				out = append(out, Count{"callback " + st, n})
+			}
 		}
-		return cmp.Compare(a, b)
+		if cb.Missing > 0 {
+			out = append(out, Count{"callback missing", cb.Missing})
+		}
+	}
+	slices.SortFunc(out, func(a, b Count) int {
+		if a.N != b.N {
+			return cmp.Compare(b.N, a.N)
+		}
+		return cmp.Compare(a.Code, b.Code)
+	})
+	return out
+}
+
+// countList puts counts in words: "429 RATE_LIMIT_EXCEEDED ×12, 500 ×1".
+func countList(cs []Count) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s ×%d", c.Code, c.N)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// statusCounts returns the callbacks by status, most frequent first.
+func statusCounts(cb *Callbacks) []Count {
+	var out []Count
+	for st, n := range cb.Stats.Status {
+		out = append(out, Count{st, n})
+	}
+	slices.SortFunc(out, func(a, b Count) int {
+		if a.N != b.N {
+			return cmp.Compare(b.N, a.N)
+		}
+		return cmp.Compare(a.Code, b.Code)
 	})
 	return out
 }

@@ -2,12 +2,15 @@ package report
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slipverify/slipverify/bench/load"
+	"github.com/slipverify/slipverify/bench/webhook"
 )
 
 // run makes a small result on a manual clock: 100 requests, 10 of them
@@ -131,6 +134,77 @@ func TestOKLatency(t *testing.T) {
 	back, err := Read(path)
 	if err != nil || back.Scenarios[0].OKLatency != sc.OKLatency {
 		t.Errorf("okLatency not kept in the JSON: %v %+v", err, back)
+	}
+}
+
+// TestAsyncCallbacks reports an async run whose workers fell behind: 100
+// submits accepted in 1 s, but 50 callbacks successful (the last 5 s after
+// the start), 10 failed, 5 not_found and 35 missing in the wait, and two
+// submits whose 202 the generator could not read. Verifications are the
+// successful callbacks over their span, per-core numbers too; every other
+// job is an error, listed by cause.
+func TestAsyncCallbacks(t *testing.T) {
+	res := &load.Result{Elapsed: time.Second, OK: 100, Fail: 2,
+		Codes:    map[string]uint64{"202": 100, "202 unreadable body": 2},
+		Failures: map[string]uint64{"202 unreadable body": 2}}
+	s := FromResult("async-single", "about", "open", "100/s 1s", 1, res)
+	s.SetCallbacks(&Callbacks{Missing: 35, Seconds: 5, Stats: webhook.Stats{Expected: 100, Delivered: 65, Succeeded: 50,
+		Status: map[string]uint64{"success": 50, "failed QUOTA_EXCEEDED": 10, "not_found": 5}}})
+	if s.Verifications != 10 {
+		t.Errorf("verif/s %v, want 10 (50 successful callbacks over 5 s), not the 100/s accepted", s.Verifications)
+	}
+	s.SetCPU(map[string]time.Duration{"core": 2 * time.Second})
+	if s.PerCore["core"] != 25 {
+		t.Errorf("core per core %v, want 25 (50 successful callbacks over 2 CPU-seconds)", s.PerCore["core"])
+	}
+	// 102 jobs tried: 2 never submitted, 10 failed, 5 not found, 35 missing.
+	if got := errShare(s); got != "51.0%" {
+		t.Errorf("errors %s, want 51.0%%", got)
+	}
+	want := []Count{{"callback missing", 35}, {"callback failed QUOTA_EXCEEDED", 10}, {"callback not_found", 5}, {"202 unreadable body", 2}}
+	if got := s.ErrorCounts(); !slices.Equal(got, want) {
+		t.Errorf("error counts %v, want %v", got, want)
+	}
+	r := &Report{Version: Version, Scenarios: []*Scenario{s}}
+	var b strings.Builder
+	r.Table(&b)
+	for _, w := range []string{"51.0%", "errors: callback missing ×35, callback failed QUOTA_EXCEEDED ×10, callback not_found ×5, 202 unreadable body ×2",
+		"callbacks by status: success ×50, failed QUOTA_EXCEEDED ×10, not_found ×5", "65 of 100 delivered, 50 successful"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("table lacks %q:\n%s", w, b.String())
+		}
+	}
+	dir := t.TempDir()
+	if err := r.WriteHTML(filepath.Join(dir, "r.html")); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "r.html"))
+	for _, w := range []string{"By status: success ×50, failed QUOTA_EXCEEDED ×10, not_found ×5", "callback missing ×35", "202 unreadable body ×2"} {
+		if !strings.Contains(string(page), w) {
+			t.Errorf("HTML lacks %q", w)
+		}
+	}
+	if err := r.WriteJSON(filepath.Join(dir, "r.json")); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(filepath.Join(dir, "r.json"))
+	if err != nil || back.Scenarios[0].Callbacks.Stats.Status["not_found"] != 5 || back.Scenarios[0].Failures["202 unreadable body"] != 2 {
+		t.Errorf("JSON lacks the status breakdown or the failures: %v", err)
+	}
+}
+
+// TestErrorCountsByOK checks that a code counts as an error by its
+// outcome, not its first character: a 2xx the scenario refused is listed,
+// and a file written before failures were kept falls back to the codes.
+func TestErrorCountsByOK(t *testing.T) {
+	s := &Scenario{Codes: map[string]uint64{"200": 5, "202 without its job ids": 3, "429 RATE_LIMIT_EXCEEDED": 1},
+		Failures: map[string]uint64{"202 without its job ids": 3, "429 RATE_LIMIT_EXCEEDED": 1}}
+	if got, want := s.ErrorCounts(), []Count{{"202 without its job ids", 3}, {"429 RATE_LIMIT_EXCEEDED", 1}}; !slices.Equal(got, want) {
+		t.Errorf("error counts %v, want %v", got, want)
+	}
+	s.Failures = nil
+	if got, want := s.ErrorCounts(), []Count{{"429 RATE_LIMIT_EXCEEDED", 1}}; !slices.Equal(got, want) {
+		t.Errorf("an old file's error counts %v, want %v", got, want)
 	}
 }
 

@@ -30,20 +30,17 @@ func (r *Report) Table(w io.Writer) {
 			fmt.Fprintf(w, "\n%s: pending: %s\n", s.Name, s.Pending)
 			continue
 		}
-		var parts []string
-		for _, c := range s.ErrorCodes() {
-			parts = append(parts, fmt.Sprintf("%s ×%d", c, s.Codes[c]))
-		}
+		errs := s.ErrorCounts()
 		if s.Unsent > 0 {
-			parts = append(parts, fmt.Sprintf("unsent ×%d", s.Unsent))
+			errs = append(errs, Count{"unsent", s.Unsent})
 		}
 		line := fmt.Sprintf("\n%s: send→answer p50 %s p99 %s ms; generator lag p50 %s p99 %s ms", s.Name,
 			num(s.Service.P50), num(s.Service.P99), num(s.Lag.P50), num(s.Lag.P99))
 		if ok := s.OKLatency; ok.Count > 0 && ok.Count != s.Requests {
 			line += fmt.Sprintf("\n  successful requests only: p50 %s p90 %s p99 %s p99.9 %s max %s ms", num(ok.P50), num(ok.P90), num(ok.P99), num(ok.P999), num(ok.Max))
 		}
-		if len(parts) > 0 {
-			line += "\n  errors: " + strings.Join(parts, ", ")
+		if len(errs) > 0 {
+			line += "\n  errors: " + countList(errs)
 		}
 		if len(s.CPU) > 0 {
 			var cpu []string
@@ -57,8 +54,12 @@ func (r *Report) Table(w io.Writer) {
 			line += "\n  CPU: " + strings.Join(cpu, ", ")
 		}
 		if cb := s.Callbacks; cb != nil {
-			line += fmt.Sprintf("\n  callbacks: %d of %d delivered (%d missing, %d repeats, %d bad signatures); submit→callback p50 %s p99 %s max %s ms",
-				cb.Stats.Delivered, cb.Stats.Expected, cb.Missing, cb.Stats.Repeats, cb.Stats.BadSig, num(cb.Latency.P50), num(cb.Latency.P99), num(cb.Latency.Max))
+			line += fmt.Sprintf("\n  callbacks: %d of %d delivered, %d successful (%d missing, %d repeats, %d bad signatures); submit→callback p50 %s p99 %s max %s ms",
+				cb.Stats.Delivered, cb.Stats.Expected, cb.Stats.Succeeded, cb.Missing, cb.Stats.Repeats, cb.Stats.BadSig, num(cb.Latency.P50), num(cb.Latency.P99), num(cb.Latency.Max))
+			if st := statusCounts(cb); len(st) > 0 {
+				line += "\n  callbacks by status: " + countList(st)
+			}
+			line += fmt.Sprintf("\n  verif/s is successful callbacks over %.1f s, from the start to the last of them", max(cb.Seconds, s.Elapsed))
 		}
 		if lo, hi := limitRange(s); hi > 0 {
 			line += fmt.Sprintf("\n  X-RateLimit-Limit seen: %d..%d", lo, hi)
@@ -98,11 +99,10 @@ func num(v float64) string {
 }
 
 func errShare(s *Scenario) string {
-	n := s.Requests + s.Unsent
+	bad, n := s.outcomes()
 	if n == 0 {
 		return "-"
 	}
-	bad := s.Failed + s.Unsent
 	if bad == 0 {
 		return "0"
 	}
@@ -146,8 +146,8 @@ func Compare(w io.Writer, old, new *Report) {
 }
 
 func pct(s *Scenario) float64 {
-	if n := s.Requests + s.Unsent; n > 0 {
-		return 100 * float64(s.Failed+s.Unsent) / float64(n)
+	if bad, n := s.outcomes(); n > 0 {
+		return 100 * float64(bad) / float64(n)
 	}
 	return 0
 }

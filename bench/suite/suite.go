@@ -88,41 +88,43 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 	}
 	out := report.FromResult(name, sc.About, mode, describe(plan), sc.VerificationsPer(r.Env), res)
 	if sc.Async {
-		r.callbacks(out)
+		r.callbacks(out, res.Start)
 	}
 	cpu := stack.CPU{}
 	if r.CPU != nil {
 		cpu = r.CPU().Sub(before)
 	}
 	cpu["loadgen"] = ownCPU() - own
+	// Async work is done when its callback arrives: SetCPU counts the
+	// successful callbacks (SetCallbacks) per CPU-second, not the accepted
+	// submits.
 	out.SetCPU(cpu)
-	if out.Callbacks != nil {
-		// Async work is done when callbacks arrive: count delivered
-		// verifications per CPU-second instead of accepted submits.
-		delivered := float64(out.Callbacks.Stats.Delivered)
-		for name, sec := range out.CPU {
-			if sec > 0 && name != "loadgen" {
-				out.PerCore[name] = delivered / sec
-			}
-		}
-	}
 	return out, nil
 }
 
-// callbacks waits for the run's callbacks and records them.
-func (r *Runner) callbacks(out *report.Scenario) {
+// callbacks waits for the callbacks of the run started at start and
+// records them: the scenario's verifications are its successful callbacks.
+func (r *Runner) callbacks(out *report.Scenario, start time.Time) {
 	wh := r.Env.Webhook
 	wait := r.CallbackWait
 	if wait == 0 {
 		wait = time.Minute
 	}
-	all := wh.Wait(time.Now().Add(wait))
+	wh.Wait(time.Now().Add(wait))
+	out.SetCallbacks(Callbacks(wh, start))
+	// The run is over when its callbacks are in: CPU is read after them.
+}
+
+// Callbacks is what wh saw of the run started at start.
+func Callbacks(wh *webhook.Receiver, start time.Time) *report.Callbacks {
 	cb := &report.Callbacks{Latency: report.Digest(wh.Latency()), Stats: wh.Stats()}
-	if !all {
+	if cb.Stats.Expected > cb.Stats.Delivered {
 		cb.Missing = cb.Stats.Expected - cb.Stats.Delivered
 	}
-	out.Callbacks = cb
-	// The run is over when its callbacks are in: CPU is read after them.
+	if !cb.Stats.LastSuccess.IsZero() {
+		cb.Seconds = cb.Stats.LastSuccess.Sub(start).Seconds()
+	}
+	return cb
 }
 
 // describe puts a plan in words.

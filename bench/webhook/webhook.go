@@ -52,19 +52,32 @@ type job struct {
 	secret  string
 	expect  bool
 	arrived time.Time // zero until the first callback
+	status  string    // of the first callback
 	body    []byte    // a callback seen before its job was expected
 	sig     string
 }
 
 // Stats counts what arrived.
 type Stats struct {
-	Expected  uint64            `json:"expected"`
-	Delivered uint64            `json:"delivered"` // first callbacks of expected jobs
-	Repeats   uint64            `json:"repeats"`   // further callbacks of a job (at-least-once)
-	Unknown   uint64            `json:"unknown"`   // callbacks of jobs never expected
-	BadSig    uint64            `json:"badSignature"`
-	Malformed uint64            `json:"malformed"`
-	Status    map[string]uint64 `json:"status"` // by callback status (success, not_found, failed code)
+	Expected  uint64 `json:"expected"`
+	Delivered uint64 `json:"delivered"` // first callbacks of expected jobs
+	// Succeeded counts the first callbacks of expected jobs whose status
+	// is success: the async verifications completed. A not_found callback
+	// (the job's whole retry budget passed without the bank finding the
+	// slip) ends a job but verifies nothing; the bench's sandbox bank finds
+	// every slip it is sent, so there it is a failure, as a sync 404
+	// SLIP_NOT_FOUND is. Failed callbacks ("failed CODE") are failures.
+	Succeeded uint64 `json:"succeeded"`
+	// LastSuccess is when the last successful callback arrived (zero:
+	// none), the end of the span over which async throughput is counted.
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	Repeats     uint64    `json:"repeats"` // further callbacks of a job (at-least-once)
+	Unknown     uint64    `json:"unknown"` // callbacks of jobs never expected
+	BadSig      uint64    `json:"badSignature"`
+	Malformed   uint64    `json:"malformed"`
+	// Status counts the first callbacks of expected jobs by status
+	// ("success", "not_found", "failed CODE"); they add up to Delivered.
+	Status map[string]uint64 `json:"status"`
 }
 
 // Start listens on a free loopback port with a certificate signed by the
@@ -124,20 +137,26 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case j == nil:
 		// Arrived before the submit's answer was read: kept until Expect.
-		r.jobs[cb.JobID] = &job{arrived: now, body: body, sig: sig}
+		r.jobs[cb.JobID] = &job{arrived: now, status: status, body: body, sig: sig}
 	case !j.arrived.IsZero():
 		r.stats.Repeats++
 	default:
-		j.arrived = now
+		j.arrived, j.status = now, status
 		r.deliver(j, body, sig)
 	}
-	r.stats.Status[status]++
 	w.WriteHeader(http.StatusOK)
 }
 
 // deliver counts the first callback of an expected job; r.mu is held.
 func (r *Receiver) deliver(j *job, body []byte, sig string) {
 	r.stats.Delivered++
+	r.stats.Status[j.status]++
+	if j.status == "success" {
+		r.stats.Succeeded++
+		if j.arrived.After(r.stats.LastSuccess) {
+			r.stats.LastSuccess = j.arrived
+		}
+	}
 	r.lat.Record(j.arrived.Sub(j.due))
 	if !Valid(j.secret, body, sig) {
 		r.stats.BadSig++
