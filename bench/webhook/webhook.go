@@ -80,13 +80,45 @@ type Stats struct {
 	Status map[string]uint64 `json:"status"`
 }
 
+// CA file names in a receiver's directory.
+const (
+	CAFile    = "webhook-ca.pem"
+	CAKeyFile = "webhook-ca-key.pem"
+)
+
+// MakeCA makes the receivers' CA in dir (CAFile and CAKeyFile; dir is
+// created when missing) unless a readable one is there already, and
+// returns the CA file's path and whether it was made now. A stack must be
+// started with SLIP_EGRESS_CA_FILE set to that file before any receiver
+// runs (core refuses to start without it), so the CA is made first, once,
+// and every later receiver started from dir is signed by it.
+func MakeCA(dir string) (caFile string, made bool, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, fmt.Errorf("webhook: %w", err)
+	}
+	caFile = filepath.Join(dir, CAFile)
+	if _, _, made, err = loadOrMakeCA(caFile, filepath.Join(dir, CAKeyFile)); err != nil {
+		return "", false, fmt.Errorf("webhook: %w", err)
+	}
+	return caFile, made, nil
+}
+
+// CheckCA reports an error unless dir holds a receiver CA (CAFile and its
+// key) that loads; the error wraps os.ErrNotExist when a file is missing.
+func CheckCA(dir string) error {
+	if _, _, err := loadCA(filepath.Join(dir, CAFile), filepath.Join(dir, CAKeyFile)); err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	return nil
+}
+
 // Start listens on a free loopback port with a certificate signed by the
-// CA kept in dir (webhook-ca.pem and webhook-ca-key.pem), made there when
-// missing: a stack started with SLIP_EGRESS_CA_FILE=dir/webhook-ca.pem
-// trusts every receiver started from dir.
+// CA kept in dir (CAFile and CAKeyFile), made there when missing: a stack
+// started with SLIP_EGRESS_CA_FILE=dir/webhook-ca.pem trusts every
+// receiver started from dir.
 func Start(dir string) (*Receiver, error) {
-	caFile := filepath.Join(dir, "webhook-ca.pem")
-	cert, err := leafFromCA(caFile, filepath.Join(dir, "webhook-ca-key.pem"))
+	caFile := filepath.Join(dir, CAFile)
+	cert, err := leafFromCA(caFile, filepath.Join(dir, CAKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
@@ -248,14 +280,23 @@ func Valid(secret string, body []byte, sig string) bool {
 	return hmac.Equal(got, m.Sum(nil))
 }
 
+// loadOrMakeCA loads the CA of caFile and keyFile, or makes and saves one
+// when caFile is missing. A CA file without its key is an error, not
+// replaced: a stack may trust it already.
+func loadOrMakeCA(caFile, keyFile string) (ca *x509.Certificate, key *ecdsa.PrivateKey, made bool, err error) {
+	if _, err := os.Stat(caFile); errors.Is(err, os.ErrNotExist) {
+		ca, key, err = makeCA(caFile, keyFile)
+		return ca, key, err == nil, err
+	}
+	ca, key, err = loadCA(caFile, keyFile)
+	return ca, key, false, err
+}
+
 // leafFromCA loads the CA of caFile and keyFile, making and saving it when
 // caFile is missing, and returns a fresh server certificate for 127.0.0.1
 // signed by it.
 func leafFromCA(caFile, keyFile string) (tls.Certificate, error) {
-	ca, caKey, err := loadCA(caFile, keyFile)
-	if errors.Is(err, os.ErrNotExist) {
-		ca, caKey, err = makeCA(caFile, keyFile)
-	}
+	ca, caKey, _, err := loadOrMakeCA(caFile, keyFile)
 	if err != nil {
 		return tls.Certificate{}, err
 	}

@@ -7,8 +7,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -97,5 +99,47 @@ func TestValid(t *testing.T) {
 	body := []byte(`{"a":1}`)
 	if !Valid("k", body, sign("k", body)) || Valid("k", body, sign("x", body)) || Valid("k", body, "sha256=zz") || Valid("k", body, "") {
 		t.Error("Valid is wrong")
+	}
+}
+
+// TestMakeCA makes the CA before any receiver, as a user does before
+// starting the stack: it is made once and kept, a receiver started from
+// the directory later is trusted through it, and a CA without its key is
+// refused rather than replaced.
+func TestMakeCA(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wh")
+	if err := CheckCA(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CheckCA of an empty directory: %v", err)
+	}
+	caFile, made, err := MakeCA(dir)
+	if err != nil || !made || caFile != filepath.Join(dir, CAFile) {
+		t.Fatalf("MakeCA: %q %v %v", caFile, made, err)
+	}
+	before, _ := os.ReadFile(caFile)
+	if _, made, err := MakeCA(dir); err != nil || made {
+		t.Errorf("second MakeCA: made %v, %v; want the CA kept", made, err)
+	}
+	if after, _ := os.ReadFile(caFile); !bytes.Equal(before, after) || CheckCA(dir) != nil {
+		t.Error("the CA changed, or does not load")
+	}
+	r, err := Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(before)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	res, err := c.Post(r.URL, "application/json", bytes.NewReader([]byte(`{"jobId":"job-1","status":"success"}`)))
+	if err != nil {
+		t.Fatalf("the receiver is not trusted through the CA made before it: %v", err)
+	}
+	res.Body.Close()
+	os.Remove(filepath.Join(dir, CAKeyFile))
+	if _, _, err := MakeCA(dir); err == nil {
+		t.Error("a CA without its key was accepted")
+	}
+	if after, _ := os.ReadFile(caFile); !bytes.Equal(before, after) {
+		t.Error("a CA without its key was replaced")
 	}
 }

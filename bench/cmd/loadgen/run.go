@@ -31,6 +31,7 @@ commands:
   capacity   print the capacity model (per-core numbers from a JSON result and flags)
   report     render a JSON result again as a table and HTML
   seed       write a bench seed file
+  webhook-ca make the async receiver's CA in a directory, to start a stack with before loadgen run
   selftest   measure the generator's own ceiling against a trivial local server
   list       list the scenarios
 
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return cmdReport(args, out)
 	case "seed":
 		return cmdSeed(args, out)
+	case "webhook-ca":
+		return cmdWebhookCA(args, out)
 	case "selftest":
 		return cmdSelftest(ctx, args, out)
 	case "list":
@@ -222,7 +225,7 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	mix := fs.String("mix", "bench/profiles/production.json", "scenario file of the mixed scenario")
 	images := fs.Int("images", 24, "pictures in the upload corpus")
 	batch := fs.Int("batch", 20, "slips per async batch")
-	whDir := fs.String("webhook-dir", "", "async scenarios: directory of the receiver's CA (start the stack with SLIP_EGRESS_CA_FILE=DIR/webhook-ca.pem and SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8)")
+	whDir := fs.String("webhook-dir", "", "async scenarios: directory of the receiver's CA, made beforehand with loadgen webhook-ca -dir DIR; the stack must have been started with SLIP_EGRESS_CA_FILE=DIR/webhook-ca.pem and SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8")
 	jsonOut := fs.String("json", "", "write the result as JSON to this file")
 	htmlOut := fs.String("html", "", "write the HTML report to this file")
 	if err := parse(fs, args, 0); err != nil {
@@ -263,14 +266,21 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if sc.Async {
+		// The stack must trust the receiver's CA from its start: a CA made
+		// now would not be, so none is made here.
+		if *whDir == "" {
+			return fmt.Errorf("scenario %s needs -webhook-dir (see loadgen run -h)", sc.Name)
+		}
+		if err := webhook.CheckCA(*whDir); err != nil {
+			return fmt.Errorf("scenario %s: %w; make the CA with loadgen webhook-ca -dir %s and start the stack with the SLIP_EGRESS_CA_FILE it prints", sc.Name, err, *whDir)
+		}
+	}
 	if err := health(*addr); err != nil {
 		return err
 	}
 	env := &scenario.Env{Client: scenario.NewClient(*addr, *conns), Seed: seed, Run: scenario.RunID(), Mix: *mix, Images: *images, BatchSize: *batch}
 	if sc.Async {
-		if *whDir == "" {
-			return fmt.Errorf("scenario %s needs -webhook-dir (see loadgen run -h)", sc.Name)
-		}
 		if env.Webhook, err = webhook.Start(*whDir); err != nil {
 			return err
 		}
@@ -399,6 +409,34 @@ func cmdSeed(args []string, out io.Writer) error {
 		return err
 	}
 	return os.WriteFile(*path, raw, 0o644)
+}
+
+// cmdWebhookCA makes the async receiver's CA in a directory (or keeps the
+// one there) and prints how to start a stack that trusts it; loadgen run
+// -webhook-dir DIR then signs its receivers with it.
+func cmdWebhookCA(args []string, out io.Writer) error {
+	fs := newFlags("webhook-ca")
+	dir := fs.String("dir", "", "directory for webhook-ca.pem and webhook-ca-key.pem (made when missing)")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("webhook-ca: give -dir DIR")
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	caFile, made, err := webhook.MakeCA(abs)
+	if err != nil {
+		return err
+	}
+	what := "made"
+	if !made {
+		what = "already there, kept"
+	}
+	fmt.Fprintf(out, "%s: %s\nstart the stack with SLIP_EGRESS_CA_FILE=%s SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8,\nthen: loadgen run -webhook-dir %s -scenario async-single ...\n", caFile, what, caFile, abs)
+	return nil
 }
 
 func cmdSelftest(ctx context.Context, args []string, out io.Writer) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -97,5 +98,49 @@ func TestCapacityFlagsWin(t *testing.T) {
 	out.Reset()
 	if err := run(context.Background(), []string{"capacity", "-from", path}, &out, &out); err != nil || !strings.Contains(out.String(), "measured: bank-v2 peak") {
 		t.Errorf("%v\n%s", err, out.String())
+	}
+}
+
+// TestWebhookCA makes the receiver's CA before a stack exists, as the
+// README's steps for async scenarios against one's own stack go, and
+// checks that run refuses an async scenario whose directory has no CA
+// (the stack could not trust one made then) before it looks for a stack.
+func TestWebhookCA(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wh")
+	var out strings.Builder
+	if err := run(context.Background(), []string{"webhook-ca", "-dir", dir}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "webhook-ca.pem")
+	if !strings.Contains(out.String(), "SLIP_EGRESS_CA_FILE="+caFile) || !strings.Contains(out.String(), "made") {
+		t.Errorf("webhook-ca printed:\n%s", out.String())
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "webhook-ca-key.pem")); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"webhook-ca", "-dir", dir}, &out, &out); err != nil || !strings.Contains(out.String(), "kept") {
+		t.Errorf("second webhook-ca: %v\n%s", err, out.String())
+	}
+	if again, _ := os.ReadFile(caFile); string(again) != string(pem) {
+		t.Error("a second webhook-ca replaced the CA")
+	}
+	seed := filepath.Join("..", "..", "seed.json")
+	err = run(context.Background(), []string{"run", "-scenario", "async-single", "-rate", "1", "-seed", seed, "-addr", "127.0.0.1:1",
+		"-webhook-dir", t.TempDir()}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "loadgen webhook-ca -dir") {
+		t.Errorf("run with a directory without CA: %v", err)
+	}
+	err = run(context.Background(), []string{"run", "-scenario", "async-single", "-rate", "1", "-seed", seed, "-addr", "127.0.0.1:1",
+		"-webhook-dir", dir}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "no edge answers") {
+		t.Errorf("run with the CA made: %v, want it to look for the stack", err)
+	}
+	if err := run(context.Background(), []string{"webhook-ca"}, &out, &out); err == nil {
+		t.Error("webhook-ca without -dir was accepted")
 	}
 }
