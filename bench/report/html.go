@@ -60,6 +60,7 @@ Numbers from a shared machine are noisy: compare ratios between runs, not absolu
 Successful requests only: p50 {{num .OKLatency.P50}} ms, p90 {{num .OKLatency.P90}} ms, p99 {{num .OKLatency.P99}} ms, max {{num .OKLatency.Max}} ms.
 Send→answer p50 {{num .Service.P50}} ms, p99 {{num .Service.P99}} ms; generator lag p50 {{num .Lag.P50}} ms, p99 {{num .Lag.P99}} ms.
 {{with codes .}}Errors: {{.}}.{{end}}
+{{if .Duplicates}}Answered as duplicates: {{.Duplicates}} of {{.OK}} successful.{{end}}
 {{with .Callbacks}}<br>Callbacks: {{.Stats.Delivered}} of {{.Stats.Expected}} delivered, {{.Stats.Succeeded}} successful ({{.Missing}} missing, {{.Stats.Repeats}} repeats, {{.Stats.BadSig}} bad signatures); submit→callback p50 {{num .Latency.P50}} ms, p99 {{num .Latency.P99}} ms, max {{num .Latency.Max}} ms.
 {{with statuses .}}By status: {{.}}.{{end}}{{end}}
 {{if .Callbacks}}Verif/s is successful callbacks over {{printf "%.1f" (span .)}} s, from the start to the last of them.{{end}}</p>

@@ -117,6 +117,11 @@ type Scenario struct {
 	OKRate     float64 `json:"okRate"`     // successful requests/s
 	// Units is the verifications one request carries (a batch: its slips).
 	Units int `json:"units,omitempty"`
+	// Duplicates counts the successful answers that said isDuplicate
+	// (codes "200 duplicate"): the repeats the stack saw, measured, which
+	// is what the duplicates scenario's share is, and what scenarios of
+	// new slips must not have.
+	Duplicates uint64 `json:"duplicates,omitempty"`
 	// Verifications is successful verifications/s (a batch request counts
 	// its slips). For async scenarios (SetCallbacks) it counts successful
 	// callbacks, not accepted submits: a stack whose job workers fall
@@ -152,6 +157,11 @@ func FromResult(name, about, mode, plan string, units int, r *load.Result) *Scen
 	s := &Scenario{Name: name, About: about, Mode: mode, Load: plan, Elapsed: r.Elapsed.Seconds(),
 		Requests: r.OK + r.Fail, OK: r.OK, Failed: r.Fail, Unsent: r.Unsent, Units: max(units, 1), Failures: r.Failures,
 		Latency: Digest(&r.Latency), OKLatency: Digest(&r.OKLatency), Service: Digest(&r.Service), Lag: Digest(&r.Lag), Codes: r.Codes}
+	for c, n := range r.Codes {
+		if strings.HasSuffix(c, " duplicate") {
+			s.Duplicates += n - r.Failures[c]
+		}
+	}
 	if r.Elapsed > 0 {
 		s.Throughput = float64(s.Requests) / r.Elapsed.Seconds()
 		s.OKRate = float64(r.OK) / r.Elapsed.Seconds()

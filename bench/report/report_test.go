@@ -208,6 +208,21 @@ func TestErrorCountsByOK(t *testing.T) {
 	}
 }
 
+// TestDuplicatesReported checks that the repeats a run measured (answers
+// with isDuplicate, "200 duplicate") are counted in the results.
+func TestDuplicatesReported(t *testing.T) {
+	res := &load.Result{Elapsed: time.Second, OK: 1000, Codes: map[string]uint64{"200": 230, "200 duplicate": 770}, Failures: map[string]uint64{}}
+	s := FromResult("duplicates", "about", "open", "1000/s 1s", 1, res)
+	if s.Duplicates != 770 {
+		t.Errorf("duplicates %d, want 770", s.Duplicates)
+	}
+	var b strings.Builder
+	(&Report{Version: Version, Scenarios: []*Scenario{s}}).Table(&b)
+	if !strings.Contains(b.String(), "answered as duplicates: 770 of 1000 successful (77.0 %)") || strings.Contains(b.String(), "errors:") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
 // TestCompare checks that a slower run shows as a latency increase.
 func TestCompare(t *testing.T) {
 	old := &Report{Version: Version, Scenarios: []*Scenario{run(t, 0)}}

@@ -36,6 +36,9 @@ func (r *Report) Table(w io.Writer) {
 		}
 		line := fmt.Sprintf("\n%s: send→answer p50 %s p99 %s ms; generator lag p50 %s p99 %s ms", s.Name,
 			num(s.Service.P50), num(s.Service.P99), num(s.Lag.P50), num(s.Lag.P99))
+		if s.Duplicates > 0 {
+			line += fmt.Sprintf("\n  answered as duplicates: %d of %d successful (%.1f %%)", s.Duplicates, s.OK, 100*float64(s.Duplicates)/float64(max(s.OK, 1)))
+		}
 		if ok := s.OKLatency; ok.Count > 0 && ok.Count != s.Requests {
 			line += fmt.Sprintf("\n  successful requests only: p50 %s p90 %s p99 %s p99.9 %s max %s ms", num(ok.P50), num(ok.P90), num(ok.P99), num(ok.P999), num(ok.Max))
 		}

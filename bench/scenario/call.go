@@ -67,8 +67,14 @@ type Answer struct {
 	Body   []byte
 }
 
-// do sends req, releases it and classifies the answer: 2xx is OK; anything
-// else is counted by status and error code. read, when set, sees every
+// isDuplicate is how a v2 answer says the slip was verified before (core
+// writes it with encoding/json, without spaces).
+var isDuplicate = []byte(`"isDuplicate":true`)
+
+// do sends req, releases it and classifies the answer: 2xx is OK, counted
+// as "200 duplicate" when the answer says isDuplicate (so a run counts the
+// repeats the stack saw, and a scenario of new slips shows any it did not
+// mean); anything else is counted by status and error code. read, when set, sees every
 // answer before it is released and may turn it into a failure code.
 func (c *Client) do(ctx context.Context, req *fasthttp.Request, read func(Answer) string) load.Outcome {
 	resp := fasthttp.AcquireResponse()
@@ -87,6 +93,9 @@ func (c *Client) do(ctx context.Context, req *fasthttp.Request, read func(Answer
 	switch {
 	case status >= 200 && status < 300:
 		o.OK, o.Code = true, statusCode(status)
+		if bytes.Contains(body, isDuplicate) {
+			o.Code = duplicateCode(status)
+		}
 	case status == 429 && len(resp.Header.Peek("Retry-After")) == 0:
 		o.Code = "429 without Retry-After"
 	default:
@@ -151,6 +160,12 @@ func intern(b []byte) string {
 func statusCode(status int) string {
 	var buf [8]byte
 	return intern(strconv.AppendInt(buf[:0], int64(status), 10))
+}
+
+// duplicateCode returns "STATUS duplicate".
+func duplicateCode(status int) string {
+	var buf [24]byte
+	return intern(append(strconv.AppendInt(buf[:0], int64(status), 10), " duplicate"...))
 }
 
 // errorCode returns "STATUS CODE" from a v2 error body

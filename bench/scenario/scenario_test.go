@@ -2,10 +2,13 @@ package scenario
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,7 +75,7 @@ func TestCorpus(t *testing.T) {
 	if testing.Short() {
 		n = 2
 	}
-	imgs, err := Corpus(RunID(), n, "image")
+	imgs, err := Corpus(RunID(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,31 +122,59 @@ func TestReadMix(t *testing.T) {
 
 // edgeStub is an in-memory HTTP server that answers like the edge's happy
 // path and checks each request's credentials, so the generator's own cost
-// is measured and its requests are checked for form.
+// is measured and its requests are checked for form. With track set it
+// also keeps duplicates as core does, per service: a slip (a payload, or an
+// uploaded file) seen before is answered isDuplicate true and counted.
 type edgeStub struct {
 	ln      *fasthttputil.InmemoryListener
 	bad     atomic.Int64
 	signers map[string]*authn.Signer // by branch key
+	service map[string]string        // by branch key
+
+	track   bool
+	mu      sync.Mutex
+	seen    map[string]bool // service and slip
+	repeats atomic.Int64
 }
 
 func newStub(tb testing.TB, seed *tenant.Seed) *edgeStub {
-	s := &edgeStub{ln: fasthttputil.NewInmemoryListener(), signers: map[string]*authn.Signer{}}
+	s := &edgeStub{ln: fasthttputil.NewInmemoryListener(), signers: map[string]*authn.Signer{}, service: map[string]string{}, seen: map[string]bool{}}
 	for _, b := range seed.Branches {
 		s.signers[b.Key] = authn.NewSigner(b.Secret)
+		s.service[b.Key] = b.ServiceID
 	}
 	go fasthttp.Serve(s.ln, func(ctx *fasthttp.RequestCtx) {
 		h := &ctx.Request.Header
+		key := string(h.Peek("X-API-Key"))
 		if sig := h.Peek("X-Signature"); len(sig) > 0 {
 			sts := authn.AppendStringToSign(nil, h.Method(), authn.SignedPath(h.RequestURI()), h.Peek("X-Timestamp"), h.Peek("X-Nonce"), ctx.PostBody())
-			sg := s.signers[string(h.Peek("X-API-Key"))]
+			sg := s.signers[key]
 			if sg == nil || !sg.Verify(sts, sig) {
 				s.bad.Add(1)
 			}
-		} else if !strings.HasPrefix(string(h.Peek("Authorization")), "Bearer ") {
+		} else if k, ok := strings.CutPrefix(string(h.Peek("Authorization")), "Bearer "); ok {
+			key = k
+		} else {
 			s.bad.Add(1)
 		}
 		ctx.Response.Header.Set("X-RateLimit-Limit", "5000")
-		ctx.SetBodyString(`{"success":true,"data":{}}`)
+		if !s.track {
+			ctx.SetBodyString(`{"success":true,"data":{}}`)
+			return
+		}
+		slip := string(jsonString(ctx.PostBody(), `"payload":"`))
+		if strings.HasPrefix(string(h.ContentType()), "multipart/") {
+			sum := sha256.Sum256(ctx.PostBody())
+			slip = string(sum[:])
+		}
+		s.mu.Lock()
+		dup := s.seen[s.service[key]+"/"+slip]
+		s.seen[s.service[key]+"/"+slip] = true
+		s.mu.Unlock()
+		if dup {
+			s.repeats.Add(1)
+		}
+		fmt.Fprintf(ctx, `{"success":true,"data":{"isDuplicate":%v}}`, dup)
 	})
 	tb.Cleanup(func() { s.ln.Close() })
 	return s
@@ -156,7 +187,7 @@ func stubEnv(tb testing.TB) (*Env, *edgeStub) {
 	}
 	s := newStub(tb, seed)
 	c := NewClient("edge.test", 64).WithDial(func(string) (net.Conn, error) { return s.ln.Dial() })
-	return &Env{Client: c, Seed: seed, Run: RunID(), Images: 2, Mix: filepath.Join("..", "profiles", "production.json")}, s
+	return &Env{Client: c, Seed: seed, Run: RunID(), Mix: filepath.Join("..", "profiles", "production.json")}, s
 }
 
 // TestSyncScenarios runs every sync scenario's requests against the stub:
@@ -183,6 +214,52 @@ func TestSyncScenarios(t *testing.T) {
 	if _, err := (&Scenario{Name: "x", Async: true}).Build(env); err == nil {
 		t.Error("an async scenario was built without a webhook receiver")
 	}
+}
+
+// TestBankImageNewSlips sends more uploads than a branch's service could
+// see of a fixed corpus: every one is a picture of a new slip (the stub
+// keeps duplicates per service, as core does, by the uploaded file), and
+// the pictures carry the slips the requests were made for.
+func TestBankImageNewSlips(t *testing.T) {
+	env, stub := stubEnv(t)
+	stub.track = true
+	sc, _ := Get("bank-image")
+	f, err := sc.Build(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := uint64(len(env.Seed.Branches) * 2)
+	res, err := load.Run(context.Background(), load.Plan{Workers: []int{4}, Requests: n}, f)
+	if err != nil || res.OK != n {
+		t.Fatalf("%v: ok %d of %d, codes %v", err, res.OK, n, res.Codes)
+	}
+	if stub.repeats.Load() != 0 || res.Codes["200 duplicate"] != 0 {
+		t.Errorf("%d uploads repeated a picture the service had seen (%d answered as duplicates)", stub.repeats.Load(), res.Codes["200 duplicate"])
+	}
+}
+
+// TestDuplicatesCounted runs the duplicates scenario against the stub,
+// which keeps duplicates per service: the run counts the repeats the
+// server saw (answers with isDuplicate true), which are fewer than the
+// nominal 90 % because each pool slot's first draw is new.
+func TestDuplicatesCounted(t *testing.T) {
+	env, stub := stubEnv(t)
+	stub.track = true
+	sc, _ := Get("duplicates")
+	f, err := sc.Build(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	res, err := load.Run(context.Background(), load.Plan{Workers: []int{4}, Requests: n}, f)
+	if err != nil || res.OK != n {
+		t.Fatalf("%v: ok %d, codes %v", err, res.OK, res.Codes)
+	}
+	dup := res.Codes["200 duplicate"]
+	if dup == 0 || dup != uint64(stub.repeats.Load()) || res.Codes["200"]+dup != n {
+		t.Errorf("%d answered as duplicates, the server saw %d repeats; codes %v", dup, stub.repeats.Load(), res.Codes)
+	}
+	t.Logf("%d of %d requests repeated a slip (%.0f %%)", dup, n, 100*float64(dup)/n)
 }
 
 // BenchmarkScenario measures the generator's cost of one request of each

@@ -223,7 +223,6 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of one request")
 	conns := fs.Int("conns", 4096, "most connections to the edge")
 	mix := fs.String("mix", "bench/profiles/production.json", "scenario file of the mixed scenario")
-	images := fs.Int("images", 24, "pictures in the upload corpus")
 	batch := fs.Int("batch", 20, "slips per async batch")
 	whDir := fs.String("webhook-dir", "", "async scenarios: directory of the receiver's CA, made beforehand with loadgen webhook-ca -dir DIR; the stack must have been started with SLIP_EGRESS_CA_FILE=DIR/webhook-ca.pem and SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8")
 	jsonOut := fs.String("json", "", "write the result as JSON to this file")
@@ -279,7 +278,7 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := health(*addr); err != nil {
 		return err
 	}
-	env := &scenario.Env{Client: scenario.NewClient(*addr, *conns), Seed: seed, Run: scenario.RunID(), Mix: *mix, Images: *images, BatchSize: *batch}
+	env := &scenario.Env{Client: scenario.NewClient(*addr, *conns), Seed: seed, Run: scenario.RunID(), Mix: *mix, BatchSize: *batch}
 	if sc.Async {
 		if env.Webhook, err = webhook.Start(*whDir); err != nil {
 			return err
