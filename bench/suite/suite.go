@@ -111,12 +111,12 @@ func (r *Runner) callbacks(out *report.Scenario, start time.Time) {
 		wait = time.Minute
 	}
 	wh.Wait(time.Now().Add(wait))
-	out.SetCallbacks(Callbacks(wh, start))
+	out.SetCallbacks(callbackReport(wh, start))
 	// The run is over when its callbacks are in: CPU is read after them.
 }
 
-// Callbacks is what wh saw of the run started at start.
-func Callbacks(wh *webhook.Receiver, start time.Time) *report.Callbacks {
+// callbackReport is what wh saw of the run started at start.
+func callbackReport(wh *webhook.Receiver, start time.Time) *report.Callbacks {
 	cb := &report.Callbacks{Latency: report.Digest(wh.Latency()), Stats: wh.Stats()}
 	if cb.Stats.Expected > cb.Stats.Delivered {
 		cb.Missing = cb.Stats.Expected - cb.Stats.Delivered
