@@ -216,18 +216,26 @@ func TestSyncScenarios(t *testing.T) {
 	}
 }
 
+// tracked builds scenario name against a stub that counts the slips each
+// service sees again.
+func tracked(t *testing.T, name string) (*Env, *edgeStub, load.Func) {
+	t.Helper()
+	env, stub := stubEnv(t)
+	stub.track = true
+	sc, _ := Get(name)
+	f, err := sc.Build(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, stub, f
+}
+
 // TestBankImageNewSlips sends more uploads than a branch's service could
 // see of a fixed corpus: every one is a picture of a new slip (the stub
 // keeps duplicates per service, as core does, by the uploaded file), and
 // the pictures carry the slips the requests were made for.
 func TestBankImageNewSlips(t *testing.T) {
-	env, stub := stubEnv(t)
-	stub.track = true
-	sc, _ := Get("bank-image")
-	f, err := sc.Build(env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, stub, f := tracked(t, "bank-image")
 	n := uint64(len(env.Seed.Branches) * 2)
 	res, err := load.Run(context.Background(), load.Plan{Workers: []int{4}, Requests: n}, f)
 	if err != nil || res.OK != n {
@@ -243,13 +251,7 @@ func TestBankImageNewSlips(t *testing.T) {
 // server saw (answers with isDuplicate true), which are fewer than the
 // nominal 90 % because each pool slot's first draw is new.
 func TestDuplicatesCounted(t *testing.T) {
-	env, stub := stubEnv(t)
-	stub.track = true
-	sc, _ := Get("duplicates")
-	f, err := sc.Build(env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, stub, f := tracked(t, "duplicates")
 	const n = 3000
 	res, err := load.Run(context.Background(), load.Plan{Workers: []int{4}, Requests: n}, f)
 	if err != nil || res.OK != n {

@@ -453,25 +453,47 @@ func (h *heldBank) Bank(ctx context.Context, code, ref string) (bank.Slip, error
 	return h.Connector.Bank(ctx, code, ref)
 }
 
+// holdBank makes e's bank hold each lookup until released.
+func (e *env) holdBank() *heldBank {
+	held := &heldBank{Connector: e.j.Verifier.Upstream, arrived: make(chan struct{}, 2), release: make(chan struct{})}
+	e.j.Verifier.Upstream = held
+	return held
+}
+
+// handleIn handles m with ctx in a goroutine; its error arrives on the
+// channel.
+func (e *env) handleIn(ctx context.Context, m store.Message) chan error {
+	done := make(chan error, 1)
+	go func() { done <- e.j.HandleJob(ctx, kafka.Message{Topic: m.Topic, Key: []byte(m.Key), Value: m.Value}) }()
+	return done
+}
+
+// doneOnce checks that job id of br is done, with one callback sent and one
+// verification charged.
+func (e *env) doneOnce(id string) {
+	e.t.Helper()
+	if j := e.job(id); j.Status != jobs.Done {
+		e.t.Errorf("job %s", j.Status)
+	}
+	if n := len(e.take(api.TopicResults)); n != 1 {
+		e.t.Errorf("%d callbacks, want 1", n)
+	}
+	if n := e.used("svc", "br"); n != 1 {
+		e.t.Errorf("quota used %d, want 1", n)
+	}
+}
+
 // TestHandleJobConcurrentDuplicate: the same message handled twice at once
 // (a resend, two workers) sends one bank lookup, charges once and sends one
 // callback.
 func TestHandleJobConcurrentDuplicate(t *testing.T) {
 	e := setup(t)
-	held := &heldBank{Connector: e.j.Verifier.Upstream, arrived: make(chan struct{}, 2), release: make(chan struct{})}
-	e.j.Verifier.Upstream = held
+	held := e.holdBank()
 	id := e.submit("br", "SUCCESSREF02")
 	msg := e.takeOne(api.TopicJobs)
-	handle := func() chan error {
-		done := make(chan error, 1)
-		go func() {
-			done <- e.j.HandleJob(context.Background(), kafka.Message{Topic: msg.Topic, Key: []byte(msg.Key), Value: msg.Value})
-		}()
-		return done
-	}
-	first := handle()
+	first := e.handleIn(context.Background(), msg)
 	<-held.arrived
-	second := handle() // while the first is in hand
+	second := e.handleIn(context.Background(), msg) // while the first is in hand
 	select {
 	case err := <-second:
 		if err != nil {
@@ -488,15 +510,7 @@ func TestHandleJobConcurrentDuplicate(t *testing.T) {
 	if n := held.lookups.Load(); n != 1 {
 		t.Errorf("%d bank lookups for one attempt, want 1", n)
 	}
-	if j := e.job(id); j.Status != jobs.Done {
-		t.Errorf("job %s", j.Status)
-	}
-	if n := len(e.take(api.TopicResults)); n != 1 {
-		t.Errorf("%d callbacks, want 1", n)
-	}
-	if n := e.used("svc", "br"); n != 1 {
-		t.Errorf("quota used %d, want 1", n)
-	}
+	e.doneOnce(id)
 }
 
 // TestHandleJobCutByStop: an attempt whose context ends while it runs (the
@@ -505,15 +519,11 @@ func TestHandleJobConcurrentDuplicate(t *testing.T) {
 // once, charged once.
 func TestHandleJobCutByStop(t *testing.T) {
 	e := setup(t)
-	held := &heldBank{Connector: e.j.Verifier.Upstream, arrived: make(chan struct{}, 1), release: make(chan struct{})}
-	e.j.Verifier.Upstream = held
+	held := e.holdBank()
 	id := e.submit("br", "SUCCESSREF03")
 	msg := e.takeOne(api.TopicJobs)
 	ctx, cancel := context.WithCancel(context.Background())
-	cut := make(chan error, 1)
-	go func() {
-		cut <- e.j.HandleJob(ctx, kafka.Message{Topic: msg.Topic, Key: []byte(msg.Key), Value: msg.Value})
-	}()
+	cut := e.handleIn(ctx, msg)
 	<-held.arrived
 	cancel() // the grace ran out
 	close(held.release)
@@ -526,17 +536,8 @@ func TestHandleJobCutByStop(t *testing.T) {
 	if n := len(e.take(api.TopicResults)); n != 0 {
 		t.Fatalf("the cut attempt sent %d callbacks", n)
 	}
-	held.arrived = make(chan struct{}, 1) // the restart: the lookup is not held now
-	e.handle(msg)
-	if j := e.job(id); j.Status != jobs.Done {
-		t.Errorf("after the restart: %s", j.Status)
-	}
-	if n := len(e.take(api.TopicResults)); n != 1 {
-		t.Errorf("%d callbacks, want 1", n)
-	}
-	if n := e.used("svc", "br"); n != 1 {
-		t.Errorf("quota used %d, want 1", n)
-	}
+	e.handle(msg) // after the restart (the lookup is released)
+	e.doneOnce(id)
 }
 
 // TestHandleJobNoSecret: a branch without a webhook secret gets unsigned

@@ -24,6 +24,19 @@ func twoServices() store.Records {
 	return r
 }
 
+// openTwoServices opens a fresh store with twoServices and a second branch
+// of svc-a, a-2, and returns them.
+func openTwoServices(t *testing.T, c *clock) (*store.Store, string, store.Records) {
+	t.Helper()
+	st, path := open(t, c, 0)
+	r := twoServices()
+	r.Branches = append(r.Branches, store.Branch{ID: "a-2", ServiceID: "svc-a", KeyDigest: store.Digest("ka2")})
+	if _, err := st.InsertMissing(r); err != nil {
+		t.Fatal(err)
+	}
+	return st, path, r
+}
+
 // listings returns each service's accounts and branches, by id.
 func listings(t *testing.T, st *store.Store) map[string]string {
 	t.Helper()
@@ -55,12 +68,7 @@ func listings(t *testing.T, st *store.Store) map[string]string {
 // when such a store opens).
 func TestIndexesByService(t *testing.T) {
 	c := newClock()
-	st, path := open(t, c, 0)
-	r := twoServices()
-	r.Branches = append(r.Branches, store.Branch{ID: "a-2", ServiceID: "svc-a", KeyDigest: store.Digest("ka2")})
-	if _, err := st.InsertMissing(r); err != nil {
-		t.Fatal(err)
-	}
+	st, path, _ := openTwoServices(t, c)
 	if err := st.CreateAccount(store.BankAccount{ID: "acc-b1", ServiceID: "svc-b", BankCode: "014", BankNumber: "2000", Active: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +132,7 @@ func TestAccountBounds(t *testing.T) {
 // how an operator revokes a leaked key.
 func TestDeletedBranchStaysDeleted(t *testing.T) {
 	c := newClock()
-	st, path := open(t, c, 0)
-	r := twoServices()
-	r.Branches = append(r.Branches, store.Branch{ID: "a-2", ServiceID: "svc-a", KeyDigest: store.Digest("ka2")})
-	if _, err := st.InsertMissing(r); err != nil {
-		t.Fatal(err)
-	}
+	st, path, r := openTwoServices(t, c)
 	if err := st.DeleteBranch("svc-a", "a-2"); err != nil {
 		t.Fatal(err)
 	}
