@@ -260,11 +260,11 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 	var resolved string
 	req.Resolved = func(p string) { resolved = p }
 	res, verr := j.Verifier.Bank(ctx, req)
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && verr != nil {
 		// The stop's grace ended the attempt (a bank lookup or an image
 		// fetch cut short): that is no outcome. The job stays processing
 		// and its message, not committed, runs the attempt again after the
-		// restart.
+		// restart. An attempt that succeeded meanwhile is recorded.
 		return err
 	}
 	sign, err := j.signer(job.ServiceID, job.BranchID)

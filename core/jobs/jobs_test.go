@@ -444,13 +444,39 @@ type heldBank struct {
 	bank.Connector
 	lookups          atomic.Int32
 	arrived, release chan struct{}
+	finish           bool // answer even when the context ended meanwhile
 }
 
 func (h *heldBank) Bank(ctx context.Context, code, ref string) (bank.Slip, error) {
 	h.lookups.Add(1)
 	h.arrived <- struct{}{}
 	<-h.release
+	if h.finish {
+		ctx = context.WithoutCancel(ctx)
+	}
 	return h.Connector.Bank(ctx, code, ref)
+}
+
+// usage returns the usage events now in the outbox, in order, leaving them
+// there (take acks the whole outbox).
+func (e *env) usage() []api.UsageEvent {
+	e.t.Helper()
+	msgs, err := e.st.Outbox(10000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []api.UsageEvent
+	for _, m := range msgs {
+		if m.Topic != api.TopicUsage {
+			continue
+		}
+		var u api.UsageEvent
+		if err := json.Unmarshal(m.Value, &u); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // holdBank makes e's bank hold each lookup until released.
@@ -533,10 +559,38 @@ func TestHandleJobCutByStop(t *testing.T) {
 	if j := e.job(id); j.Status != jobs.Processing || j.Result != nil || j.Error != nil {
 		t.Fatalf("after the cut: status %s result %s error %s, want processing and nothing recorded", j.Status, j.Result, j.Error)
 	}
+	if u := e.usage(); len(u) != 0 {
+		t.Errorf("the cut attempt reported usage %+v", u)
+	}
 	if n := len(e.take(api.TopicResults)); n != 0 {
 		t.Fatalf("the cut attempt sent %d callbacks", n)
 	}
 	e.handle(msg) // after the restart (the lookup is released)
+	if u := e.usage(); len(u) != 1 || u[0].Outcome != "success" || !u[0].Billable {
+		t.Errorf("usage after the restart: %+v, want one billable success", u)
+	}
+	e.doneOnce(id)
+}
+
+// TestHandleJobFinishedAtStop: an attempt whose lookup succeeded just as the
+// stop's grace ran out is recorded (done, charged and reported once), not
+// run again.
+func TestHandleJobFinishedAtStop(t *testing.T) {
+	e := setup(t)
+	held := e.holdBank()
+	held.finish = true
+	id := e.submit("br", "SUCCESSREF04")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := e.handleIn(ctx, e.takeOne(api.TopicJobs))
+	<-held.arrived
+	cancel()
+	close(held.release)
+	if err := <-done; err != nil {
+		t.Fatalf("HandleJob: %v", err)
+	}
+	if u := e.usage(); len(u) != 1 || u[0].Outcome != "success" || !u[0].Billable {
+		t.Errorf("usage: %+v, want one billable success", u)
+	}
 	e.doneOnce(id)
 }
 

@@ -93,7 +93,7 @@ type Duplicate struct {
 // Bank verifies a bank slip.
 func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error) {
 	reported := false
-	defer func() { v.report(r, api.KindBank, reported, err) }()
+	defer func() { v.report(ctx, r, api.KindBank, reported, err) }()
 	payload, err := v.payload(ctx, r.Source, IsBankSlip)
 	if err != nil {
 		return BankResult{}, err
@@ -141,7 +141,7 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 // Wallet verifies a wallet slip.
 func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err error) {
 	reported := false
-	defer func() { v.report(r, api.KindWallet, reported, err) }()
+	defer func() { v.report(ctx, r, api.KindWallet, reported, err) }()
 	payload, err := v.payload(ctx, r.Source, isWalletSlip)
 	if err != nil {
 		return WalletResult{}, err
@@ -246,9 +246,9 @@ func (v *Verifier) settle(ctx context.Context, r Request, kind, key string, out 
 
 // report emits the usage event of an attempt whose event did not go out
 // with a consumption: a refusal, an error or a free self-duplicate.
-func (v *Verifier) report(r Request, kind string, reported bool, err error) {
-	if reported {
-		return
+func (v *Verifier) report(ctx context.Context, r Request, kind string, reported bool, err error) {
+	if reported || err != nil && ctx.Err() != nil {
+		return // an attempt cut short (an async job's, at a stop) runs again
 	}
 	outcome := api.OutcomeOK
 	if err != nil {
