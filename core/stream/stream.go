@@ -257,6 +257,7 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 	type result struct {
 		m   kafka.Message
 		err error
+		cut bool // err came from the end of the grace
 	}
 	fetched := make(chan kafka.Message)
 	fetchErr := make(chan error, 1)
@@ -313,7 +314,7 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 	finish := func(res result) {
 		inflight--
 		switch {
-		case res.err != nil && hctx.Err() != nil:
+		case res.cut:
 			// Cut by the end of the grace: not handled, so not committed,
 			// and handled again after the restart. What finished meanwhile
 			// is still committed.
@@ -348,7 +349,8 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					done <- result{m, h(hctx, m)}
+					err := h(hctx, m)
+					done <- result{m, err, err != nil && hctx.Err() != nil}
 				}()
 				continue
 			case res := <-done:

@@ -194,10 +194,6 @@ func merge[R any](rs []R, compare func(a, b R) int, join func(prev, next R) (R, 
 	return slices.Clip(out)
 }
 
-// Contains reports whether a is in the list. An IPv4-mapped IPv6 address
-// (::ffff:192.0.2.1, as a dual-stack listener reports IPv4 peers) matches the
-// IPv4 entries; a zone is ignored. The invalid Addr is in no list, not even
-// "*". Contains allocates nothing.
 // Everything reports whether l holds every IPv4 or every IPv6 address:
 // "*", a /0, or ranges that together cover a family (merged by Parse).
 func (l List) Everything() bool {
@@ -205,6 +201,10 @@ func (l List) Everything() bool {
 		len(l.v6) == 1 && l.v6[0] == range6{u128{}, maxU128}
 }
 
+// Contains reports whether a is in the list. An IPv4-mapped IPv6 address
+// (::ffff:192.0.2.1, as a dual-stack listener reports IPv4 peers) matches the
+// IPv4 entries; a zone is ignored. The invalid Addr is in no list, not even
+// "*". Contains allocates nothing.
 func (l List) Contains(a netip.Addr) bool {
 	if !a.IsValid() {
 		return false

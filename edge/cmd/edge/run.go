@@ -171,9 +171,10 @@ func hasContentLength(raw []byte) bool {
 // followConfig drops the cached auth records whenever core announces a
 // change on slip.config. Every edge reads every event: its consumer group
 // is its own, starting at the newest record (older changes are already in
-// what it will fetch from core). A broker outage pauses it (stream.Resume;
-// the TTL keeps records fresh meanwhile), and each start drops the cache,
-// since a change may have been missed while it was not following.
+// what it will fetch from core). A broker outage pauses it (stream.Resume
+// tries again a second after each failure; the TTL keeps records fresh
+// meanwhile), and each start drops the cache, since a change may have been
+// missed while it was not following.
 func followConfig(ctx context.Context, brokers string, gw *gateway.Gateway, log *slog.Logger) {
 	host, _ := os.Hostname()
 	group := fmt.Sprintf("slip-edge-%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
