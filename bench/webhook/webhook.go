@@ -196,18 +196,20 @@ func (r *Receiver) deliver(j *job, body []byte, sig string) {
 }
 
 // Expect registers a submitted job: due is when its submit was due, secret
-// the branch's webhook secret that must sign its callback.
+// the branch's webhook secret that must sign its callback. A job id
+// expected before is counted once: it has one callback to wait for, so
+// counting it again would report a callback missing.
 func (r *Receiver) Expect(jobID string, due time.Time, secret string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stats.Expected++
 	j := r.jobs[jobID]
+	if j != nil && j.expect {
+		return
+	}
+	r.stats.Expected++
 	if j == nil {
 		r.jobs[jobID] = &job{due: due, secret: secret, expect: true}
 		return
-	}
-	if j.expect {
-		return // the same job id twice: counted once
 	}
 	j.due, j.secret, j.expect = due, secret, true
 	r.deliver(j, j.body, j.sig)

@@ -9,8 +9,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,6 +94,28 @@ func TestReceiver(t *testing.T) {
 	r = r2
 	if post(b1, sign(secret, []byte(b1))) != 200 {
 		t.Error("the second receiver's certificate is not trusted through the same CA")
+	}
+}
+
+// TestExpectTwice expects job ids twice, before and after their callback
+// arrived, as a submit answer read twice would: each is one job, so once
+// its one callback is in none is pending and none missing.
+func TestExpectTwice(t *testing.T) {
+	r, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	due := time.Now()
+	r.Expect("job-1", due, "s")
+	r.Expect("job-1", due, "s")
+	body := `{"jobId":"job-2","status":"success"}`
+	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/hook", strings.NewReader(body))) // before its job is expected
+	r.Expect("job-2", due, "s")
+	r.Expect("job-2", due, "s")
+	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/hook", strings.NewReader(`{"jobId":"job-1","status":"success"}`)))
+	if s := r.Stats(); s.Expected != 2 || s.Delivered != 2 || s.Succeeded != 2 || r.Pending() != 0 {
+		t.Errorf("expected %d, delivered %d, succeeded %d, pending %d; want 2, 2, 2 and none pending", s.Expected, s.Delivered, s.Succeeded, r.Pending())
 	}
 }
 
