@@ -4,9 +4,13 @@
 // Open loop: requests are due at fixed times (Schedule) whatever the server
 // does, and each request's latency is measured from the time it was due, not
 // from the time it was sent, so a server that stalls is charged for every
-// request that waited behind the stall (no coordinated omission). How late
-// the generator itself was is recorded apart, as Lag, so a generator that
-// could not keep up is seen, not mistaken for a slow server.
+// request that waited behind the stall (no coordinated omission). At most
+// MaxInFlight requests are in flight; a request due while every slot is
+// taken waits for one, and that wait (SlotWait, back-pressure from the
+// server) is recorded apart from the generator's own lateness (Lag: timer
+// wake-ups, its own work), so a generator that could not keep up is seen,
+// not mistaken for a slow server, and a slow server is not mistaken for a
+// late generator.
 //
 // Closed loop: N workers send back to back, for each of a list of worker
 // counts in turn, to find the peak throughput and draw latency against
@@ -42,6 +46,12 @@ type Outcome struct {
 	Code      string
 	OK        bool
 	RateLimit int32
+	// Prep is the time the Func spent on the generator's own work before it
+	// sent the request (bank-image waiting for a picture its makers had not
+	// finished): the run moves the send time on by it, so it counts as the
+	// generator's lag, not as the server's send→answer time (nor, in the
+	// closed loop, as latency).
+	Prep time.Duration
 }
 
 // Func sends one request and reports its outcome. It must honour ctx.
@@ -114,7 +124,8 @@ type Plan struct {
 	// Schedule is the open-loop arrival profile.
 	Schedule *Schedule
 	// MaxInFlight bounds concurrent open-loop requests (default 1024);
-	// requests due while all are busy wait, and their wait counts as latency.
+	// requests due while all are busy wait for a free slot, and their wait
+	// counts as latency (and as SlotWait).
 	MaxInFlight int
 	// Workers lists the closed-loop concurrency of each step, run in turn
 	// for StepDuration each.
@@ -126,9 +137,11 @@ type Plan struct {
 	// Timeout bounds one request (default 10s, the client timeout the spec
 	// recommends).
 	Timeout time.Duration
-	// Drain is how long requests still in flight or queued at the end of
-	// the profile may take (default Timeout); then they are cancelled and
-	// the queued ones counted as Unsent.
+	// Drain is how long the requests still in flight once the last one
+	// was sent may take (default Timeout); then they are cancelled. (The
+	// last request is sent once a slot is free for it: a run whose server
+	// holds every slot ends later, each request's latency charged for the
+	// wait.)
 	Drain time.Duration
 	// Clock defaults to RealClock.
 	Clock Clock
@@ -206,16 +219,27 @@ type Result struct {
 	// percentiles are mostly refusals, these are what served clients saw.
 	OKLatency hist.Histogram
 	// Service is the time from send to answer: in the open loop it leaves
-	// out the wait behind busy connections and the generator's own lag, so
-	// it understates what clients see; it is shown beside Latency, never
+	// out the wait for a free in-flight slot and the generator's own lag,
+	// so it understates what clients see; it is shown beside Latency, never
 	// instead of it.
 	Service hist.Histogram
-	// Lag is how late the generator sent each open-loop request (timer
-	// wake-ups, busy workers): large values mean the generator, not the
-	// server, limited the run.
-	Lag      hist.Histogram
-	OK, Fail uint64
-	// Unsent counts requests still queued when the drain ended.
+	// Lag is the generator's own lateness in sending each request: in the
+	// open loop how late it sent beyond SlotWait (timer wake-ups, the
+	// generator's own work, Outcome.Prep), in the closed loop Outcome.Prep.
+	// Large values mean the generator, not the server, limited the run.
+	Lag hist.Histogram
+	// SlotWait is, for each open-loop request, how long it waited after it
+	// was due because all MaxInFlight slots were taken by requests the
+	// server had not answered (or because the requests before it waited
+	// so): back-pressure from the server, part of Latency, not the
+	// generator's lateness. Capped counts the requests that waited so
+	// (SlotWait above 0): none when MaxInFlight was never reached.
+	SlotWait    hist.Histogram
+	Capped      uint64
+	MaxInFlight int // the open loop's bound (0 in the closed loop)
+	OK, Fail    uint64
+	// Unsent counts requests handed to a worker that the end of the run
+	// (its context) cancelled before they were sent.
 	Unsent uint64
 	// Codes counts every completed request by its outcome's code;
 	// Failures the failed ones (Outcome.OK false) alone, whatever their
@@ -405,6 +429,11 @@ func Run(ctx context.Context, plan Plan, f Func) (*Result, error) {
 type ticket struct {
 	req  Request
 	step *Step
+	// ready is when the request could have been sent at the earliest with
+	// MaxInFlight slots (SlotWait is ready-Due): not before it was due, nor
+	// before the slot it takes was freed, nor before the request ahead of
+	// it could go.
+	ready time.Time
 }
 
 func runOpen(ctx context.Context, plan Plan, f Func) *Result {
@@ -412,6 +441,7 @@ func runOpen(ctx context.Context, plan Plan, f Func) *Result {
 	sched := plan.Schedule
 	start := clk.Now()
 	rec := newRecorder(start, int((sched.Duration()+plan.Drain)/time.Second)+2)
+	rec.res.MaxInFlight = plan.MaxInFlight
 	var at time.Duration
 	for _, st := range sched.Stages() {
 		rec.res.Steps = append(rec.res.Steps, &Step{Offered: (st.From + st.To) / 2, Start: at, End: at + st.Duration})
@@ -422,25 +452,43 @@ func runOpen(ctx context.Context, plan Plan, f Func) *Result {
 	// the profile is over.
 	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	tickets := make(chan ticket, plan.MaxInFlight)
+	// slots holds a token per free in-flight slot: the time it was freed.
+	// Only the dispatcher takes them, so when it finds none free, every
+	// slot has been busy since it last took one.
+	slots := make(chan time.Time, plan.MaxInFlight)
+	for range plan.MaxInFlight {
+		slots <- start
+	}
+	tickets := make(chan ticket, plan.MaxInFlight) // never full: each ticket holds a slot
 	var lastEnd atomic.Int64
+	var capped atomic.Uint64
 	var wg sync.WaitGroup
 	for range plan.MaxInFlight {
 		wg.Go(func() {
 			for t := range tickets {
 				sent := clk.Now()
-				rec.res.Lag.Record(sent.Sub(t.req.Due))
 				if reqCtx.Err() != nil {
 					rec.counter("unsent").add(false)
+					slots <- sent
 					continue
 				}
 				c, stop := context.WithDeadline(reqCtx, sent.Add(plan.Timeout))
 				o := f(c, t.req)
 				stop()
 				end := clk.Now()
+				if o.Prep > 0 {
+					sent = minTime(sent.Add(o.Prep), end)
+				}
+				wait := t.ready.Sub(t.req.Due)
+				if wait > 0 {
+					capped.Add(1)
+				}
+				rec.res.SlotWait.Record(wait)
+				rec.res.Lag.Record(sent.Sub(t.ready))
 				rec.res.Service.Record(end.Sub(sent))
 				rec.record(o, end.Sub(t.req.Due), end, t.step)
 				storeMax(&lastEnd, end.UnixNano())
+				slots <- clk.Now()
 			}
 		})
 	}
@@ -448,14 +496,22 @@ func runOpen(ctx context.Context, plan Plan, f Func) *Result {
 	if plan.Requests > 0 {
 		limit = min(limit, plan.Requests)
 	}
+	var ready time.Time // of the request before
 	for i := uint64(0); i < limit && ctx.Err() == nil; i++ {
 		off, stage, _ := sched.At(i)
 		due := start.Add(off)
-		clk.SleepUntil(ctx, due)
+		// A slot first, then the due time: a request early for its slot
+		// waits for the time, one late waits for the slot (back-pressure),
+		// and a dispatcher waiting for a slot moves no clock ahead.
+		var freed time.Time
 		select {
-		case tickets <- ticket{Request{Seq: i, Due: due}, rec.res.Steps[stage]}:
+		case freed = <-slots:
 		case <-ctx.Done():
+			continue
 		}
+		clk.SleepUntil(ctx, due)
+		ready = maxTime(due, freed, ready)
+		tickets <- ticket{Request{Seq: i, Due: due}, rec.res.Steps[stage], ready}
 	}
 	close(tickets)
 	done := make(chan struct{})
@@ -472,6 +528,7 @@ func runOpen(ctx context.Context, plan Plan, f Func) *Result {
 		<-done
 	}
 	res := rec.finish(lastEndTime(&lastEnd, start))
+	res.Capped = capped.Load()
 	res.Unsent = res.Codes["unsent"]
 	delete(res.Codes, "unsent")
 	delete(res.Failures, "unsent")
@@ -514,6 +571,11 @@ func runClosed(ctx context.Context, plan Plan, f Func) *Result {
 					o := f(c, Request{Seq: s, Due: sent})
 					stop()
 					end := clk.Now()
+					// The generator's own work before sending is its lag,
+					// not the server's latency.
+					prep := min(max(o.Prep, 0), end.Sub(sent))
+					rec.res.Lag.Record(prep)
+					sent = sent.Add(prep)
 					rec.res.Service.Record(end.Sub(sent))
 					rec.record(o, end.Sub(sent), end, step)
 					storeMax(&lastEnd, end.UnixNano())
@@ -533,6 +595,22 @@ func runClosed(ctx context.Context, plan Plan, f Func) *Result {
 func storeMax(a *atomic.Int64, v int64) {
 	for m := a.Load(); v > m && !a.CompareAndSwap(m, v); m = a.Load() {
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
 }
 
 func lastEndTime(a *atomic.Int64, start time.Time) time.Time {

@@ -138,18 +138,111 @@ func TestStepThroughputAchieved(t *testing.T) {
 		t.Fatalf("ok %d, %d steps; want 225 and 2", res.OK, len(res.Steps))
 	}
 	first, second := res.Steps[0], res.Steps[1]
-	// The dispatcher runs up to two requests ahead of the one being
-	// served and moves the manual clock to their due times, so the last
-	// two of the first second may be recorded in the next.
-	if n := first.Done.Load(); n < 23 || n > 25 || first.DoneOK.Load() != n {
-		t.Errorf("first step: %d completed (%d ok) in its second, want 23..25", n, first.DoneOK.Load())
+	// The dispatcher takes a free slot before it waits for a due time, so
+	// it moves the manual clock only while nothing is in flight: every
+	// completion is at its simulated time.
+	if n := first.Done.Load(); n != 25 || first.DoneOK.Load() != n {
+		t.Errorf("first step: %d completed (%d ok) in its second, want 25", n, first.DoneOK.Load())
 	}
-	if n := second.Done.Load(); n < 48 || n > 51 {
-		t.Errorf("second step: %d completed in its second at 200/s offered to a 50/s server, want about 50", n)
+	if n := second.Done.Load(); n != 49 {
+		t.Errorf("second step: %d completed in its second at 200/s offered to a 50/s server, want 49 (one every 20 ms from 1.02 s)", n)
 	}
 	if second.OK.Load() != 200 || second.Latency.Count() != 200 || second.Latency.Max() < 2*time.Second {
 		t.Errorf("second step: %d due ok, %d latencies, max %v; want 200, 200 and the backlog's wait (over 2 s)",
 			second.OK.Load(), second.Latency.Count(), second.Latency.Max())
+	}
+}
+
+// TestSlotWait offers 200/s for 0.1 s to a server that serves one request
+// at a time in 20 ms, with one request in flight at most: each request
+// after the first waits for the slot the one before holds (request k, due
+// at 5k ms, is sent at 20k ms). That wait is back-pressure from the
+// server, reported as SlotWait and counted in Capped, not as the
+// generator's lag: on a clock that wakes on time the generator was never
+// late.
+func TestSlotWait(t *testing.T) {
+	s, _ := NewSchedule(Stage{Duration: 100 * time.Millisecond, From: 200, To: 200})
+	clk := NewManualClock(time.Unix(1_800_000_000, 0))
+	res, err := Run(context.Background(), Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, slowServer(clk, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 20 || res.MaxInFlight != 1 {
+		t.Fatalf("ok %d, max in flight %d; want 20 and 1", res.OK, res.MaxInFlight)
+	}
+	if res.Lag.Max() != 0 {
+		t.Errorf("generator lag max %v, want 0: the waits were for the server", res.Lag.Max())
+	}
+	if want := 19 * 15 * time.Millisecond; res.Capped != 19 || res.SlotWait.Count() != 20 || absDur(res.SlotWait.Max()-want) > want/100 {
+		t.Errorf("%d of %d requests waited for a slot, longest %v; want 19 of 20, the last %v", res.Capped, res.SlotWait.Count(), res.SlotWait.Max(), want)
+	}
+	if res.Service.Max() > 21*time.Millisecond || res.Latency.Max() < 300*time.Millisecond {
+		t.Errorf("send→answer max %v, latency max %v; want the 20 ms service and the wait in latency (305 ms)", res.Service.Max(), res.Latency.Max())
+	}
+}
+
+// lateClock wakes every sleeper late by a fixed time, as a loaded
+// machine's timers do.
+type lateClock struct {
+	*ManualClock
+	late time.Duration
+}
+
+func (c lateClock) SleepUntil(ctx context.Context, t time.Time) {
+	c.ManualClock.SleepUntil(ctx, t.Add(c.late))
+}
+
+// TestLagIsTimerLateness runs 10 requests at 100/s on a clock whose timers
+// wake 3 ms late, against a server that answers at once: each request is
+// sent 3 ms after it was due, and its slot was free long before (one slot,
+// so that the simulated clock is moved by one goroutine at a time): that
+// is the generator's lag, not a wait for a slot.
+func TestLagIsTimerLateness(t *testing.T) {
+	s, _ := NewSchedule(Stage{Duration: 100 * time.Millisecond, From: 100, To: 100})
+	clk := lateClock{NewManualClock(time.Unix(1_800_000_000, 0)), 3 * time.Millisecond}
+	res, err := Run(context.Background(), Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, func(context.Context, Request) Outcome {
+		return Outcome{Code: "200", OK: true}
+	})
+	if err != nil || res.OK != 10 {
+		t.Fatalf("%v, ok %d", err, res.OK)
+	}
+	if res.Capped != 0 || res.SlotWait.Max() != 0 {
+		t.Errorf("%d requests waited for a slot (longest %v), want none", res.Capped, res.SlotWait.Max())
+	}
+	if lo, hi := res.Lag.Quantile(0), res.Lag.Max(); lo != 3*time.Millisecond || hi != 3*time.Millisecond {
+		t.Errorf("lag %v..%v, want the timers' 3 ms", lo, hi)
+	}
+}
+
+// TestPrepIsLag runs requests whose Func spends 5 ms of the generator's
+// own work (Outcome.Prep) before a 1 ms answer: it is lag, not send→answer
+// time, in both loops, and not latency in the closed loop.
+func TestPrepIsLag(t *testing.T) {
+	clk := NewManualClock(time.Unix(1_800_000_000, 0))
+	f := func(ctx context.Context, r Request) Outcome {
+		clk.Advance(5 * time.Millisecond) // making what it sends
+		clk.Advance(time.Millisecond)     // the server's answer
+		return Outcome{Code: "200", OK: true, Prep: 5 * time.Millisecond}
+	}
+	s, _ := NewSchedule(Stage{Duration: time.Second, From: 10, To: 10})
+	open, err := Run(context.Background(), Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := Run(context.Background(), Plan{Workers: []int{1}, Requests: 10, Clock: clk}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		res     *Result
+		latency time.Duration
+	}{{"open", open, 6 * time.Millisecond}, {"closed", closed, time.Millisecond}} {
+		r := c.res
+		if r.OK != 10 || r.Service.Max() != time.Millisecond || r.Lag.Quantile(0) != 5*time.Millisecond || r.Lag.Max() != 5*time.Millisecond || r.Latency.Max() != c.latency {
+			t.Errorf("%s loop: ok %d, send→answer max %v, lag %v..%v, latency max %v; want 10, 1 ms, 5 ms and %v",
+				c.name, r.OK, r.Service.Max(), r.Lag.Quantile(0), r.Lag.Max(), r.Latency.Max(), c.latency)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ func (r *Report) WriteHTML(path string) error {
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"num":       num,
+	"slotWait":  func(s *Scenario) string { return capitalize(slotWait(s)) },
 	"errShare":  errShare,
 	"overTime":  overTime,
 	"vsLoad":    vsLoad,
@@ -45,7 +46,8 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
 <h1>slipverify bench</h1>
 <p>{{.Created.Format "2006-01-02 15:04 MST"}} · {{.Host.CPUs}} CPUs {{.Host.CPUModel}} · {{.Host.GoVersion}} · edge {{.Target}}<br><code>{{.Command}}</code></p>
 <p class="about">Latency is measured from the time each request was due (open loop), so queueing behind a slow server counts.
-Send→answer leaves that wait out. Generator lag is how late the generator itself sent; when it is large the generator, not the stack, set the pace.
+Send→answer leaves that wait out. At most a set number of requests are in flight (the in-flight cap); a request due while all slots are taken by requests the stack has not answered waits for one: that slot wait is the stack's back-pressure, counted in latency and reported apart.
+Generator lag is how late the generator itself sent beyond that wait (timer wake-ups, its own work); when it is large the generator, not the stack, set the pace.
 Numbers from a shared machine are noisy: compare ratios between runs, not absolute values.</p>
 <table><tr><th>scenario</th><th>load</th><th>req/s</th><th>verif/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>ok p50 ms</th><th>ok p99 ms</th><th>errors</th></tr>
 {{range .Scenarios}}{{if .Pending}}<tr><td>{{.Name}}</td><td colspan="11" style="text-align:left">pending: {{.Pending}}</td></tr>{{else}}
@@ -59,6 +61,7 @@ Numbers from a shared machine are noisy: compare ratios between runs, not absolu
 <p>{{.Requests}} requests in {{printf "%.1f" .Elapsed}} s: {{.OK}} ok, {{.Failed}} failed{{if .Unsent}}, {{.Unsent}} unsent{{end}}.
 Successful requests only: p50 {{num .OKLatency.P50}} ms, p90 {{num .OKLatency.P90}} ms, p99 {{num .OKLatency.P99}} ms, max {{num .OKLatency.Max}} ms.
 Send→answer p50 {{num .Service.P50}} ms, p99 {{num .Service.P99}} ms; generator lag p50 {{num .Lag.P50}} ms, p99 {{num .Lag.P99}} ms.
+{{with slotWait .}}{{.}}.{{end}}
 {{with codes .}}Errors: {{.}}.{{end}}
 {{if .Duplicates}}Answered as duplicates: {{.Duplicates}} of {{.OK}} successful.{{end}}
 {{with .Callbacks}}<br>Callbacks: {{.Stats.Delivered}} of {{.Stats.Expected}} delivered, {{.Stats.Succeeded}} successful ({{.Missing}} missing, {{.Stats.Repeats}} repeats, {{.Stats.BadSig}} bad signatures); submit→callback p50 {{num .Latency.P50}} ms, p99 {{num .Latency.P99}} ms, max {{num .Latency.Max}} ms.
@@ -68,6 +71,14 @@ Send→answer p50 {{num .Service.P50}} ms, p99 {{num .Service.P99}} ms; generato
 {{end}}{{end}}
 </body></html>
 `))
+
+// capitalize upper-cases the first letter of an ASCII sentence.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
 
 // series is one line of a chart.
 type series struct {

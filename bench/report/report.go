@@ -20,8 +20,21 @@ import (
 	"github.com/slipverify/slipverify/bench/webhook"
 )
 
-// Version is the JSON format's version.
-const Version = 1
+// Version is the JSON format's version this program writes. Read takes
+// versions 1 and 2; Compare says which of its rows measure something else
+// in one than in the other (formatChanges).
+//
+// Version 2: an open-loop step's throughput counts the requests that
+// completed within the step; async verif/s counts successful callbacks and
+// errors % counts jobs (failed, not_found and missing callbacks); answers
+// that say isDuplicate are code "200 duplicate"; bank-image (and mixed)
+// upload a new slip's picture made ahead of the request, outside its
+// latency; lag leaves out the wait for a free in-flight slot (slotWait,
+// capped).
+const Version = 2
+
+// oldestVersion is the oldest format Read takes.
+const oldestVersion = 1
 
 // Report is one bench run: its scenarios and what they imply.
 type Report struct {
@@ -130,11 +143,20 @@ type Scenario struct {
 	// Latency is of every completed request, refusals included; OKLatency
 	// of the successful ones alone (under overload most answers are fast
 	// 429s, which pull the overall percentiles down).
-	Latency   Latency           `json:"latency"`
-	OKLatency Latency           `json:"okLatency"`
-	Service   Latency           `json:"service"` // send → answer
-	Lag       Latency           `json:"lag"`     // generator lateness (open loop)
-	Codes     map[string]uint64 `json:"codes"`
+	Latency   Latency `json:"latency"`
+	OKLatency Latency `json:"okLatency"`
+	Service   Latency `json:"service"` // send → answer
+	// Lag is the generator's own lateness in sending (timer wake-ups, its
+	// own work), without SlotWait; in files of version 1 it held both.
+	Lag Latency `json:"lag"`
+	// SlotWait is the time open-loop requests waited after they were due
+	// for a free in-flight slot, all MaxInFlight being taken by requests
+	// the stack had not answered: back-pressure from the stack, part of
+	// Latency. Capped counts the requests that waited so.
+	SlotWait    Latency           `json:"slotWait"`
+	Capped      uint64            `json:"capped,omitempty"`
+	MaxInFlight int               `json:"maxInFlight,omitempty"`
+	Codes       map[string]uint64 `json:"codes"`
 	// Failures counts the failed requests by code, whatever the code says
 	// ("202 unreadable body" is a failure of the generator's check of a
 	// 202 answer). Files written before it existed lack it; ErrorCounts
@@ -156,7 +178,8 @@ type Scenario struct {
 func FromResult(name, about, mode, plan string, units int, r *load.Result) *Scenario {
 	s := &Scenario{Name: name, About: about, Mode: mode, Load: plan, Elapsed: r.Elapsed.Seconds(),
 		Requests: r.OK + r.Fail, OK: r.OK, Failed: r.Fail, Unsent: r.Unsent, Units: max(units, 1), Failures: r.Failures,
-		Latency: Digest(&r.Latency), OKLatency: Digest(&r.OKLatency), Service: Digest(&r.Service), Lag: Digest(&r.Lag), Codes: r.Codes}
+		Latency: Digest(&r.Latency), OKLatency: Digest(&r.OKLatency), Service: Digest(&r.Service), Lag: Digest(&r.Lag),
+		SlotWait: Digest(&r.SlotWait), Capped: r.Capped, MaxInFlight: r.MaxInFlight, Codes: r.Codes}
 	for c, n := range r.Codes {
 		if strings.HasSuffix(c, " duplicate") {
 			s.Duplicates += n - r.Failures[c]
@@ -343,10 +366,55 @@ func Read(path string) (*Report, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, fmt.Errorf("report %s: not a bench result: %w", path, err)
 	}
-	if r.Version != Version {
-		return nil, fmt.Errorf("report %s: format version %d, this program reads %d", path, r.Version, Version)
+	if r.Version < oldestVersion || r.Version > Version {
+		return nil, fmt.Errorf("report %s: format version %d, this program reads %d to %d", path, r.Version, oldestVersion, Version)
 	}
 	return &r, nil
+}
+
+// formatChange is a way a format version measures one or more compared
+// rows differently from the version before it, for some scenarios.
+type formatChange struct {
+	version int      // the version that made the change
+	metrics []string // Compare's row names
+	// applies reports whether the change touches scenario s (either run's).
+	applies func(s *Scenario) bool
+	why     string
+}
+
+func isAsync(s *Scenario) bool { return s.Callbacks != nil }
+
+func uploadsPictures(s *Scenario) bool { return s.Name == "bank-image" || s.Name == "mixed" }
+
+// formatChanges lists, oldest first, what each version changed in the
+// quantities Compare shows.
+var formatChanges = []formatChange{
+	{2, []string{"verif/s"}, isAsync,
+		"async verif/s counts successful callbacks a second, from the start to the last of them (version 1 files may count accepted 202 submits)"},
+	{2, []string{"errors %"}, isAsync,
+		"async errors % is of jobs: failed, not_found and missing callbacks are errors (version 1 files may count failed submits only)"},
+	{2, []string{"verif/s", "p50 ms", "p99 ms", "p99.9 ms", "ok p99 ms"}, uploadsPictures,
+		"bank-image (and mixed's share of it) uploads a new slip's picture made ahead of the request, outside its latency (version 1: made inside the timed request, or a fixed set of pictures whose repeats took the duplicate path)"},
+}
+
+// notCompared says what else version 2 changed, outside Compare's rows.
+const notCompared = "steps' throughput is what completed within each step; answers that say isDuplicate are code \"200 duplicate\"; lag leaves out the wait for a free in-flight slot (slot wait)"
+
+// changedMeaning returns, for the rows of scenario o (old) and n (new)
+// that measure something else in one run's format than in the other's,
+// the reasons by row name.
+func changedMeaning(oldVersion, newVersion int, o, n *Scenario) map[string][]string {
+	lo, hi := min(oldVersion, newVersion), max(oldVersion, newVersion)
+	out := map[string][]string{}
+	for _, c := range formatChanges {
+		if c.version <= lo || c.version > hi || !(c.applies(o) || c.applies(n)) {
+			continue
+		}
+		for _, m := range c.metrics {
+			out[m] = append(out[m], c.why)
+		}
+	}
+	return out
 }
 
 // sortedKeys returns m's keys in order.

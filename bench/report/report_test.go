@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -225,7 +226,7 @@ func TestDuplicatesReported(t *testing.T) {
 
 // TestCompare checks that a slower run shows as a latency increase.
 func TestCompare(t *testing.T) {
-	old := &Report{Version: Version, Scenarios: []*Scenario{run(t, 0)}}
+	old := &Report{Version: Version, Scenarios: []*Scenario{run(t, 500*time.Microsecond)}}
 	cur := &Report{Version: Version, Scenarios: []*Scenario{run(t, 3*time.Millisecond), {Name: "overload"}}}
 	var b strings.Builder
 	Compare(&b, old, cur)
@@ -245,5 +246,127 @@ func TestChart(t *testing.T) {
 	}
 	if chart("t", "x", "y", false, nil) != "" {
 		t.Error("an empty chart was drawn")
+	}
+}
+
+// TestVersions reads a file of the format before (version 1) and this one,
+// and refuses versions it does not know.
+func TestVersions(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []int{0, 1, Version, Version + 1} {
+		path := filepath.Join(dir, fmt.Sprintf("v%d.json", v))
+		if err := (&Report{Version: v, Scenarios: []*Scenario{{Name: "bank-v2"}}}).WriteJSON(path); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Read(path)
+		if known := v == 1 || v == Version; known != (err == nil) || (err == nil && r.Version != v) {
+			t.Errorf("version %d: read %v, %v", v, r, err)
+		}
+	}
+	if Version != 2 {
+		t.Errorf("Version %d: the meanings formatChanges lists are those of version 2", Version)
+	}
+}
+
+// TestCompareVersions compares a version 1 file with a version 2 one: the
+// rows whose quantity changed meaning between them (async verif/s and
+// errors %, bank-image's and mixed's latency and verif/s) are marked with
+// the reason, the others are not; files of one version get no marks.
+func TestCompareVersions(t *testing.T) {
+	sc := func(name string, async bool) *Scenario {
+		s := &Scenario{Name: name, Requests: 100, OK: 100, Verifications: 100, Latency: Latency{P50: 1, P99: 2, P999: 3}, OKLatency: Latency{P99: 2}}
+		if async {
+			s.Callbacks = &Callbacks{Stats: webhook.Stats{Delivered: 100, Succeeded: 100, Status: map[string]uint64{"success": 100}}}
+		}
+		return s
+	}
+	runs := func(v int) *Report {
+		return &Report{Version: v, Scenarios: []*Scenario{sc("bank-v2", false), sc("bank-image", false), sc("async-single", true)}}
+	}
+	metrics := []string{"verif/s", "p50 ms", "p99.9 ms", "ok p99 ms", "p99 ms", "errors %"}
+	rows := func(out string) map[string]string { // "scenario metric" → its marks
+		m := map[string]string{}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			for _, metric := range metrics {
+				if strings.Contains(line, " "+metric+" ") {
+					marks := ""
+					if last := f[len(f)-1]; strings.HasPrefix(last, "[") {
+						marks = last
+					}
+					m[f[0]+" "+metric] = marks
+					break
+				}
+			}
+		}
+		return m
+	}
+	var b strings.Builder
+	Compare(&b, runs(1), runs(2))
+	out := b.String()
+	got := rows(out)
+	for _, key := range []string{"async-single verif/s", "async-single errors %", "bank-image verif/s", "bank-image p50 ms", "bank-image p99 ms", "bank-image p99.9 ms", "bank-image ok p99 ms"} {
+		if got[key] == "" {
+			t.Errorf("%s is not marked as changed in meaning", key)
+		}
+	}
+	for _, key := range []string{"bank-v2 verif/s", "bank-v2 p99 ms", "bank-v2 errors %", "async-single p99 ms", "bank-image errors %"} {
+		if _, ok := got[key]; !ok || got[key] != "" {
+			t.Errorf("%s: marked %q, want a row without marks", key, got[key])
+		}
+	}
+	for _, want := range []string{"old is format version 1, new is version 2", "successful callbacks", "of jobs", "made ahead of the request", "Not compared here"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("compare lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	Compare(&b, runs(2), runs(2))
+	if out := b.String(); strings.Contains(out, "[1]") || strings.Contains(out, "format version") {
+		t.Errorf("files of one version compared with marks:\n%s", out)
+	}
+}
+
+// TestSlotWaitReported reports an open-loop run in which the in-flight cap
+// was reached: how many requests waited for a slot, and how long, in the
+// table and the HTML, apart from the generator's lag; none is said when
+// the cap was not reached.
+func TestSlotWaitReported(t *testing.T) {
+	res := &load.Result{Elapsed: time.Second, OK: 1000, Codes: map[string]uint64{"200": 1000}, Capped: 250, MaxInFlight: 64}
+	for i := range 1000 {
+		res.Lag.Record(time.Millisecond / 2)
+		w := time.Duration(0)
+		if i < 250 {
+			w = 40 * time.Millisecond
+		}
+		res.SlotWait.Record(w)
+	}
+	s := FromResult("bank-v2 ramp", "about", "open", "1000/s 1s", 1, res)
+	if s.Capped != 250 || s.MaxInFlight != 64 || s.SlotWait.Max < 39 || s.Lag.P99 > 1 {
+		t.Fatalf("capped %d of cap %d, slot wait %+v, lag %+v", s.Capped, s.MaxInFlight, s.SlotWait, s.Lag)
+	}
+	r := &Report{Version: Version, Scenarios: []*Scenario{s}}
+	var b strings.Builder
+	r.Table(&b)
+	want := "in-flight cap (64) reached: 250 requests (25.0 %) waited for a free slot"
+	if !strings.Contains(b.String(), want) || !strings.Contains(b.String(), "generator lag p50 0.50 p99 0.50 ms") {
+		t.Errorf("table lacks %q or the lag:\n%s", want, b.String())
+	}
+	path := filepath.Join(t.TempDir(), "r.html")
+	if err := r.WriteHTML(path); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(path)
+	if !strings.Contains(string(page), "In-flight cap (64) reached: 250 requests") || !strings.Contains(string(page), "that slot wait is the stack's back-pressure") {
+		t.Errorf("HTML lacks the slot wait")
+	}
+	s.Capped = 0
+	b.Reset()
+	r.Table(&b)
+	if strings.Contains(b.String(), "in-flight cap") {
+		t.Errorf("a run that never reached the cap says it did:\n%s", b.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -36,6 +37,9 @@ func (r *Report) Table(w io.Writer) {
 		}
 		line := fmt.Sprintf("\n%s: send→answer p50 %s p99 %s ms; generator lag p50 %s p99 %s ms", s.Name,
 			num(s.Service.P50), num(s.Service.P99), num(s.Lag.P50), num(s.Lag.P99))
+		if w := slotWait(s); w != "" {
+			line += "\n  " + w
+		}
 		if s.Duplicates > 0 {
 			line += fmt.Sprintf("\n  answered as duplicates: %d of %d successful (%.1f %%)", s.Duplicates, s.OK, 100*float64(s.Duplicates)/float64(max(s.OK, 1)))
 		}
@@ -112,16 +116,40 @@ func errShare(s *Scenario) string {
 	return fmt.Sprintf("%.1f%%", 100*float64(bad)/float64(n))
 }
 
+// slotWait puts in words how often and how long open-loop requests waited
+// for a free in-flight slot, or "" when none did.
+func slotWait(s *Scenario) string {
+	if s.Capped == 0 {
+		return ""
+	}
+	return fmt.Sprintf("in-flight cap (%d) reached: %d requests (%.1f %%) waited for a free slot, the stack's back-pressure (in latency, not lag): p50 %s p99 %s max %s ms",
+		s.MaxInFlight, s.Capped, 100*float64(s.Capped)/float64(max(s.Requests, 1)), num(s.SlotWait.P50), num(s.SlotWait.P99), num(s.SlotWait.Max))
+}
+
 // Compare writes the change from old to new for each scenario both hold:
-// throughput and latency percentiles, with the ratio new/old.
+// throughput and latency percentiles, with the ratio new/old. When the two
+// files are of different format versions, the rows that measure something
+// else in one than in the other are marked, with the reasons.
 func Compare(w io.Writer, old, new *Report) {
 	fmt.Fprintf(w, "old: %s (%s)\nnew: %s (%s)\n\n", old.Created.Format("2006-01-02 15:04"), old.Command, new.Created.Format("2006-01-02 15:04"), new.Command)
+	var reasons []string // numbered by their place, from 1
+	mark := func(why []string) string {
+		var m []string
+		for _, y := range why {
+			i := slices.Index(reasons, y)
+			if i < 0 {
+				reasons, i = append(reasons, y), len(reasons)
+			}
+			m = append(m, fmt.Sprintf("[%d]", i+1))
+		}
+		return strings.Join(m, "")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tmetric\told\tnew\tchange\t")
+	fmt.Fprintln(tw, "scenario\tmetric\told\tnew\tchange\t\t")
 	for _, n := range new.Scenarios {
 		o := old.Find(n.Name)
 		if o == nil || o.Pending != "" || n.Pending != "" {
-			fmt.Fprintf(tw, "%s\t(only in one run, or pending)\t\t\t\t\n", n.Name)
+			fmt.Fprintf(tw, "%s\t(only in one run, or pending)\t\t\t\t\t\n", n.Name)
 			continue
 		}
 		rows := []struct {
@@ -135,16 +163,31 @@ func Compare(w io.Writer, old, new *Report) {
 			{"ok p99 ms", o.OKLatency.P99, n.OKLatency.P99},
 			{"errors %", pct(o), pct(n)},
 		}
+		changed := changedMeaning(old.Version, new.Version, o, n)
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", n.Name, r.metric, num(r.old), num(r.new), change(r.old, r.new))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", n.Name, r.metric, num(r.old), num(r.new), change(r.old, r.new), mark(changed[r.metric]))
 		}
 	}
 	for _, o := range old.Scenarios {
 		if new.Find(o.Name) == nil {
-			fmt.Fprintf(tw, "%s\t(only in the old run)\t\t\t\t\n", o.Name)
+			fmt.Fprintf(tw, "%s\t(only in the old run)\t\t\t\t\t\n", o.Name)
 		}
 	}
 	tw.Flush()
+	if old.Version != new.Version {
+		fmt.Fprintf(w, "\nold is format version %d, new is version %d: ", old.Version, new.Version)
+		if len(reasons) == 0 {
+			fmt.Fprintln(w, "no row above measures something else in one than in the other.")
+		} else {
+			fmt.Fprintln(w, "rows marked [n] measure something else in one than in the other, so their change is not the stack's alone:")
+			for i, y := range reasons {
+				fmt.Fprintf(w, "  [%d] %s\n", i+1, y)
+			}
+		}
+		if min(old.Version, new.Version) < 2 {
+			fmt.Fprintf(w, "  Not compared here, version 2 also changed: %s.\n", notCompared)
+		}
+	}
 	fmt.Fprintln(w, "\nLatency: lower is better; verif/s: higher is better. On a shared machine a change under about 10 % is noise.")
 }
 

@@ -219,7 +219,7 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	workers := fs.String("workers", "", "closed loop: worker counts, one step each, e.g. 4,16,64")
 	step := fs.Duration("step", 10*time.Second, "closed loop: duration of each step")
 	requests := fs.Uint64("requests", 0, "stop after this many requests (0: no limit)")
-	inflight := fs.Int("max-inflight", 2048, "open loop: most requests in flight (more wait, and their wait counts)")
+	inflight := fs.Int("max-inflight", 2048, "open loop: most requests in flight (more wait for a free slot: the stack's back-pressure, counted in latency and reported as slot wait, apart from the generator's lag)")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of one request")
 	conns := fs.Int("conns", 4096, "most connections to the edge")
 	mix := fs.String("mix", "bench/profiles/production.json", "scenario file of the mixed scenario")
