@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/slipverify/slipverify/bench/load"
@@ -71,7 +72,7 @@ func appendItem(dst []byte, run string, kind byte, n uint64) []byte {
 	return appendPayloadBody(dst, bankPayload(run, kind, n))
 }
 
-func asyncSingle(env *Env) (load.Func, error) {
+func asyncSingle(_ context.Context, env *Env) (load.Func, error) {
 	url := env.Webhook.URL
 	return asyncSubmit(env, "/v2/verify/bank/async", 1, func(dst []byte, seq uint64) []byte {
 		dst = appendItem(dst, env.Run, 'A', seq)
@@ -82,7 +83,7 @@ func asyncSingle(env *Env) (load.Func, error) {
 	})
 }
 
-func asyncBatch(env *Env) (load.Func, error) {
+func asyncBatch(_ context.Context, env *Env) (load.Func, error) {
 	n := batchSize(env)
 	url := env.Webhook.URL
 	return asyncSubmit(env, "/v2/verify/bank/async/batch", n, func(dst []byte, seq uint64) []byte {

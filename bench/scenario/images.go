@@ -20,7 +20,7 @@ import (
 	"github.com/skip2/go-qrcode"
 )
 
-// Pictures of new slips, made per request.
+// Pictures of new slips, one per request.
 //
 // A slip picture is a drawn slip (background, card, lines of text, a
 // photo's noise) with the slip's QR code on it. Drawing and encoding a
@@ -44,17 +44,6 @@ import (
 //     above (ending in a sync flush) and below (ending the data), each in
 //     IDAT chunks of its own; the zlib checksum is combined from the
 //     parts'.
-
-// Image is one slip picture, ready to upload.
-type Image struct {
-	Name    string // size class and format, e.g. "720x1280.jpg"
-	Payload string // the slip payload its QR code holds
-	Bytes   int    // size of the image file
-	// Body and ContentType are the multipart form that uploads it in the
-	// part the API version expects.
-	Body        []byte
-	ContentType string
-}
 
 // imageClass is a size and format of slip pictures as phones send them: a
 // compressed photo or a full-resolution screenshot.
@@ -158,19 +147,18 @@ func (p *Pictures) Classes() int { return len(p.classes) }
 
 // Append appends to dst the multipart body that uploads, in part "image",
 // a picture of size class i (mod Classes) whose code holds payload, and
-// returns it with the body's content type and the picture's name and size.
-func (p *Pictures) Append(dst []byte, i int, payload string) (body []byte, contentType, name string, size int, err error) {
+// returns it with the body's content type.
+func (p *Pictures) Append(dst []byte, i int, payload string) (body []byte, contentType string, err error) {
 	c := p.classes[i%len(p.classes)]
 	bm, err := codeBitmap(payload)
 	if err != nil {
-		return dst, "", "", 0, err
+		return dst, "", err
 	}
 	at, err := c.place(bm)
 	if err != nil {
-		return dst, "", "", 0, err
+		return dst, "", err
 	}
 	dst = append(dst, c.prefix...)
-	n := len(dst)
 	sc, _ := c.scratch.Get().(*picScratch)
 	if sc == nil {
 		sc = &picScratch{}
@@ -182,30 +170,9 @@ func (p *Pictures) Append(dst []byte, i int, payload string) (body []byte, conte
 		dst, err = c.appendJPEG(dst, sc, bm, at)
 	}
 	if err != nil {
-		return dst, "", "", 0, err
+		return dst, "", err
 	}
-	size = len(dst) - n
-	return append(dst, c.suffix...), c.contentType, c.name, size, nil
-}
-
-// Corpus makes n slip pictures of distinct new slips of the run, in the
-// size classes in turn, each wrapped as a multipart upload in part
-// "image".
-func Corpus(run string, n int) ([]Image, error) {
-	p, err := SlipPictures()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Image, n)
-	for i := range n {
-		payload := bankPayload(run, 'I', uint64(i))
-		body, ct, name, size, err := p.Append(nil, i, payload)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = Image{Name: name, Payload: payload, Bytes: size, Body: body, ContentType: ct}
-	}
-	return out, nil
+	return append(dst, c.suffix...), c.contentType, nil
 }
 
 // codeBitmap returns payload's QR code, without its quiet zone.
@@ -225,15 +192,6 @@ func (c *picClass) place(bm [][]bool) (image.Point, error) {
 		return image.Point{}, fmt.Errorf("scenario: a code of %d modules does not fit the %s picture's band", len(bm), c.name)
 	}
 	return c.band.Min.Add(image.Pt((c.band.Dx()-size)/2, (c.band.Dy()-size)/2)), nil
-}
-
-// draw returns the whole picture of code bm at at: what the spliced file
-// holds, for tests.
-func (c *picClass) draw(bm [][]bool, at image.Point) *image.RGBA {
-	img := image.NewRGBA(c.light.Rect)
-	copy(img.Pix, c.light.Pix)
-	c.paint(img, bm, at)
-	return img
 }
 
 // paint copies the dark modules of code bm at at from c.dark into img,

@@ -31,15 +31,12 @@ func TestPicturesSpliced(t *testing.T) {
 	for i, c := range p.classes {
 		payload := bankPayload(run, 'I', uint64(1000+i))
 		t0 := time.Now()
-		body, _, name, size, err := p.Append(nil, i, payload)
+		body, _, err := p.Append(nil, i, payload)
 		took := time.Since(t0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		file := filePart(body)
-		if len(file) != size || name != c.name {
-			t.Errorf("%s: size %d, file %d bytes", name, size, len(file))
-		}
+		file, name, size := filePart(body), c.name, len(filePart(body))
 		bm, _ := codeBitmap(payload)
 		at, _ := c.place(bm)
 		want := c.draw(bm, at)
@@ -61,6 +58,15 @@ func TestPicturesSpliced(t *testing.T) {
 		}
 		t.Logf("%s: %d KiB, made in %v", name, size>>10, took)
 	}
+}
+
+// draw returns the whole picture of code bm at at: what the spliced file
+// holds.
+func (c *picClass) draw(bm [][]bool, at image.Point) *image.RGBA {
+	img := image.NewRGBA(c.light.Rect)
+	copy(img.Pix, c.light.Pix)
+	c.paint(img, bm, at)
+	return img
 }
 
 func toRGBA(m image.Image) *image.RGBA {
@@ -104,7 +110,7 @@ func BenchmarkPicture(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		buf, _, _, _, err = p.Append(buf[:0], i, bankPayload(run, 'I', uint64(i)))
+		buf, _, err = p.Append(buf[:0], i, bankPayload(run, 'I', uint64(i)))
 		if err != nil {
 			b.Fatal(err)
 		}

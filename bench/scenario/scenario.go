@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,18 +51,21 @@ type Scenario struct {
 	// Units is how many verifications one request carries (a batch carries
 	// many); 1 when unset.
 	Units func(env *Env) int
-	build func(env *Env) (load.Func, error)
+	build func(ctx context.Context, env *Env) (load.Func, error)
 }
 
-// Build returns the scenario's request function for env.
-func (s *Scenario) Build(env *Env) (load.Func, error) {
+// Build returns the scenario's request function for env. Work a scenario
+// does ahead of its requests, outside the time they are measured for
+// (bank-image's pictures), runs in goroutines that end when ctx ends:
+// pass a context that ends with the run.
+func (s *Scenario) Build(ctx context.Context, env *Env) (load.Func, error) {
 	if env.Client == nil || env.Seed == nil || env.Run == "" {
 		return nil, errors.New("scenario: the environment needs a client, a seed and a run id")
 	}
 	if s.Async && env.Webhook == nil {
 		return nil, fmt.Errorf("scenario %s: needs a webhook receiver", s.Name)
 	}
-	return s.build(env)
+	return s.build(ctx, env)
 }
 
 // VerificationsPer returns how many verifications one request of s carries.
@@ -160,7 +164,7 @@ func payloadPost(env *Env, bs []tenant.Branch, path string, payload func(seq uin
 	return bearerJSON(env, bs, path, func(dst []byte, seq uint64) []byte { return appendPayloadBody(dst, payload(seq)) }, nil)
 }
 
-func bankV2(env *Env) (load.Func, error) {
+func bankV2(_ context.Context, env *Env) (load.Func, error) {
 	bs, err := benchBranches(env, "")
 	if err != nil {
 		return nil, err
@@ -168,7 +172,7 @@ func bankV2(env *Env) (load.Func, error) {
 	return payloadPost(env, bs, "/v2/verify/bank", func(seq uint64) string { return bankPayload(env.Run, 'B', seq) }), nil
 }
 
-func walletV2(env *Env) (load.Func, error) {
+func walletV2(_ context.Context, env *Env) (load.Func, error) {
 	bs, err := benchBranches(env, "")
 	if err != nil {
 		return nil, err
@@ -176,7 +180,7 @@ func walletV2(env *Env) (load.Func, error) {
 	return payloadPost(env, bs, "/v2/verify/wallet", func(seq uint64) string { return walletPayload(env.Run, seq) }), nil
 }
 
-func overload(env *Env) (load.Func, error) {
+func overload(_ context.Context, env *Env) (load.Func, error) {
 	bs, err := benchBranches(env, tenant.OverloadService)
 	if err != nil {
 		return nil, err
@@ -190,7 +194,7 @@ func overload(env *Env) (load.Func, error) {
 // as well, so the share of repeats is below 90 % and grows with the run's
 // length: the run counts the answers that say isDuplicate ("200
 // duplicate") rather than assume it.
-func duplicates(env *Env) (load.Func, error) {
+func duplicates(_ context.Context, env *Env) (load.Func, error) {
 	bs, err := benchBranches(env, "")
 	if err != nil {
 		return nil, err
@@ -218,7 +222,7 @@ func mix64(n uint64) uint64 {
 	return n ^ n>>31
 }
 
-func bankV1(env *Env) (load.Func, error) {
+func bankV1(_ context.Context, env *Env) (load.Func, error) {
 	bs, err := benchBranches(env, "")
 	if err != nil {
 		return nil, err
@@ -246,7 +250,7 @@ func signers(bs []tenant.Branch) ([]*authn.Signer, error) {
 	return out, nil
 }
 
-func bankV2Signed(env *Env) (load.Func, error) {
+func bankV2Signed(_ context.Context, env *Env) (load.Func, error) {
 	bs, err := benchBranches(env, "")
 	if err != nil {
 		return nil, err
@@ -295,11 +299,12 @@ func newNonce() [36]byte {
 	return out
 }
 
-// bankImage uploads a picture of a new slip each request (Pictures makes
-// it from stored pieces in a few milliseconds), in the size classes in
-// turn, so every upload takes the path of a new slip: a bank lookup and a
-// quota write, never the duplicate path.
-func bankImage(env *Env) (load.Func, error) {
+// bankImage uploads a picture of a new slip each request, in the size
+// classes in turn, so every upload takes the path of a new slip: a bank
+// lookup and a quota write, never the duplicate path. The pictures are
+// made ahead by makePictures (1 to 4 ms each, as long as a fast answer),
+// so a request's latency holds none of that work.
+func bankImage(ctx context.Context, env *Env) (load.Func, error) {
 	bs, err := benchBranches(env, "")
 	if err != nil {
 		return nil, err
@@ -308,26 +313,108 @@ func bankImage(env *Env) (load.Func, error) {
 	if err != nil {
 		return nil, err
 	}
+	return imageUploads(env, bs, makePictures(ctx, pics, env.Run, pictureMakers(), pictureDepth)), nil
+}
+
+// pictureDepth is how many pictures wait made: enough for a burst of
+// requests between two of a maker's pictures, few enough (2.6 MiB at
+// most) to make at once at the start.
+const pictureDepth = 8
+
+// pictureMakers is how many goroutines make pictures: a few, as the
+// generator shares the machine with the stack. Against the stack a
+// picture is answered in tens of milliseconds, so one maker would keep up.
+func pictureMakers() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// picture is one upload body made ahead of the request that sends it.
+type picture struct {
+	body        []byte
+	contentType string
+	err         error
+}
+
+// pictureQueue holds pictures of new slips made ahead of the requests
+// that upload them. A request takes one from ready and gives it back to
+// free once its body is sent, for a maker to reuse.
+type pictureQueue struct {
+	ready chan *picture
+	free  sync.Pool     // *picture
+	done  chan struct{} // closed once every maker has stopped
+}
+
+// makePictures starts makers goroutines that make pictures of new slips of
+// run into a queue of depth, until ctx ends. Maker k of n makes slips k,
+// k+n, k+2n, ... (kind 'I'), so no two pictures of a run share a slip, and
+// goes through the size classes in turn.
+func makePictures(ctx context.Context, pics *Pictures, run string, makers, depth int) *pictureQueue {
+	q := &pictureQueue{ready: make(chan *picture, depth), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for k := range makers {
+		wg.Go(func() {
+			for n := uint64(0); ctx.Err() == nil; n++ {
+				p, _ := q.free.Get().(*picture)
+				if p == nil {
+					p = new(picture)
+				}
+				p.body, p.contentType, p.err = pics.Append(p.body[:0], int(n%uint64(pics.Classes())), bankPayload(run, 'I', n*uint64(makers)+uint64(k)))
+				select {
+				case q.ready <- p:
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(q.done) }()
+	return q
+}
+
+// take returns the next picture made, and how long it waited for one (0
+// when one was ready: the fast path); nil when ctx ended first or the
+// makers stopped.
+func (q *pictureQueue) take(ctx context.Context) (*picture, time.Duration) {
+	select {
+	case p := <-q.ready:
+		return p, 0
+	default:
+	}
+	t0 := time.Now()
+	select {
+	case p := <-q.ready:
+		return p, time.Since(t0)
+	case <-ctx.Done():
+	case <-q.done:
+		select {
+		case p := <-q.ready:
+			return p, time.Since(t0)
+		default:
+		}
+	}
+	return nil, time.Since(t0)
+}
+
+// imageUploads returns a Func that uploads the pictures of q with the
+// Bearer keys of bs. A wait for a picture not made yet is the generator's
+// own (Outcome.Prep), not the stack's.
+func imageUploads(env *Env, bs []tenant.Branch, q *pictureQueue) load.Func {
 	auth := bearers(bs)
 	c := env.Client
-	var bodies sync.Pool // *[]byte, each a body in flight
 	return func(ctx context.Context, r load.Request) load.Outcome {
-		buf, _ := bodies.Get().(*[]byte)
-		if buf == nil {
-			buf = new([]byte)
+		p, wait := q.take(ctx)
+		if p == nil {
+			return load.Outcome{Code: "no picture made", Prep: wait}
 		}
-		defer bodies.Put(buf)
-		body, ct, _, _, err := pics.Append((*buf)[:0], int(r.Seq%uint64(pics.Classes())), bankPayload(env.Run, 'I', r.Seq))
-		*buf = body
-		if err != nil {
-			return load.Outcome{Code: "picture not made"}
+		defer q.free.Put(p)
+		if p.err != nil {
+			return load.Outcome{Code: "picture not made", Prep: wait}
 		}
 		req := c.newRequest("POST", "/v2/verify/bank")
 		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(auth))])
-		req.Header.SetContentType(ct)
-		req.SetBodyRaw(body) // do releases req before it returns, so body is free again after it
-		return c.do(ctx, req, nil)
-	}, nil
+		req.Header.SetContentType(p.contentType)
+		req.SetBodyRaw(p.body) // do releases req before it returns, so the body is free again after it
+		o := c.do(ctx, req, nil)
+		o.Prep = wait
+		return o
+	}
 }
 
 // MixFile is a mixed scenario file: the weight of each scenario, in any
@@ -375,7 +462,7 @@ func ReadMix(path string) (MixFile, error) {
 // mixed sends each request as one of the file's scenarios, chosen by a hash
 // of its sequence number in proportion to the weights. Each part numbers
 // its own requests, so their slips stay distinct.
-func mixed(env *Env) (load.Func, error) {
+func mixed(ctx context.Context, env *Env) (load.Func, error) {
 	if env.Mix == "" {
 		return nil, errors.New("scenario mixed: needs a scenario file (-mix)")
 	}
@@ -396,7 +483,7 @@ func mixed(env *Env) (load.Func, error) {
 			continue
 		}
 		s, _ := Get(n)
-		f, err := s.Build(env)
+		f, err := s.Build(ctx, env)
 		if err != nil {
 			return nil, err
 		}

@@ -58,7 +58,11 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 	// the mix, never meets the slips of an earlier run as duplicates.
 	env := *r.Env
 	env.Run = scenario.RunID()
-	f, err := sc.Build(&env)
+	// What the scenario makes ahead of its requests (bank-image's
+	// pictures) stops with the run.
+	buildCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	f, err := sc.Build(buildCtx, &env)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +78,7 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 		r.Env.Webhook.Reset()
 	}
 	res, err := load.Run(ctx, plan, f)
+	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +289,7 @@ func standard(ctx context.Context, r *Runner, rep *report.Report, o Options) err
 		}
 	}
 	// Warm the edge's auth cache and the connections.
-	if _, err := load.Run(ctx, load.Plan{Workers: []int{16}, StepDuration: sec(2)}, mustBuild(get("bank-v2"), r.Env)); err != nil {
+	if _, err := load.Run(ctx, load.Plan{Workers: []int{16}, StepDuration: sec(2)}, mustBuild(ctx, get("bank-v2"), r.Env)); err != nil {
 		return err
 	}
 	// The peak of the main path, closed loop.
@@ -365,8 +370,8 @@ func standard(ctx context.Context, r *Runner, rep *report.Report, o Options) err
 	return nil
 }
 
-func mustBuild(sc *scenario.Scenario, env *scenario.Env) load.Func {
-	f, err := sc.Build(env)
+func mustBuild(ctx context.Context, sc *scenario.Scenario, env *scenario.Env) load.Func {
+	f, err := sc.Build(ctx, env)
 	if err != nil {
 		panic(err)
 	}
