@@ -43,14 +43,18 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_DISPATCHER_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR="+p.kafka,
 		"SLIP_CLICKHOUSE_ADDR="+testnet.FreeAddr(t), "SLIP_CLICKHOUSE_HTTP_ADDR="+testnet.FreeAddr(t), "SLIP_USAGE_ADDR="+testnet.FreeAddr(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 10 * time.Second // a tier left running holds make's output open
 	s := &stack{cmd: cmd, addr: addr, out: new(bytes.Buffer), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }) // the tiers get SIGTERM when run.sh dies
-	deadline := time.Now().Add(3 * time.Minute)                           // the first run builds
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the tiers get SIGTERM when run.sh dies
+		waitClosed(t, p)                                // before the data directory goes
+	})
+	deadline := time.Now().Add(3 * time.Minute) // the first run builds
 	for {
 		if res, err := http.Get("http://" + addr + "/health"); err == nil {
 			res.Body.Close()
@@ -152,6 +156,27 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("after restart the slip is not a duplicate: %d %v", status, body)
 	}
 	s.stopScriptTwice(t, p)
+
+	// make and run.sh killed outright: the tiers, each in a session of its
+	// own, get SIGTERM as their parent-death signal and stop.
+	s = startStack(t, dataDir, p)
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+	waitClosed(t, p)
+}
+
+// waitClosed waits until none of the stack's listeners accepts connections.
+func waitClosed(t *testing.T, p ports) {
+	t.Helper()
+	for _, addr := range []string{p.edge, p.core, p.kafka} {
+		testnet.Eventually(t, 30*time.Second, func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil
+		}, func() string { return addr + " still listens: a tier outlived run.sh" })
+	}
 }
 
 // stopScriptTwice signals run.sh alone, as a supervisor or an impatient
