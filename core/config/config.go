@@ -114,12 +114,8 @@ func (c Config) Validate() error {
 	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
 		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)
 	}
-	// The client core builds at start is what reads the file, as the
-	// dispatcher's Validate does.
-	if c.EgressCA != "" {
-		if _, err := egress.New(egress.Config{CAFile: c.EgressCA}); err != nil {
-			bad("SLIP_EGRESS_CA_FILE: %v", err)
-		}
+	if err := egress.CheckCAFile(c.EgressCA); err != nil {
+		bad("SLIP_EGRESS_CA_FILE: %v", err)
 	}
 	if c.FetchTimeout <= 0 {
 		bad("SLIP_IMAGE_FETCH_TIMEOUT: must be positive")

@@ -140,6 +140,13 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// CheckCAFile reports what is wrong with a CAFile (a configuration's check
+// before New): a file that cannot be read or holds no PEM certificates.
+func CheckCAFile(caFile string) error {
+	_, err := rootPool(caFile)
+	return err
+}
+
 // rootPool returns the system roots plus those in the PEM file caFile.
 func rootPool(caFile string) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()

@@ -91,12 +91,9 @@ func (c Config) Validate() error {
 	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
 		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)
 	}
-	// The client the dispatcher builds at start is what reads the file: a
-	// missing or broken file fails here, not at the first https callback.
-	if c.EgressCA != "" {
-		if _, err := egress.New(egress.Config{CAFile: c.EgressCA}); err != nil {
-			bad("SLIP_EGRESS_CA_FILE: %v", err)
-		}
+	// A missing or broken file fails here, not at the first https callback.
+	if err := egress.CheckCAFile(c.EgressCA); err != nil {
+		bad("SLIP_EGRESS_CA_FILE: %v", err)
 	}
 	return errors.Join(errs...)
 }
