@@ -304,13 +304,18 @@ func (s *Scenario) ErrorCounts() []Count {
 			out = append(out, Count{"callback missing", cb.Missing})
 		}
 	}
-	slices.SortFunc(out, func(a, b Count) int {
+	return byFrequency(out)
+}
+
+// byFrequency sorts counts most frequent first, then by code.
+func byFrequency(cs []Count) []Count {
+	slices.SortFunc(cs, func(a, b Count) int {
 		if a.N != b.N {
 			return cmp.Compare(b.N, a.N)
 		}
 		return cmp.Compare(a.Code, b.Code)
 	})
-	return out
+	return cs
 }
 
 // countList puts counts in words: "429 RATE_LIMIT_EXCEEDED ×12, 500 ×1".
@@ -328,13 +333,7 @@ func statusCounts(cb *Callbacks) []Count {
 	for st, n := range cb.Stats.Status {
 		out = append(out, Count{st, n})
 	}
-	slices.SortFunc(out, func(a, b Count) int {
-		if a.N != b.N {
-			return cmp.Compare(b.N, a.N)
-		}
-		return cmp.Compare(a.Code, b.Code)
-	})
-	return out
+	return byFrequency(out)
 }
 
 // Find returns the scenario called name, or nil.
