@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/nonce"
 	"github.com/slipverify/slipverify/edge/ratelimit"
+	"github.com/slipverify/slipverify/edge/rawsock"
 )
 
 // FromConfig builds the edge's request path from its configuration, reading
@@ -34,6 +36,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		MaxResponseBodySize:      16 << 20,
 		NoDefaultUserAgentHeader: true,
 		RetryIfErr:               retryStale,
+		DialTimeout:              dialCore,
 		// core gets the path as the client sent it, which is the path the
 		// edge's router matched and authorised: decoded and cleaned,
 		// /v2/verify/bank/jobs/..%2F..%2F..%2F..%2Fverify would reach core
@@ -64,6 +67,20 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: trusted,
 		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log, Access: access,
 	}, NewMetrics(auth, adaptive)), nil
+}
+
+// dialCore dials core as fasthttp would (a timeout of 0 is its default
+// one) and makes the connection's reads and writes raw system calls.
+func dialCore(addr string, timeout time.Duration) (net.Conn, error) {
+	dial := fasthttp.DialTimeout
+	if timeout <= 0 {
+		dial = func(addr string, _ time.Duration) (net.Conn, error) { return fasthttp.Dial(addr) }
+	}
+	c, err := dial(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return rawsock.Wrap(c), nil
 }
 
 // SweepNonces releases the nonces of every client whose window has passed,

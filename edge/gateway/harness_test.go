@@ -27,6 +27,7 @@ import (
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
 	"github.com/slipverify/slipverify/edge/openapi"
+	"github.com/slipverify/slipverify/edge/rawsock"
 )
 
 const (
@@ -200,7 +201,7 @@ func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(ln)
+	go srv.Serve(rawsock.Listen(ln)) // as the edge program serves
 	t.Cleanup(func() {
 		http.DefaultClient.CloseIdleConnections() // unused connections would hold Shutdown
 		srv.Shutdown()

@@ -21,6 +21,7 @@ import (
 	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
+	"github.com/slipverify/slipverify/edge/rawsock"
 )
 
 // maxBody admits a 4 MiB image as base64 or multipart with room to spare;
@@ -80,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(rawsock.Listen(ln)) }()
 	if cfg.MetricsOn() {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {

@@ -1,0 +1,131 @@
+//go:build linux && !race
+
+package rawsock
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+func wrap(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	x := &conn{TCPConn: tc, raw: raw}
+	x.readFn, x.writeFn = x.read, x.write
+	return x
+}
+
+// conn is a TCP connection whose Read and Write are raw system calls. Like
+// a *net.TCPConn, it may be read by one goroutine while another writes.
+type conn struct {
+	*net.TCPConn
+	raw             syscall.RawConn
+	r, w            call
+	readFn, writeFn func(fd uintptr) bool // bound once: no allocation per call
+}
+
+// call is one Read's or Write's buffer and outcome.
+type call struct {
+	buf   []byte
+	n     int
+	errno syscall.Errno
+}
+
+// Read reads like (*net.TCPConn).Read: io.EOF at the end, a *net.OpError
+// otherwise (a passed deadline's is a timeout).
+func (c *conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.r = call{buf: p}
+	err := c.raw.Read(c.readFn)
+	n, errno := c.r.n, c.r.errno
+	c.r.buf = nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", err)
+	case errno != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Write writes all of p unless an error stops it, like
+// (*net.TCPConn).Write, waiting for room through the poller.
+func (c *conn) Write(p []byte) (int, error) {
+	c.w = call{buf: p}
+	err := c.raw.Write(c.writeFn)
+	n, errno := c.w.n, c.w.errno
+	c.w.buf = nil
+	switch {
+	case err != nil:
+		return n, c.opError("write", err)
+	case errno != 0:
+		return n, c.opError("write", os.NewSyscallError("write", errno))
+	}
+	return n, nil
+}
+
+// read makes one read(2) into c.r.buf; false asks the poller to wait until
+// the socket is readable.
+func (c *conn) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.r.buf[0])), uintptr(len(c.r.buf)))
+		switch e {
+		case 0:
+			c.r.n = int(n)
+			return true
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.r.errno = e
+			return true
+		}
+	}
+}
+
+// write writes the rest of c.w.buf; false asks the poller to wait until
+// the socket has room.
+func (c *conn) write(fd uintptr) bool {
+	for c.w.n < len(c.w.buf) {
+		b := c.w.buf[c.w.n:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			c.w.n += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.w.errno = e
+			return true
+		}
+	}
+	return true
+}
+
+// opError makes err what *net.TCPConn would return: a *net.OpError named
+// after the operation (RawConn's own errors say "raw-read", "raw-write"),
+// which fasthttp and net.Error users look into.
+func (c *conn) opError(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		e := *oe
+		e.Op = op
+		return &e
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

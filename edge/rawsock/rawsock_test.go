@@ -1,0 +1,246 @@
+package rawsock_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/edge/rawsock"
+)
+
+// tcpConn is what the edge and fasthttp use of a TCP connection besides
+// net.Conn: the wrapped connection keeps it.
+type tcpConn interface {
+	net.Conn
+	CloseWrite() error
+	SetReadBuffer(int) error
+	SetWriteBuffer(int) error
+	SetLinger(int) error
+}
+
+// pair returns a connection accepted through Listen and the client's end,
+// both closed at the end of the test.
+func pair(t testing.TB) (server tcpConn, client *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rawsock.Listen(ln).Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); c.Close() })
+	tc, ok := s.(tcpConn)
+	if !ok {
+		t.Fatalf("accepted %T: not a TCP connection", s)
+	}
+	return tc, c.(*net.TCPConn)
+}
+
+// opError checks that err is what a *net.TCPConn returns for op: a
+// *net.OpError (fasthttp looks for that type) named after op.
+func opError(t *testing.T, err error, op string) *net.OpError {
+	t.Helper()
+	oe, ok := err.(*net.OpError)
+	if !ok {
+		t.Fatalf("%s: error %T (%v), want *net.OpError", op, err, err)
+	}
+	if oe.Op != op {
+		t.Errorf("error names the operation %q, want %q: %v", oe.Op, op, err)
+	}
+	return oe
+}
+
+// TestBothWays: 32 MiB each way at once, more than the socket buffers hold,
+// so that reads find nothing and writes find no room again and again;
+// every byte arrives, in order, and each side then reads the end.
+func TestBothWays(t *testing.T) {
+	s, c := pair(t)
+	up, down := make([]byte, 32<<20), make([]byte, 32<<20)
+	rand.Read(up)
+	rand.Read(down)
+	type result struct {
+		got []byte
+		err error
+	}
+	send := func(w tcpConn, b []byte) {
+		if _, err := w.Write(b); err != nil {
+			t.Error(err)
+		}
+		w.CloseWrite()
+	}
+	receive := func(r net.Conn, into chan<- result) {
+		b, err := io.ReadAll(r)
+		into <- result{b, err}
+	}
+	fromClient, fromServer := make(chan result), make(chan result)
+	go send(c, up)
+	go send(s, down)
+	go receive(s, fromClient)
+	go receive(c, fromServer)
+	for _, x := range []struct {
+		name string
+		r    result
+		want []byte
+	}{{"the server", <-fromClient, up}, {"the client", <-fromServer, down}} {
+		if x.r.err != nil {
+			t.Fatalf("%s: %v", x.name, x.r.err)
+		}
+		if !bytes.Equal(x.r.got, x.want) {
+			t.Errorf("%s received %d bytes, not the %d sent", x.name, len(x.r.got), len(x.want))
+		}
+	}
+}
+
+// TestEOF: the peer's orderly close reads as io.EOF, as from a
+// *net.TCPConn, after the bytes sent before it; an empty read before that
+// reads nothing.
+func TestEOF(t *testing.T) {
+	s, c := pair(t)
+	if n, err := s.Read(nil); n != 0 || err != nil {
+		t.Errorf("an empty read: %d bytes, %v; want 0, nil", n, err)
+	}
+	c.Write([]byte("last"))
+	c.Close()
+	b := make([]byte, 16)
+	n, err := io.ReadFull(s, b[:4])
+	if err != nil || string(b[:n]) != "last" {
+		t.Fatalf("read %q, %v; want \"last\"", b[:n], err)
+	}
+	if n, err := s.Read(b); n != 0 || err != io.EOF {
+		t.Errorf("after the close: %d bytes, %v; want 0, io.EOF", n, err)
+	}
+}
+
+// TestReadDeadline: a read waiting for data ends at its deadline with a
+// timeout (fasthttp's read and idle timeouts), and the connection stays
+// usable once the deadline is moved.
+func TestReadDeadline(t *testing.T) {
+	s, c := pair(t)
+	s.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	n, err := s.Read(make([]byte, 16))
+	oe := opError(t, err, "read")
+	if n != 0 || !oe.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %d bytes, %v; want a timeout", n, err)
+	}
+	s.SetReadDeadline(time.Time{})
+	c.Write([]byte("x"))
+	if n, err := s.Read(make([]byte, 16)); n != 1 || err != nil {
+		t.Errorf("after the deadline was lifted: %d bytes, %v", n, err)
+	}
+}
+
+// TestWriteDeadline: a write to a peer that reads nothing ends at its
+// deadline with a timeout and the count of what was written.
+func TestWriteDeadline(t *testing.T) {
+	s, c := pair(t)
+	s.SetWriteBuffer(4096)
+	c.SetReadBuffer(4096)
+	big := make([]byte, 8<<20)
+	s.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+	n, err := s.Write(big)
+	oe := opError(t, err, "write")
+	if !oe.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write: %v; want a timeout", err)
+	}
+	if n <= 0 || n >= len(big) {
+		t.Errorf("write reported %d bytes written; want some, not all %d", n, len(big))
+	}
+}
+
+// TestPeerReset: a connection reset by the peer is an error of the read
+// or write that meets it, carrying the system's error, not an end of file.
+func TestPeerReset(t *testing.T) {
+	s, c := pair(t)
+	c.SetLinger(0) // close with a reset
+	c.Close()
+	_, err := s.Read(make([]byte, 16))
+	opError(t, err, "read")
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("read after a reset: %v; want ECONNRESET", err)
+	}
+	_, err = s.Write([]byte("anyone?"))
+	opError(t, err, "write")
+	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("write after a reset: %v; want EPIPE or ECONNRESET", err)
+	}
+}
+
+// TestClosed: reading or writing a closed connection says so with
+// net.ErrClosed, which fasthttp's server takes for the end of a connection.
+func TestClosed(t *testing.T) {
+	s, _ := pair(t)
+	s.Close()
+	_, err := s.Read(make([]byte, 16))
+	opError(t, err, "read")
+	if !errors.Is(err, net.ErrClosed) {
+		t.Errorf("read: %v; want net.ErrClosed", err)
+	}
+	_, err = s.Write([]byte("x"))
+	opError(t, err, "write")
+	if !errors.Is(err, net.ErrClosed) {
+		t.Errorf("write: %v; want net.ErrClosed", err)
+	}
+}
+
+// TestNoAllocs: a read and a write allocate nothing (the edge's Bearer path
+// is allocation-free, sockets included).
+func TestNoAllocs(t *testing.T) {
+	s, c := pair(t)
+	in, out := make([]byte, 64), make([]byte, 64)
+	if n := testing.AllocsPerRun(200, func() {
+		c.Write(out)
+		io.ReadFull(s, in)
+		s.Write(in)
+		io.ReadFull(c, out)
+	}); n != 0 {
+		t.Errorf("a read and a write each way allocate %.1f times, want 0", n)
+	}
+}
+
+// TestOtherConns: what is not a TCP connection is returned as it is.
+func TestOtherConns(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if got := rawsock.Wrap(a); got != a {
+		t.Errorf("Wrap(pipe) = %T, want the pipe itself", got)
+	}
+}
+
+// BenchmarkPingPong: 64 bytes to an echo peer and back, through Go's own
+// calls and through raw ones. Run with -cpu 1 to see the single-core case.
+func BenchmarkPingPong(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		wrap func(net.Conn) net.Conn
+	}{{"go", func(c net.Conn) net.Conn { return c }}, {"raw", rawsock.Wrap}} {
+		b.Run(v.name, func(b *testing.B) {
+			s, c := pair(b)
+			go io.Copy(s, s)
+			conn := v.wrap(c)
+			buf := make([]byte, 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := conn.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(conn, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
