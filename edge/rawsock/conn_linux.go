@@ -39,6 +39,7 @@ type call struct {
 	buf   []byte
 	n     int
 	errno syscall.Errno
+	stuck bool // a write(2) that wrote nothing and said nothing
 }
 
 // Read reads like (*net.TCPConn).Read: io.EOF at the end, a *net.OpError
@@ -74,6 +75,8 @@ func (c *conn) Write(p []byte) (int, error) {
 		return n, c.opError("write", err)
 	case errno != 0:
 		return n, c.opError("write", os.NewSyscallError("write", errno))
+	case c.w.stuck:
+		return n, c.opError("write", io.ErrUnexpectedEOF) // as internal/poll does
 	}
 	return n, nil
 }
@@ -103,11 +106,14 @@ func (c *conn) write(fd uintptr) bool {
 	for c.w.n < len(c.w.buf) {
 		b := c.w.buf[c.w.n:]
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		switch e {
-		case 0:
+		switch {
+		case e == 0 && n == 0:
+			c.w.stuck = true
+			return true
+		case e == 0:
 			c.w.n += int(n)
-		case syscall.EINTR:
-		case syscall.EAGAIN:
+		case e == syscall.EINTR:
+		case e == syscall.EAGAIN:
 			return false
 		default:
 			c.w.errno = e
