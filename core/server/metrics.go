@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/verify"
 )
 
 // coreMetrics are core's Prometheus series, served on GET /metrics of its
@@ -33,6 +34,12 @@ func newMetrics(s *Server) *coreMetrics {
 	set.NewGauge(`slip_core_outbox_dropped_total`, func() float64 { _, d := s.store.OutboxStats(); return float64(d) })
 	set.NewGauge(`slip_core_store_write_failures_total`, func() float64 { return float64(s.store.WriteFailures()) })
 	set.NewGauge(`slip_core_store_bytes`, func() float64 { return float64(s.store.Size()) })
+	if im, ok := s.verifier.Images.(interface{ Limit() *verify.DecodeLimit }); ok {
+		decodes := im.Limit()
+		set.NewGauge(`slip_core_image_decode_budget_bytes`, func() float64 { return float64(decodes.Total()) })
+		set.NewGauge(`slip_core_image_decode_bytes`, func() float64 { return float64(decodes.InUse()) })
+		set.NewGauge(`slip_core_image_decodes_waiting`, func() float64 { return float64(decodes.Waiting()) })
+	}
 	return m
 }
 

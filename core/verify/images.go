@@ -59,10 +59,7 @@ func (im Images) Payload(ctx context.Context, src Source, accept func(string) bo
 	if err != nil {
 		return "", scanError(err)
 	}
-	limit := im.Decodes
-	if limit == nil {
-		limit = DefaultDecodes
-	}
+	limit := im.Limit()
 	wait := im.DecodeWait
 	if wait <= 0 {
 		wait = DefaultDecodeWait
@@ -95,6 +92,14 @@ func scanError(err error) error {
 		return api.E(api.QRCodeNotFound)
 	}
 	return api.Internal(err)
+}
+
+// Limit returns the decode budget im draws on: Decodes, or DefaultDecodes.
+func (im Images) Limit() *DecodeLimit {
+	if im.Decodes == nil {
+		return DefaultDecodes
+	}
+	return im.Decodes
 }
 
 // Test hooks: decodeHook runs inside the budget, before each decode, with
