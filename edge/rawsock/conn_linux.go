@@ -1,4 +1,4 @@
-//go:build linux && !race
+//go:build linux && !race && !msan && !asan
 
 package rawsock
 
@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -26,7 +27,9 @@ func wrap(c net.Conn) net.Conn {
 }
 
 // conn is a TCP connection whose Read and Write are raw system calls. Like
-// a *net.TCPConn, it may be read by one goroutine while another writes.
+// a *net.TCPConn, it may be used by several goroutines at once: a Read or
+// Write that finds another of its kind running (its call busy) makes Go's
+// own call, which waits behind it for the connection.
 type conn struct {
 	*net.TCPConn
 	raw             syscall.RawConn
@@ -34,8 +37,10 @@ type conn struct {
 	readFn, writeFn func(fd uintptr) bool // bound once: no allocation per call
 }
 
-// call is one Read's or Write's buffer and outcome.
+// call is one Read's or Write's buffer and outcome, owned by whoever set
+// busy.
 type call struct {
+	busy  atomic.Bool
 	buf   []byte
 	n     int
 	errno syscall.Errno
@@ -45,13 +50,14 @@ type call struct {
 // Read reads like (*net.TCPConn).Read: io.EOF at the end, a *net.OpError
 // otherwise (a passed deadline's is a timeout).
 func (c *conn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+	if len(p) == 0 || !c.r.busy.CompareAndSwap(false, true) {
+		return c.TCPConn.Read(p)
 	}
-	c.r = call{buf: p}
+	c.r.buf, c.r.n, c.r.errno = p, 0, 0
 	err := c.raw.Read(c.readFn)
 	n, errno := c.r.n, c.r.errno
 	c.r.buf = nil
+	c.r.busy.Store(false)
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
@@ -66,16 +72,20 @@ func (c *conn) Read(p []byte) (int, error) {
 // Write writes all of p unless an error stops it, like
 // (*net.TCPConn).Write, waiting for room through the poller.
 func (c *conn) Write(p []byte) (int, error) {
-	c.w = call{buf: p}
+	if !c.w.busy.CompareAndSwap(false, true) {
+		return c.TCPConn.Write(p)
+	}
+	c.w.buf, c.w.n, c.w.errno, c.w.stuck = p, 0, 0, false
 	err := c.raw.Write(c.writeFn)
-	n, errno := c.w.n, c.w.errno
+	n, errno, stuck := c.w.n, c.w.errno, c.w.stuck
 	c.w.buf = nil
+	c.w.busy.Store(false)
 	switch {
 	case err != nil:
 		return n, c.opError("write", err)
 	case errno != 0:
 		return n, c.opError("write", os.NewSyscallError("write", errno))
-	case c.w.stuck:
+	case stuck:
 		return n, c.opError("write", io.ErrUnexpectedEOF) // as internal/poll does
 	}
 	return n, nil

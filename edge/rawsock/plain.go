@@ -1,9 +1,9 @@
-//go:build !linux || race
+//go:build !linux || race || msan || asan
 
 package rawsock
 
 import "net"
 
 // wrap keeps Go's own system calls: raw ones are Linux only, and the race
-// detector cannot follow them.
+// detector and the memory sanitizers cannot follow them.
 func wrap(c net.Conn) net.Conn { return c }

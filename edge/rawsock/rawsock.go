@@ -30,8 +30,9 @@ func (l listener) Accept() (net.Conn, error) {
 }
 
 // Wrap returns c reading and writing with raw system calls when it is a
-// *net.TCPConn on Linux, in a build without the race detector (which cannot
-// see what a raw call reads or writes, nor the order a socket puts between
-// a write and the read of it); otherwise c as it is. The result keeps every
+// *net.TCPConn on Linux, in a build without the race detector or the memory
+// sanitizers (which cannot see what a raw call reads or writes, nor the
+// order a socket puts between a write and the read of it); otherwise c as
+// it is. The result keeps every
 // other method of *net.TCPConn.
 func Wrap(c net.Conn) net.Conn { return wrap(c) }

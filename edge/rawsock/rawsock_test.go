@@ -179,19 +179,126 @@ func TestPeerReset(t *testing.T) {
 }
 
 // TestClosed: reading or writing a closed connection says so with
-// net.ErrClosed, which fasthttp's server takes for the end of a connection.
+// net.ErrClosed, which fasthttp's server takes for the end of a connection;
+// an empty read too, as *net.TCPConn's does.
 func TestClosed(t *testing.T) {
 	s, _ := pair(t)
 	s.Close()
-	_, err := s.Read(make([]byte, 16))
-	opError(t, err, "read")
-	if !errors.Is(err, net.ErrClosed) {
-		t.Errorf("read: %v; want net.ErrClosed", err)
+	for _, p := range [][]byte{make([]byte, 16), nil} {
+		_, err := s.Read(p)
+		opError(t, err, "read")
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("read of %d bytes: %v; want net.ErrClosed", len(p), err)
+		}
 	}
-	_, err = s.Write([]byte("x"))
+	_, err := s.Write([]byte("x"))
 	opError(t, err, "write")
 	if !errors.Is(err, net.ErrClosed) {
 		t.Errorf("write: %v; want net.ErrClosed", err)
+	}
+}
+
+// TestConcurrentReads: four goroutines read one connection at once, two
+// with a small buffer and two with a large one, as a net.Conn allows, while
+// the peer writes in small pieces; every byte is read once, by one of
+// them, and each read fits its buffer. Ten connections in turn, for a
+// collision to be likely.
+func TestConcurrentReads(t *testing.T) {
+	for range 10 {
+		concurrentReads(t)
+	}
+}
+
+func concurrentReads(t *testing.T) {
+	s, c := pair(t)
+	const size, piece = 4 << 20, 1000
+	go func() {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte(i % 251)
+		}
+		for ; len(b) > 0; b = b[min(piece, len(b)):] {
+			c.Write(b[:min(piece, len(b))])
+		}
+		c.CloseWrite()
+	}()
+	type tally struct{ n, sum int }
+	read := func(buf []byte, into chan<- tally) {
+		var got tally
+		for {
+			n, err := s.Read(buf)
+			if n > len(buf) {
+				t.Errorf("read %d bytes into a buffer of %d", n, len(buf))
+				break
+			}
+			got.n += n
+			for _, v := range buf[:n] {
+				got.sum += int(v)
+			}
+			if err != nil {
+				if err != io.EOF {
+					t.Error(err)
+				}
+				break
+			}
+		}
+		into <- got
+	}
+	tallies := make(chan tally)
+	for _, n := range []int{7, 64 << 10, 13, 32 << 10} {
+		go read(make([]byte, n), tallies)
+	}
+	var all tally
+	for range 4 {
+		got := <-tallies
+		all.n += got.n
+		all.sum += got.sum
+	}
+	want := 0
+	for i := range size {
+		want += i % 251
+	}
+	if all.n != size || all.sum != want {
+		t.Errorf("read %d bytes summing to %d; want %d bytes summing to %d", all.n, all.sum, size, want)
+	}
+}
+
+// TestConcurrentWrites: four goroutines write one connection at once; each
+// Write arrives whole, never interleaved with another's, as with a
+// *net.TCPConn.
+func TestConcurrentWrites(t *testing.T) {
+	s, c := pair(t)
+	const block, blocks = 4096, 1000
+	done := make(chan struct{})
+	for _, id := range []byte("abcd") {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			b := bytes.Repeat([]byte{id}, block)
+			for range blocks {
+				if _, err := s.Write(b); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		for range 4 {
+			<-done
+		}
+		s.CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4*block*blocks {
+		t.Fatalf("received %d bytes, want %d", len(got), 4*block*blocks)
+	}
+	for i := 0; i < len(got); i += block {
+		if b := got[i : i+block]; bytes.Count(b, b[:1]) != block {
+			t.Fatalf("the block at %d mixes two writes", i)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-//go:build linux && !race
+//go:build linux && !race && !msan && !asan
 
 package rawsock_test
 
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestWrapped: on Linux without the race detector, accepted connections
+// TestWrapped: on Linux without the race detector or a sanitizer, accepted connections
 // are the raw kind, and keep *net.TCPConn's other methods.
 func TestWrapped(t *testing.T) {
 	s, _ := pair(t)
