@@ -73,18 +73,19 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 	}
 }
 
-// stop sends SIGINT to make and run.sh, as Ctrl-C at the terminal does, and
-// waits. make itself dies of the signal (GNU make re-raises it, once run.sh
-// has ended); run.sh stops the tiers, each in a session of its own, in the
-// reverse order of their start, so core has shut down before the broker
-// does. They must shut down cleanly and free their ports.
-func (s *stack) stop(t *testing.T) {
+// stop sends sig to make and run.sh, as Ctrl-C at the terminal (SIGINT)
+// or a supervisor stopping the process group (SIGTERM) does, and waits.
+// make itself dies of the signal (GNU make re-raises it; on SIGTERM it
+// first sends run.sh one more); run.sh stops the tiers, each in a session
+// of its own, in the reverse order of their start, so core has shut down
+// before the broker does. They must shut down cleanly and free their ports.
+func (s *stack) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
+	syscall.Kill(-s.cmd.Process.Pid, sig)
 	select {
 	case <-s.done:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("make run did not stop on SIGINT:\n%s", s.out)
+		t.Fatalf("make run did not stop on %v:\n%s", sig, s.out)
 	}
 	out := s.out.String()
 	if !strings.Contains(out, `"msg":"shutting down","tier":"core"`) || !strings.Contains(out, `"msg":"shutting down","tier":"edge"`) ||
@@ -126,7 +127,8 @@ func request(t *testing.T, s *stack, method, path, body string) (int, map[string
 
 // TestMakeRun starts the stack with make run, verifies the seed's listed
 // slip through the edge with the seed's key, stops it with Ctrl-C's SIGINT,
-// starts it again and finds its data kept.
+// starts it again and finds its data kept; then stops it in the other ways
+// a stack is stopped.
 func TestMakeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
@@ -141,7 +143,7 @@ func TestMakeRun(t *testing.T) {
 	if status != 200 || data["amountInSlip"] != 100.5 || data["isDuplicate"] != false {
 		t.Fatalf("verify: %d %v", status, body)
 	}
-	s.stop(t)
+	s.stop(t, syscall.SIGINT)
 
 	s = startStack(t, dataDir, p)
 	status, body = request(t, s, "GET", "/v2/info", "")
@@ -156,6 +158,9 @@ func TestMakeRun(t *testing.T) {
 		t.Errorf("after restart the slip is not a duplicate: %d %v", status, body)
 	}
 	s.stopScriptTwice(t, p)
+
+	s = startStack(t, dataDir, p)
+	s.stop(t, syscall.SIGTERM)
 
 	// make and run.sh killed outright: the tiers, each in a session of its
 	// own, get SIGTERM as their parent-death signal and stop.
