@@ -78,7 +78,7 @@ func inmemUpstream(b *testing.B) *fasthttp.HostClient {
 // client to core replaced by hc.
 func edgeHandler(b *testing.B, hc *fasthttp.HostClient) fasthttp.RequestHandler {
 	now := time.Now
-	auth, err := authcache.New(authcache.Config{Core: hc, EdgeToken: benchToken, TTL: 2 * time.Second, Timeout: 5 * time.Second, Now: now})
+	auth, err := authcache.New(authcache.Config{Core: hc, EdgeToken: benchToken, TTL: 2 * time.Second, Timeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package authcache holds the edge's copy of core's auth records: a
 // ristretto cache in front of core's internal auth lookups, with negative
 // entries so a flood of unknown keys never reaches core, one lookup in
-// flight per key, and expiry on the edge's own clock.
+// flight per key, expiry on the edge's own clock, and records in use
+// refreshed ahead of their expiry so their requests never wait for core.
 package authcache
 
 import (
@@ -82,27 +83,29 @@ func (p *Principal) ready() *Principal {
 }
 
 type entry struct {
-	key     string     // kind byte and key: the cache is keyed by their hash
-	p       *Principal // nil: core does not know the key
-	expires int64      // on the cache's clock, Unix nanoseconds
-	gen     uint64     // the cache's generation when the lookup began
+	key        string     // kind byte and key: the cache is keyed by their hash
+	p          *Principal // nil: core does not know the key
+	expires    int64      // on the cache's clock, Unix nanoseconds
+	gen        uint64     // the cache's generation when the lookup began
+	refreshing atomic.Bool
 }
 
 // Config configures a Cache.
 type Config struct {
 	Core      *fasthttp.HostClient // core's internal listener
 	EdgeToken string
-	TTL       time.Duration // how long a record or an absence is believed
+	TTL       time.Duration // how long a record or an absence is believed, from the lookup that asked core
 	Timeout   time.Duration // one lookup at core
-	Now       func() time.Time
-	MaxKeys   int64 // entries kept at most (ristretto cost 1 each)
+	MaxKeys   int64         // entries kept at most (ristretto cost 1 each)
 }
 
 // Stats counts lookups; read with Stats.
 // Hits and Negative were answered from the cache, Misses asked core, Shared
 // waited for another caller's question to core, Errors could not ask core.
+// Refreshed counts the records read again ahead of their expiry, in the
+// background (their failures count as Errors).
 type Stats struct {
-	Hits, Negative, Misses, Shared, Errors uint64
+	Hits, Negative, Misses, Shared, Errors, Refreshed uint64
 }
 
 // Cache is the edge's auth cache. It is safe for concurrent use.
@@ -112,9 +115,12 @@ type Cache struct {
 	seed   maphash.Seed
 	mu     sync.Mutex
 	flight map[string]*call
+	bg     sync.WaitGroup // refreshes in the background
 
-	gen                                  atomic.Uint64 // see Invalidate
-	hits, negative, misses, shared, errs atomic.Uint64
+	ahead int64 // a record in use this close to its expiry (ns) is read again
+
+	gen                                             atomic.Uint64 // see Invalidate
+	hits, negative, misses, shared, errs, refreshed atomic.Uint64
 }
 
 // Invalidate makes every entry stale at once, including those of lookups
@@ -139,40 +145,53 @@ func New(cfg Config) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{cfg: cfg, rc: rc, seed: maphash.MakeSeed(), flight: map[string]*call{}}, nil
+	return &Cache{cfg: cfg, rc: rc, seed: maphash.MakeSeed(), flight: map[string]*call{}, ahead: int64(cfg.TTL / 4)}, nil
 }
 
-// Close releases the cache.
-func (c *Cache) Close() { c.rc.Close() }
+// Close releases the cache once the refreshes under way have ended.
+func (c *Cache) Close() {
+	c.bg.Wait()
+	c.rc.Close()
+}
 
 // Lookup returns the principal of key (of kind k): from the cache when a
 // fresh entry is there, else from core. It returns ErrUnknown for a key core
 // does not know, and another error when core cannot be asked.
 //
-// Fast path: a cached key costs one hash lookup and no allocation.
+// Fast path: a cached key costs one hash lookup and no allocation. In the
+// last quarter of a record's TTL, the first Lookup also starts reading it
+// again in the background (see refresh).
 func (c *Cache) Lookup(k Kind, key []byte, now time.Time) (*Principal, error) {
 	if len(key) > 128 {
 		return nil, ErrUnknown
 	}
 	h := c.hash(k, key)
-	if p, err, ok := c.cached(h, k, key, now); ok {
-		return p, err
+	if e := c.fresh(h, k, key, now); e != nil {
+		if e.p != nil && e.expires-now.UnixNano() < c.ahead {
+			c.refresh(e, h, now)
+		}
+		return c.answer(e)
 	}
 	return c.miss(k, h, string(byte(k))+string(key), now)
 }
 
-// cached answers from a fresh cache entry for key, if there is one.
-func (c *Cache) cached(h uint64, k Kind, key []byte, now time.Time) (*Principal, error, bool) {
+// fresh returns the cache's fresh entry for key, or nil.
+func (c *Cache) fresh(h uint64, k Kind, key []byte, now time.Time) *entry {
 	e, ok := c.rc.Get(h)
 	if !ok || e.expires <= now.UnixNano() || e.gen != c.gen.Load() || e.key[0] != byte(k) || e.key[1:] != string(key) {
-		return nil, nil, false
+		return nil
 	}
+	return e
+}
+
+// answer is what a fresh entry says, counted.
+func (c *Cache) answer(e *entry) (*Principal, error) {
 	if e.p == nil {
 		c.negative.Add(1)
-		return nil, ErrUnknown, true
+		return nil, ErrUnknown
 	}
 	c.hits.Add(1)
-	return e.p, nil, true
+	return e.p, nil
 }
 
 // hash is the cache key of a key of kind k.
@@ -195,26 +214,58 @@ func (c *Cache) miss(k Kind, h uint64, ck string, now time.Time) (*Principal, er
 	}
 	// A lookup may have stored the entry and left the flight between this
 	// caller's miss and the lock: look again before asking core.
-	if p, err, ok := c.cached(h, k, []byte(ck[1:]), now); ok {
+	if e := c.fresh(h, k, []byte(ck[1:]), now); e != nil {
 		c.mu.Unlock()
-		return p, err
+		return c.answer(e)
 	}
+	f := c.board(ck)
+	c.mu.Unlock()
+	c.ask(f, k, h, ck, now, &c.misses)
+	return f.p, f.err
+}
+
+// refresh reads the record of e, which is in use and expires soon, again in
+// the background: e keeps answering until it expires, so no request waits
+// for core while the new record is on its way. A request that finds e
+// expired before then waits for the same question, as in any miss. One try
+// per entry: if it fails, the entry's expiry ends it, as without refresh.
+func (c *Cache) refresh(e *entry, h uint64, now time.Time) {
+	if !e.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	c.mu.Lock()
+	if _, ok := c.flight[e.key]; ok {
+		c.mu.Unlock()
+		return
+	}
+	f := c.board(e.key)
+	c.mu.Unlock()
+	c.bg.Go(func() { c.ask(f, Kind(e.key[0]), h, e.key, now, &c.refreshed) })
+}
+
+// board registers a question to core about ck; c.mu is held.
+func (c *Cache) board(ck string) *call {
 	f := &call{done: make(chan struct{})}
 	c.flight[ck] = f
-	c.mu.Unlock()
-	gen := c.gen.Load() // a record read after an invalidation began is not stale
+	return f
+}
 
+// ask asks core about ck, caches the answer (a record or its absence) for
+// the TTL from now, when the question came, counts it in done, and releases
+// the callers waiting for f.
+func (c *Cache) ask(f *call, k Kind, h uint64, ck string, now time.Time, done *atomic.Uint64) {
+	gen := c.gen.Load() // a record read after an invalidation began is not stale
 	f.p, f.err = c.fetch(k, ck[1:])
 	switch {
 	case f.err == nil || errors.Is(f.err, ErrUnknown):
 		// Freshness is the entry's own expiry on the cache's clock; a
 		// ristretto TTL would cost a clock read on every Get. MaxKeys bounds
 		// memory, stale entries are replaced on their next miss.
-		c.rc.Set(h, &entry{key: ck, p: f.p, expires: c.cfg.Now().Add(c.cfg.TTL).UnixNano(), gen: gen}, 1)
+		c.rc.Set(h, &entry{key: ck, p: f.p, expires: now.Add(c.cfg.TTL).UnixNano(), gen: gen}, 1)
 		// ristretto applies writes asynchronously: wait, so callers arriving
 		// once this lookup leaves the flight find the entry.
 		c.rc.Wait()
-		c.misses.Add(1)
+		done.Add(1)
 	default:
 		c.errs.Add(1)
 	}
@@ -222,7 +273,6 @@ func (c *Cache) miss(k Kind, h uint64, ck string, now time.Time) (*Principal, er
 	delete(c.flight, ck)
 	c.mu.Unlock()
 	close(f.done)
-	return f.p, f.err
 }
 
 // Wait blocks until every cache write so far is visible; tests use it.
@@ -230,7 +280,8 @@ func (c *Cache) Wait() { c.rc.Wait() }
 
 // Stats returns the lookup counts so far.
 func (c *Cache) Stats() Stats {
-	return Stats{Hits: c.hits.Load(), Negative: c.negative.Load(), Misses: c.misses.Load(), Shared: c.shared.Load(), Errors: c.errs.Load()}
+	return Stats{Hits: c.hits.Load(), Negative: c.negative.Load(), Misses: c.misses.Load(), Shared: c.shared.Load(),
+		Errors: c.errs.Load(), Refreshed: c.refreshed.Load()}
 }
 
 // fetch asks core for the record of key.

@@ -44,7 +44,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		DisablePathNormalizing: true,
 	}
 	auth, err := authcache.New(authcache.Config{
-		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second, Now: now,
+		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second,
 	})
 	if err != nil {
 		return nil, err

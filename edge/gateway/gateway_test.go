@@ -16,6 +16,7 @@ import (
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 const seed = "testdata/seed.json"
@@ -294,6 +295,39 @@ func TestAuthCache(t *testing.T) {
 	e.do(t, "GET", "/v2/info", "", bearer(unknown)...).want(t, 401, "INVALID_API_KEY")
 	if s := e.gw.AuthStats(); s.Misses != 2 {
 		t.Errorf("after the TTL core was asked %d times in all, want 2", s.Misses)
+	}
+}
+
+// TestAuthRefreshAhead: a key in use is read again from core in the last
+// quarter of its record's TTL, in the background, so none of its requests
+// waits for core when the old record expires; a key left unused expires as
+// before.
+func TestAuthRefreshAhead(t *testing.T) {
+	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_AUTH_TTL=2s")
+	start := e.clock.t.Load()
+	at := func(d time.Duration) { // d after the first request, by the edge's clock
+		t.Helper()
+		e.clock.t.Store(start + int64(d))
+		e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 200, "")
+	}
+	refreshed := func(n uint64) {
+		t.Helper()
+		testnet.Eventually(t, 10*time.Second, func() bool { return e.gw.AuthStats().Refreshed == n },
+			func() string { return fmt.Sprintf("auth stats %+v, want %d refreshed", e.gw.AuthStats(), n) })
+	}
+	at(0)                       // a miss: the record expires at 2 s
+	at(1200 * time.Millisecond) // 0.8 s left: a hit, nothing more
+	at(1600 * time.Millisecond) // 0.4 s left: a hit, and the record is read again (it expires at 3.6 s)
+	refreshed(1)
+	at(2100 * time.Millisecond) // the first record has expired; the second answers
+	at(3300 * time.Millisecond) // not a miss: the refresh was at 1.6 s, not at 1.2 s
+	refreshed(2)                // and 0.3 s left: read again
+	if s := e.gw.AuthStats(); s.Misses != 1 || s.Shared != 0 || s.Errors != 0 {
+		t.Errorf("a key in use waited for core: auth stats %+v, want 1 miss, none shared", s)
+	}
+	at(6 * time.Second) // unused since 3.3 s: its record (to 5.3 s) expired
+	if s := e.gw.AuthStats(); s.Misses != 2 || s.Refreshed != 2 {
+		t.Errorf("after its record expired unused: auth stats %+v, want 2 misses, 2 refreshed", s)
 	}
 }
 

@@ -60,6 +60,7 @@ func NewMetrics(auth *authcache.Cache, adaptive *ratelimit.Adaptive) *Metrics {
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="miss"}`, stat(func(s authcache.Stats) uint64 { return s.Misses }))
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="shared"}`, stat(func(s authcache.Stats) uint64 { return s.Shared }))
 	m.set.NewGauge(`edge_auth_cache_lookups_total{result="error"}`, stat(func(s authcache.Stats) uint64 { return s.Errors }))
+	m.set.NewGauge(`edge_auth_cache_refreshes_total`, stat(func(s authcache.Stats) uint64 { return s.Refreshed }))
 	m.set.NewGauge(`edge_rate_factor`, adaptive.Factor)
 	m.unanswered = m.set.NewCounter(`edge_connections_closed_unanswered_total`)
 	return m
