@@ -63,13 +63,30 @@ func TestImageSources(t *testing.T) {
 	if get(d, "rawSlip", "payload") != p || d["remark"] != "from a photo" {
 		t.Fatalf("v2 upload: %v", d)
 	}
+	// A payload with white space around it is the slip's payload without it.
+	d = c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: map[string]any{"payload": "  " + p + " \n"}}).data(t)
+	if get(d, "rawSlip", "payload") != p {
+		t.Errorf("rawSlip.payload of a padded payload: %q", get(d, "rawSlip", "payload"))
+	}
 	// v1 upload in part "file"; the same slip again is a duplicate.
 	body, ct = multipartBody(t, "file", img, "checkDuplicate", "true")
 	c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: body, contentType: ct}).v1err(t, 400, "duplicate_slip")
-	// base64, plain and as a data URL; a URL.
+	// base64, plain, as a data URL, with a final line break and wrapped as
+	// MIME wraps it (the image's length not a multiple of 3, so the text
+	// ends in padding); a URL.
+	if len(img)%3 == 0 {
+		img = append(img, 0) // after the PNG's end: ignored
+	}
+	b64 := base64.StdEncoding.EncodeToString(img)
+	var mime strings.Builder
+	for rest := b64; rest != ""; rest = rest[min(76, len(rest)):] {
+		mime.WriteString(rest[:min(76, len(rest))] + "\r\n")
+	}
 	for _, src := range []map[string]any{
-		{"base64": base64.StdEncoding.EncodeToString(img)},
-		{"base64": "data:image/png;base64," + base64.StdEncoding.EncodeToString(img)},
+		{"base64": b64},
+		{"base64": "data:image/png;base64," + b64},
+		{"base64": b64 + "\n"},
+		{"base64": mime.String()},
 		{"url": imgs.URL + "/slip.png"},
 	} {
 		d := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: src}).data(t)

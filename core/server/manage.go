@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -219,7 +220,7 @@ func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	}
 	b, err := s.store.UpdateBranch(c.serviceID, param(ctx, "branch"), func(b *store.Branch, u store.Usage) error {
 		if f.has("active") && b.Main {
-			if a, _ := f.boolean("active"); !a {
+			if a, ok := f.boolean("active"); ok && !a {
 				return api.Errorf(api.Validation, "active: the main branch cannot be deactivated")
 			}
 		}
@@ -330,6 +331,9 @@ func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 			return nil, false, api.Errorf(api.Validation, "amount: the branch has no limit of its own (limitQuota is null); set one with PUT first")
 		}
 		l := *q.Branch.LimitQuota + int64(n)
+		if n > 0 && l < *q.Branch.LimitQuota {
+			return nil, false, api.Errorf(api.Validation, "amount: the limit would exceed "+itoa(math.MaxInt64))
+		}
 		if l < q.Usage.Branch.Used {
 			return nil, false, api.Errorf(api.Validation, "amount: the limit would fall to "+itoa(l)+", below the current usedQuota ("+itoa(q.Usage.Branch.Used)+")")
 		}

@@ -61,7 +61,7 @@ func (f fields) str(name string) (string, bool) {
 		return v, true
 	}
 	var s string
-	return s, json.Unmarshal(f.json[name], &s) == nil
+	return s, f.decode(name, &s)
 }
 
 func (f fields) boolean(name string) (bool, bool) {
@@ -70,7 +70,7 @@ func (f fields) boolean(name string) (bool, bool) {
 		return b, err == nil && (v == "true" || v == "false")
 	}
 	var b bool
-	return b, json.Unmarshal(f.json[name], &b) == nil
+	return b, f.decode(name, &b)
 }
 
 func (f fields) number(name string) (float64, bool) {
@@ -79,7 +79,14 @@ func (f fields) number(name string) (float64, bool) {
 		return n, err == nil
 	}
 	var n float64
-	return n, json.Unmarshal(f.json[name], &n) == nil
+	return n, f.decode(name, &n)
+}
+
+// decode reads JSON field name into dst: false unless it is there with
+// dst's type (null is no string, boolean or number; encoding/json would
+// leave dst as it was and call it a success).
+func (f fields) decode(name string, dst any) bool {
+	return !f.null(name) && json.Unmarshal(f.json[name], dst) == nil
 }
 
 // parseVerify reads a verify request: a JSON body, a multipart form with the
@@ -123,7 +130,7 @@ func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.R
 		case len(s) > 512:
 			fe.Add("payload", "must be at most 512 characters")
 		}
-		r.Source.Payload = s
+		r.Source.Payload = strings.TrimSpace(s) // the slip's payload, as the answer's rawSlip echoes it
 	}
 	if f.has("url") {
 		sources++
@@ -367,6 +374,13 @@ func decodeBase64(s string) ([]byte, error) {
 		if i := strings.Index(s, ";base64,"); i > 0 {
 			s = s[i+len(";base64,"):]
 		}
+	}
+	// Encoders often end their text with a line break, and MIME's wrap it
+	// every 76 characters; both decoders skip \r and \n, but the choice
+	// between them counts characters.
+	s = strings.TrimSpace(s)
+	if strings.ContainsAny(s, "\r\n") {
+		s = strings.NewReplacer("\r", "", "\n", "").Replace(s)
 	}
 	enc := base64.StdEncoding
 	if !strings.HasSuffix(s, "=") && len(s)%4 != 0 {

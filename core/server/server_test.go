@@ -478,6 +478,7 @@ func TestErrorsV2(t *testing.T) {
 	f(call{branch: "br-main", method: "DELETE", path: "/v2/verify/bank"}, 404, "NOT_FOUND")
 	f(call{branch: "br-main", body: []byte("[1,2]")}, 400, "VALIDATION_ERROR")
 	f(call{branch: "br-main", body: []byte("{bad json")}, 400, "VALIDATION_ERROR")
+	f(call{branch: "br-main", path: "/v2/verify/bank", body: map[string]any{"payload": bankPayload("004", "NULLREF00001"), "matchAccount": nil}}, 400, "VALIDATION_ERROR")
 	f(call{branch: "br-main", body: []byte(`{"payload":"` + bankPayload("004", "DUPKEYREF001") + `"}{}`)}, 400, "VALIDATION_ERROR")
 
 	// A field given twice is refused, whichever value a reader would keep.
@@ -553,6 +554,7 @@ func TestErrorsV1(t *testing.T) {
 	f(call{branch: "br-2", method: "GET", path: "/verify?payload=garbage"}, 400, "invalid_payload")
 	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("004", "X"), "checkDuplicate": "true"}}, 400, "invalid_check_duplicate")
 	f(call{branch: "br-2", method: "GET", path: "/verify?payload=x&checkDuplicate=1"}, 400, "invalid_check_duplicate")
+	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("004", "X"), "checkDuplicate": nil}}, 400, "invalid_check_duplicate")
 	f(call{branch: "br-2", body: map[string]any{"payload": 12}}, 400, "invalid_request")
 	f(call{branch: "br-2", body: map[string]any{}}, 400, "invalid_request")
 	f(call{branch: "br-2", body: map[string]any{"payload": bankPayload("004", "NOTFOUNDREF1")}}, 404, "slip_not_found")

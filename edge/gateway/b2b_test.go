@@ -140,6 +140,13 @@ func TestQuotaRules(t *testing.T) {
 	q("PUT", "", `{}`).want(t, 400, "VALIDATION_ERROR")
 	q("PUT", "", `{"limitQuota":-1}`).want(t, 400, "VALIDATION_ERROR")
 	q("POST", "/adjust", `{"amount":1.5}`).want(t, 400, "VALIDATION_ERROR")
+	// A limit past int64's range is refused as such, not as a negative one.
+	q("PUT", "", `{"limitQuota":9000000000000000000}`).want(t, 200, "")
+	a = q("POST", "/adjust", `{"amount":9000000000000000000}`)
+	a.want(t, 400, "VALIDATION_ERROR")
+	if msg, _ := get(a.body, "error", "message").(string); !strings.Contains(msg, "exceed") {
+		t.Errorf("adjust past the largest limit: %s", a.raw)
+	}
 }
 
 // TestQuotaRacesVerifications: limit changes racing concurrent
