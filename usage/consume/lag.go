@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -50,12 +51,15 @@ func (l *Lag) Measure(ctx context.Context) (int64, error) {
 	if err == nil {
 		err = committed.Error
 	}
-	if err != nil {
-		return 0, fmt.Errorf("lag: committed offsets: %w", err)
-	}
 	done := map[int]int64{}
-	for _, p := range committed.Topics[l.Topic] {
-		done[p.Partition] = max(p.CommittedOffset, 0) // -1: nothing committed yet
+	switch {
+	case errors.Is(err, kafka.GroupIdNotFound): // a group that never was has committed nothing
+	case err != nil:
+		return 0, fmt.Errorf("lag: committed offsets: %w", err)
+	default:
+		for _, p := range committed.Topics[l.Topic] {
+			done[p.Partition] = max(p.CommittedOffset, 0) // -1: nothing committed yet
+		}
 	}
 	var n int64
 	for _, p := range last.Topics[l.Topic] {

@@ -71,6 +71,13 @@ func Reconciliation(w io.Writer, format string, r reconcile.Report) error {
 		out = append(out, []string{row.ServiceID, branch, row.PeriodStart,
 			i(row.CoreUsed), i(row.LedgerUsed), i(row.CoreTotal), i(row.LedgerTotal), row.Status})
 	}
+	if format == Table { // CSV keeps to rows; JSON has lagMessages
+		lag := i(r.Lag) + " messages"
+		if r.Lag < 0 {
+			lag = "unknown"
+		}
+		out = append(out, []string{"consumer lag", "", "", "", "", "", "", lag})
+	}
 	return Write(w, format, []string{"service", "branch", "period", "core used", "ledger used", "core total", "ledger total", "status"}, out)
 }
 

@@ -75,28 +75,34 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return err
 	}
 	defer store.Close()
-	if err := migrate(ctx, store, cfg.RetryMax, log); err != nil {
-		return err
-	}
-	c := &consume.Consumer{Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log}
 	lag := &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}
 	go lag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
 
+	// The listener comes before ClickHouse: /metrics answers and /health
+	// says 503 while the tier waits for it.
 	errc := make(chan error, 2)
-	var srv *http.Server
 	if cfg.Addr != "off" {
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			return err
 		}
-		srv = &http.Server{Handler: handler(store, core, lag), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: handler(store, core, lag), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- srv.Serve(ln) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+	}
+	log.Info("listening", "addr", cfg.Addr, "kafka", cfg.Kafka, "clickhouse", cfg.CHAddr, "database", cfg.CHDatabase, "version", version)
+	if err := migrate(ctx, store, cfg.RetryMax, log); err != nil {
+		return err
 	}
 	if cfg.EdgeToken != "" {
 		go syncAnchors(ctx, core, store, log)
 	}
-	log.Info("listening", "addr", cfg.Addr, "kafka", cfg.Kafka, "clickhouse", cfg.CHAddr, "database", cfg.CHDatabase, "version", version)
+	c := &consume.Consumer{Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log}
 	go func() {
 		// A broker outage stops a run; the next one starts from the
 		// committed offsets, with a reader of its own.
@@ -117,11 +123,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		err = <-errc // the consumer finishes its batch
 	}
 	log.Info("shutting down")
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -298,7 +299,13 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	defer store.Close()
-	rep, err := reconcile.Run(ctx, coreClient(cfg), store, 0)
+	// The events still in flight, so that a drift can be told from them.
+	lag, err := (&consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}).Measure(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "usage reconcile: consumer lag unknown: %v\n", err)
+		lag = -1
+	}
+	rep, err := reconcile.Run(ctx, coreClient(cfg), store, lag)
 	if err != nil {
 		return err
 	}
@@ -308,7 +315,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		err = report.Reconciliation(out, format, rep)
 	}
 	if err == nil && rep.Drift > 0 {
-		err = fmt.Errorf("reconcile: %d rows drift between the ledger and core's counters", rep.Drift)
+		err = fmt.Errorf("reconcile: %d rows drift between the ledger and core's counters (consumer lag: %d messages, -1: unknown)", rep.Drift, rep.Lag)
 	}
 	return err
 }

@@ -255,6 +255,20 @@ func TestReconcileWithCore(t *testing.T) {
 	if err == nil || !strings.Contains(string(csv), "svc-demo,br-main,") || !strings.Contains(string(csv), ",drift\n") {
 		t.Errorf("usage reconcile: %v\n%s", err, csv)
 	}
+	// The command reads the consumer lag from the brokers: for a group that
+	// never read the topic, every event is still in flight.
+	cmd = exec.Command(usageBin, "reconcile", "-format", "json")
+	cmd.Env = append(env, "SLIP_USAGE_GROUP=never-read")
+	raw, _ := cmd.Output() // exits 1: drift
+	var unread reconcile.Report
+	if err := json.Unmarshal(raw, &unread); err != nil || unread.Lag < int64(attempts)+1 {
+		t.Errorf("reconcile for a group that read nothing: lag %d, want at least %d (%v)\n%s", unread.Lag, attempts+1, err, raw)
+	}
+	cmd = exec.Command(usageBin, "reconcile", "-format", "table")
+	cmd.Env = append(env, "SLIP_USAGE_GROUP=never-read")
+	if raw, _ = cmd.Output(); !strings.Contains(string(raw), "consumer lag") || !strings.Contains(string(raw), fmt.Sprintf("%d messages", unread.Lag)) {
+		t.Errorf("the table does not show the lag of %d:\n%s", unread.Lag, raw)
+	}
 
 	// The report: billable per branch this month, as core counted them (plus the injected one).
 	cmd = exec.Command(usageBin, "report", "-format", "csv")
@@ -266,5 +280,41 @@ func TestReconcileWithCore(t *testing.T) {
 	want := fmt.Sprintf("svc-demo,br-main,%s,%d,", time.Now().In(time.FixedZone("", 7*3600)).Format("2006-01")+"-01", made["br-main"]+1)
 	if !strings.Contains(string(rep), want) {
 		t.Errorf("report lacks %q:\n%s", want, rep)
+	}
+}
+
+// TestServesBeforeClickHouse: a usage tier started while ClickHouse is
+// down answers at once, /health with 503 and /metrics with 200, and stops
+// when told to while it waits.
+func TestServesBeforeClickHouse(t *testing.T) {
+	addr := testnet.FreeAddr(t)
+	env := map[string]string{}
+	for _, kv := range usageEnv(testnet.FreeAddr(t), testnet.FreeAddr(t), addr) { // nothing listens at either
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, nil, func(k string) string { return env[k] }) }()
+
+	var status int
+	var body string
+	testnet.Eventually(t, 10*time.Second, func() bool { status, body, _ = get("http://" + addr + "/health"); return status != 0 },
+		func() string { return "no answer from /health" })
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "clickhouse unreachable") {
+		t.Errorf("/health without ClickHouse: %d %s", status, body)
+	}
+	if status, _, err := get("http://" + addr + "/metrics"); status != 200 {
+		t.Errorf("/metrics without ClickHouse: %d %v", status, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "before ClickHouse was ready") {
+			t.Errorf("serve stopped with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop while waiting for ClickHouse")
 	}
 }
