@@ -55,9 +55,9 @@ type Row struct {
 
 // Report is one reconciliation.
 type Report struct {
-	CoreAt time.Time `json:"coreAt"` // when core read its counters
+	CoreAt time.Time `json:"coreAt"`      // when core read its counters
 	Lag    int64     `json:"lagMessages"` // the consumer group's lag when read; -1: the brokers could not be asked
-	Drift  int       `json:"drift"` // rows with status drift
+	Drift  int       `json:"drift"`       // rows with status drift
 	Rows   []Row     `json:"rows"`
 }
 
