@@ -24,6 +24,7 @@ import (
 type Var struct {
 	Env, Flag, Default, Usage string
 	Dst                       any
+	Secret                    bool // its value is never shown, not even in the usage text
 }
 
 // Common holds the flags every program has.
@@ -48,6 +49,9 @@ func Load(program string, vars []Var, c *Common, args []string, getenv func(stri
 		switch dst := v.Dst.(type) {
 		case *string:
 			fs.StringVar(dst, v.Flag, def, usage)
+			if v.Secret {
+				fs.Lookup(v.Flag).DefValue = "" // what -h and a bad flag print
+			}
 		case *int:
 			n, err := strconv.Atoi(def)
 			if err != nil {
@@ -129,6 +133,12 @@ func Drift(file map[string]string, vars []Var) []string {
 // to dst.
 func Def(env, flagName, def, usage string, dst any) Var {
 	return Var{Env: env, Flag: flagName, Default: def, Usage: usage, Dst: dst}
+}
+
+// Secret is a string setting whose value the usage text does not show (a
+// token, a key, a password); it has no default.
+func Secret(env, flagName, usage string, dst *string) Var {
+	return Var{Env: env, Flag: flagName, Usage: usage, Dst: dst, Secret: true}
 }
 
 // Main runs a tier's program: run gets a context cancelled by SIGINT or

@@ -41,7 +41,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_ADDR", "addr", "127.0.0.1:8080", "the public listener", &c.Addr),
 		envflag.Def("SLIP_EDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9180", "Prometheus metrics listener (off: none)", &c.MetricsAddr),
 		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener", &c.CoreAddr),
-		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "shared secret sent to core (required, 32+ characters)", &c.EdgeToken),
+		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "shared secret sent to core (required, 32+ characters)", &c.EdgeToken),
 		envflag.Def("SLIP_TRUSTED_PROXIES", "trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-For is believed", &c.TrustedProxies),
 		envflag.Def("SLIP_EDGE_AUTH_TTL", "auth-ttl", "2s", "how long a key's auth record (or its absence) is cached", &c.AuthTTL),
 		envflag.Def("SLIP_EDGE_DRAIN", "drain", "2s", "how long /health fails on SIGTERM before the listener closes", &c.Drain),

@@ -38,13 +38,13 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_CLICKHOUSE_ADDR", "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol addresses, comma-separated", &c.CHAddr),
 		envflag.Def("SLIP_CLICKHOUSE_DATABASE", "clickhouse-database", "slip", "ClickHouse database of the usage ledger", &c.CHDatabase),
 		envflag.Def("SLIP_CLICKHOUSE_USER", "clickhouse-user", "default", "ClickHouse user", &c.CHUser),
-		envflag.Def("SLIP_CLICKHOUSE_PASSWORD", "clickhouse-password", "", "ClickHouse password", &c.CHPassword),
+		envflag.Secret("SLIP_CLICKHOUSE_PASSWORD", "clickhouse-password", "ClickHouse password", &c.CHPassword),
 		envflag.Def("SLIP_USAGE_ADDR", "addr", "127.0.0.1:8084", "listener for /metrics, /health and /reconcile (off: none)", &c.Addr),
 		envflag.Def("SLIP_USAGE_BATCH", "batch", "20000", "events per ClickHouse insert at most", &c.Batch),
 		envflag.Def("SLIP_USAGE_FLUSH", "flush", "500ms", "how long a partial batch waits before it is inserted", &c.Flush),
 		envflag.Def("SLIP_USAGE_RETRY_MAX", "retry-max", "5s", "longest pause between attempts while ClickHouse is unreachable", &c.RetryMax),
 		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener, asked for its quota counters", &c.CoreAddr),
-		envflag.Def("SLIP_EDGE_TOKEN", "edge-token", "", "internal token core requires (32+ characters; empty: no reconciliation)", &c.EdgeToken),
+		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "internal token core requires (32+ characters; empty: no reconciliation)", &c.EdgeToken),
 		envflag.Def("SLIP_USAGE_CORE_TIMEOUT", "core-timeout", "10s", "timeout of one request to core", &c.CoreTimeout),
 	}
 }
