@@ -58,7 +58,8 @@ type Principal struct {
 	// Signer checks signed requests; nil when the key cannot sign (a branch
 	// whose service has no B2B client).
 	Signer *authn.Signer
-	// NonceClient scopes the key's nonces.
+	// NonceClient scopes the key's nonces: its signing secret's (see
+	// nonceScope).
 	NonceClient string
 	Perms       uint8 // api.PermissionBit set
 	// Signed marks the copy of a branch principal used by a signed request
@@ -331,14 +332,13 @@ func branchPrincipal(a api.BranchAuth) (*Principal, error) {
 		ServiceID: a.ServiceID, BranchID: a.BranchID, IPAllow: ips,
 		RateBank: float64(a.RateBank), RateWall: float64(a.RateWallet),
 		BankKey: a.BranchID + "/bank", WalletKey: a.BranchID + "/wallet",
-		NonceClient: "b/" + a.BranchID,
-		Refusal:     refusal(a.UserBanned, a.ServiceState),
+		Refusal: refusal(a.UserBanned, a.ServiceState),
 	}
 	if p.Refusal == 0 && !a.BranchActive {
 		p.Refusal = api.BranchInactive
 	}
 	if a.SigningSecret != "" {
-		p.Signer = authn.NewSigner(a.SigningSecret)
+		p.Signer, p.NonceClient = authn.NewSigner(a.SigningSecret), nonceScope(a.SigningSecret)
 	}
 	return p.ready(), nil
 }
@@ -346,13 +346,23 @@ func branchPrincipal(a api.BranchAuth) (*Principal, error) {
 func clientPrincipal(a api.ClientAuth) *Principal {
 	p := &Principal{
 		ServiceID: a.ServiceID, ClientID: a.ClientID, IPAllow: iplist.MustParse("*"),
-		Signer: authn.NewSigner(a.Secret), NonceClient: "c/" + a.ClientID,
+		Signer: authn.NewSigner(a.Secret), NonceClient: nonceScope(a.Secret),
 		Refusal: refusal(a.UserBanned, a.ServiceState),
 	}
 	for _, name := range a.Permissions {
 		p.Perms |= api.PermissionBit(name)
 	}
 	return p
+}
+
+// nonceScope names the nonces of the requests signed with secret. The
+// string-to-sign has no key in it, so every key that signs with one secret
+// (a B2B client's own, and the branch keys of its service) shares them: a
+// signed request replayed with another of those keys is a duplicate too.
+// The name is a digest, so the nonce store holds no secret.
+func nonceScope(secret string) string {
+	sum := sha256.Sum256([]byte("slip nonce scope\x00" + secret))
+	return hex.EncodeToString(sum[:16])
 }
 
 // refusal returns the condition refusing every request of a service, in the

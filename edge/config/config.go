@@ -52,7 +52,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_ADAPT_INTERVAL", "adapt-interval", "1s", "how often the adaptive rate factor moves", &c.AdaptInterval),
 		envflag.Def("SLIP_EDGE_MIN_FACTOR", "min-factor", "0.1", "the lowest fraction of a plan's rate the adaptive limit goes to", &c.MinFactor),
 		envflag.Def("SLIP_EDGE_NONCE_MAX", "nonce-max", "4000000", "nonces remembered at most, all clients together", &c.NonceMax),
-		envflag.Def("SLIP_EDGE_NONCE_PER_CLIENT", "nonce-per-client", "400000", "nonces remembered at most per client", &c.NoncePerClient),
+		envflag.Def("SLIP_EDGE_NONCE_PER_CLIENT", "nonce-per-client", "400000", "nonces remembered at most per B2B client (its requests and the signed requests of its service's branch keys)", &c.NoncePerClient),
 		envflag.Def("SLIP_EDGE_NONCE_PER_SERVICE", "nonce-per-service", "2000000", "nonces remembered at most per service, all its clients together", &c.NoncePerService),
 		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated, for record changes on slip.config (off: cached records live their TTL)", &c.KafkaAddr),
 	}

@@ -100,7 +100,7 @@ func TestQuotaRules(t *testing.T) {
 		return e.b2b(t, clientFull, secretA, method, "/b2b/branches/a-fast/quota"+path, body)
 	}
 	for i := range 3 {
-		e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("QUOTAREF%03d", i)), bearer("44444444-4444-4444-8444-444444444444")...).want(t, 200, "")
+		e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("QUOTAREF%03d", i)), bearer(keyAFast)...).want(t, 200, "")
 	}
 	a := q("GET", "", "")
 	if get(a.body, "data", "branch", "usedQuota") != 3.0 || get(a.body, "data", "branch", "limitQuota") != nil ||
@@ -129,11 +129,11 @@ func TestQuotaRules(t *testing.T) {
 	if a := q("POST", "/adjust", `{"amount":-1}`); get(a.body, "data", "limitQuota") != 3.0 {
 		t.Errorf("adjust -1: %s", a.raw)
 	}
-	e.do(t, "POST", "/v2/verify/bank", payload("QUOTAREF100"), bearer("44444444-4444-4444-8444-444444444444")...).want(t, 403, "QUOTA_EXCEEDED")
+	e.do(t, "POST", "/v2/verify/bank", payload("QUOTAREF100"), bearer(keyAFast)...).want(t, 403, "QUOTA_EXCEEDED")
 	if a := q("POST", "/reset", ""); get(a.body, "data", "usedQuota") != 0.0 || get(a.body, "data", "totalUsedQuota") != 3.0 {
 		t.Errorf("reset: %s", a.raw)
 	}
-	e.do(t, "POST", "/v2/verify/bank", payload("QUOTAREF101"), bearer("44444444-4444-4444-8444-444444444444")...).want(t, 200, "")
+	e.do(t, "POST", "/v2/verify/bank", payload("QUOTAREF101"), bearer(keyAFast)...).want(t, 200, "")
 	if a := q("PUT", "", `{"limitQuota":null}`); get(a.body, "data", "limitQuota") != nil {
 		t.Errorf("put null: %s", a.raw)
 	}
@@ -163,7 +163,7 @@ func TestQuotaRacesVerifications(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a := e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("RACEREF%04d", i)), bearer("44444444-4444-4444-8444-444444444444")...)
+			a := e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("RACEREF%04d", i)), bearer(keyAFast)...)
 			switch {
 			case a.status == 200:
 				ok.Add(1)
@@ -211,15 +211,15 @@ func TestBankAccounts(t *testing.T) {
 	if l := e.do(t, "GET", "/v2/bank-accounts", "", bearer(keyMain)...); !strings.Contains(l.raw, id) {
 		t.Errorf("a-main does not list its account: %s", l.raw)
 	}
-	if l := e.do(t, "GET", "/bank-accounts", "", bearer("44444444-4444-4444-8444-444444444444")...); strings.Contains(l.raw, id) {
+	if l := e.do(t, "GET", "/bank-accounts", "", bearer(keyAFast)...); strings.Contains(l.raw, id) {
 		t.Errorf("a-fast lists an account not linked to it: %s", l.raw)
 	}
-	c := e.do(t, "POST", "/bank-accounts", `{"bankCode":"004","bankNumber":"9998887776","name":{"th":"ร้าน ข"}}`, bearer("44444444-4444-4444-8444-444444444444")...)
+	c := e.do(t, "POST", "/bank-accounts", `{"bankCode":"004","bankNumber":"9998887776","name":{"th":"ร้าน ข"}}`, bearer(keyAFast)...)
 	if c.status != 201 || get(c.body, "data", "branches").([]any)[0] != "a-fast" {
 		t.Errorf("utility create: %d %s", c.status, c.raw)
 	}
-	e.do(t, "PUT", "/bank-accounts/"+id+"/link", "", bearer("44444444-4444-4444-8444-444444444444")...).want(t, 200, "")
-	if l := e.do(t, "GET", "/bank-accounts", "", bearer("44444444-4444-4444-8444-444444444444")...); !strings.Contains(l.raw, id) {
+	e.do(t, "PUT", "/bank-accounts/"+id+"/link", "", bearer(keyAFast)...).want(t, 200, "")
+	if l := e.do(t, "GET", "/bank-accounts", "", bearer(keyAFast)...); !strings.Contains(l.raw, id) {
 		t.Errorf("link did not take: %s", l.raw)
 	}
 	// Utility routes are not rate limited.

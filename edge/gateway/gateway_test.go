@@ -124,23 +124,27 @@ func TestHeaderInjection(t *testing.T) {
 	}
 }
 
-// TestNonceShares: a full nonce store refuses with 429 rather than forget,
-// per client (SLIP_EDGE_NONCE_PER_CLIENT) and per service, all its branches
-// together (SLIP_EDGE_NONCE_PER_SERVICE): a second branch of a service that
-// used its share is refused too.
+// TestNonceShares: the nonces of one signing secret (a B2B client's own
+// requests and its service's branch keys') count together against
+// SLIP_EDGE_NONCE_PER_CLIENT, and a service's clients together against
+// SLIP_EDGE_NONCE_PER_SERVICE.
 func TestNonceShares(t *testing.T) {
 	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_NONCE_MAX=100", "SLIP_EDGE_NONCE_PER_SERVICE=3",
 		"SLIP_EDGE_NONCE_PER_CLIENT=2")
-	const keyAFast = "44444444-4444-4444-8444-444444444444" // svc-a's other branch
 	info := func(key string) answer {
 		t.Helper()
 		return e.do(t, "GET", "/v2/info", "", e.signed(key, secretA, "GET", "/v2/info", "", 0, "")...)
 	}
 	info(keyMain).want(t, 200, "")
-	info(keyMain).want(t, 200, "")
-	info(keyMain).want(t, 429, "RATE_LIMIT_EXCEEDED") // a-main's 2
 	info(keyAFast).want(t, 200, "")
-	info(keyAFast).want(t, 429, "RATE_LIMIT_EXCEEDED") // svc-a's 3
+	info(keyMain).want(t, 429, "RATE_LIMIT_EXCEEDED") // secretA's 2, whichever key signed
+	e.b2b(t, clientFull, secretA, "GET", "/b2b/branches", "").want(t, 429, "RATE_LIMIT_EXCEEDED")
+	quota := func() answer {
+		t.Helper()
+		return e.b2b(t, clientRead, secretRead, "GET", "/b2b/branches/a-fast/quota", "") // svc-a's other client
+	}
+	quota().want(t, 200, "")
+	quota().want(t, 429, "RATE_LIMIT_EXCEEDED") // svc-a's 3
 }
 
 // TestSignedRequests covers spec 5.2 on v2 routes signed with a branch UUID.
@@ -151,6 +155,14 @@ func TestSignedRequests(t *testing.T) {
 	a := e.do(t, "POST", "/v2/verify/bank", body, h...)
 	if a.status != 200 || get(a.body, "data", "remark") != "ค่าสินค้า ✓" {
 		t.Fatalf("signed verify with a non-ASCII body: %d %s", a.status, a.raw)
+	}
+	e.do(t, "POST", "/v2/verify/bank", body, h...).want(t, 401, "DUPLICATE_NONCE")
+	// The key is not signed: the same request under another key signing with
+	// the same secret is the same nonce.
+	for i := 0; i+1 < len(h); i += 2 {
+		if h[i] == "X-API-Key" {
+			h[i+1] = keyAFast
+		}
 	}
 	e.do(t, "POST", "/v2/verify/bank", body, h...).want(t, 401, "DUPLICATE_NONCE")
 
@@ -246,7 +258,7 @@ func TestRateLimits(t *testing.T) {
 		t.Errorf("info carries rate headers: %v", i.header)
 	}
 	// Another branch has its own bucket.
-	if a := e.do(t, "POST", "/v2/verify/bank", payload("RATEOTHER01"), bearer("44444444-4444-4444-8444-444444444444")...); a.status != 200 {
+	if a := e.do(t, "POST", "/v2/verify/bank", payload("RATEOTHER01"), bearer(keyAFast)...); a.status != 200 {
 		t.Errorf("another branch limited: %d", a.status)
 	}
 	// Continuous refill: 200 ms gives one request back.

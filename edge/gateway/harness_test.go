@@ -42,6 +42,7 @@ const (
 	keyUser   = "77777777-7777-4777-8777-777777777777"
 	keyNoSign = "88888888-8888-4888-8888-888888888888"
 	keyFast   = "99999999-9999-4999-8999-999999999999"
+	keyAFast  = "44444444-4444-4444-8444-444444444444" // svc-a's second branch
 	secretA   = "svc-a-first-client-secret"
 )
 
