@@ -133,8 +133,12 @@ func (g *Gateway) coreUp() bool {
 	if now-g.health.checked.Load() < int64(healthInterval) {
 		return g.health.up.Load()
 	}
-	if !g.health.mu.TryLock() {
-		return g.health.up.Load() // another request is asking
+	if !g.health.mu.TryLock() { // another request is asking
+		if g.health.checked.Load() == 0 { // the first time: there is no answer to give yet
+			g.health.mu.Lock()
+			g.health.mu.Unlock()
+		}
+		return g.health.up.Load()
 	}
 	defer g.health.mu.Unlock()
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
