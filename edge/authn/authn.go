@@ -50,8 +50,21 @@ func ParseTimestamp(b []byte) (int64, bool) {
 func InWindow(ts, now int64) bool { return ts-now <= Window && now-ts <= Window }
 
 // SignedPath returns the PATH of the string-to-sign for a request URI as
-// sent: the path and, when present, ?query, without the /v2 prefix.
+// sent: the path and, when present, ?query, without the /v2 prefix. A URI
+// in absolute form (http://host/v2/info, which HTTP/1.1 servers accept)
+// counts from its path, as it would have been sent to the host.
 func SignedPath(requestURI []byte) []byte {
+	if i := bytes.Index(requestURI, []byte("://")); i > 0 && requestURI[0] != '/' {
+		rest := requestURI[i+3:]
+		switch j := bytes.IndexAny(rest, "/?"); {
+		case j < 0:
+			return []byte("/")
+		case rest[j] == '?':
+			return append([]byte("/"), rest[j:]...)
+		default:
+			requestURI = rest[j:]
+		}
+	}
 	if len(requestURI) >= 4 && string(requestURI[:3]) == "/v2" && (requestURI[3] == '/' || requestURI[3] == '?') {
 		return requestURI[3:]
 	}

@@ -89,6 +89,8 @@ func TestSignedPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"/v2/info": "/info", "/v2/info?x=1": "/info?x=1", "/v2": "/", "/v2?x": "?x",
 		"/v2x/info": "/v2x/info", "/b2b/branches": "/b2b/branches", "/verify": "/verify",
+		"http://edge.example/v2/info?x=1": "/info?x=1", "https://edge.example:8443/b2b/branches": "/b2b/branches",
+		"http://edge.example": "/", "http://edge.example?x=1": "/?x=1",
 	} {
 		if got := string(SignedPath([]byte(in))); got != want {
 			t.Errorf("SignedPath(%q) = %q, want %q", in, got, want)

@@ -166,6 +166,17 @@ func TestSignedRequests(t *testing.T) {
 	}
 	e.do(t, "POST", "/v2/verify/bank", body, h...).want(t, 401, "DUPLICATE_NONCE")
 
+	// A request line in absolute form is signed over its path.
+	var req strings.Builder
+	req.WriteString("GET http://" + strings.TrimPrefix(e.url, "http://") + "/v2/info HTTP/1.1\r\nHost: edge.example\r\n")
+	for hs := e.signed(keyMain, secretA, "GET", "/v2/info", "", 0, ""); len(hs) >= 2; hs = hs[2:] {
+		req.WriteString(hs[0] + ": " + hs[1] + "\r\n")
+	}
+	if res := e.raw(t, req.String()+"\r\n"); res.StatusCode != 200 {
+		body, _ := io.ReadAll(res.Body)
+		t.Errorf("signed request in absolute form: %d %s", res.StatusCode, body)
+	}
+
 	// A query string is part of PATH; an empty body hashes the empty string.
 	if a := e.do(t, "GET", "/v2/info?verbose=1", "", e.signed(keyMain, secretA, "GET", "/v2/info?verbose=1", "", 0, "")...); a.status != 200 {
 		t.Errorf("signed GET with a query: %d %s", a.status, a.raw)
