@@ -350,6 +350,16 @@ func TestConformance(t *testing.T) {
 		st.do(t, get("/v2/health"), 200, "")
 	})
 
+	t.Run("edge refusals", func(t *testing.T) {
+		// A body in a content coding is refused on every route but /health,
+		// in the route's version.
+		gz := append(bearer(kMain), "Content-Encoding", "gzip")
+		for _, path := range []string{"/v2/info", "/banks", "/v2/bank-accounts"} {
+			st.do(t, get(path, gz...), 400, "VALIDATION_ERROR")
+		}
+		st.do(t, get("/me", gz...), 400, "invalid_request")
+	})
+
 	t.Run("v2 bank", func(t *testing.T) {
 		const p = "/v2/verify/bank"
 		listed := payload("004", listedRef)
