@@ -63,7 +63,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_JOB_RETENTION", "job-retention", "168h", "how long an async job can be polled before it is removed", &c.JobRetention),
 		envflag.Def("SLIP_JOB_WORKERS", "job-workers", "64", "async verification attempts run at once", &c.JobWorkers),
 		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have (at least 100, one batch); a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
-		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it usage events are dropped and counted", &c.OutboxLimit),
+		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it the usage events of attempts that consumed no quota are dropped and counted (billable ones are kept)", &c.OutboxLimit),
 	}
 }
 

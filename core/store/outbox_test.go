@@ -342,8 +342,9 @@ func TestEmitAfterClose(t *testing.T) {
 
 // TestUsageEventsWithConsume: a verification's usage event is in the
 // outbox when Consume returns, told whether quota was consumed; with the
-// outbox full the verification still succeeds and the event is counted as
-// dropped.
+// outbox full the verification still succeeds, its event kept if it
+// consumed quota (the ledger must equal core's counters), else dropped and
+// counted.
 func TestUsageEventsWithConsume(t *testing.T) {
 	st, _ := open(t, newClock(), 2)
 	if _, err := st.InsertMissing(store.Records{
@@ -376,13 +377,22 @@ func TestUsageEventsWithConsume(t *testing.T) {
 		msgs[0].Topic != "slip.usage" || msgs[0].Key != "svc" {
 		t.Fatalf("outbox after two verifications: %+v", msgs)
 	}
-	// The outbox (limit 2) is full: the next verification is charged, its
-	// event dropped and counted.
+	// The outbox (limit 2) is full: the next verification is charged and its
+	// event kept; a self-duplicate's (free) is dropped and counted.
 	if c := consume("REF2"); !c.Charged {
 		t.Fatal("a verification with a full outbox was not charged")
 	}
-	if w, d := st.OutboxStats(); w != 2 || d != 1 {
-		t.Errorf("with a full outbox: waiting %d dropped %d, want 2 and 1", w, d)
+	if w, d := st.OutboxStats(); w != 3 || d != 0 {
+		t.Errorf("a billable event with a full outbox: waiting %d dropped %d, want 3 and 0", w, d)
+	}
+	if c := consume("REF2"); c.Charged {
+		t.Fatal("a self-duplicate was charged")
+	}
+	if w, d := st.OutboxStats(); w != 3 || d != 1 {
+		t.Errorf("a free event with a full outbox: waiting %d dropped %d, want 3 and 1", w, d)
+	}
+	if msgs := outbox(t, st, 10); len(msgs) != 3 || string(msgs[2].Value) != "charged=true" {
+		t.Errorf("outbox: %+v, want the billable event last", msgs)
 	}
 	u, err := st.Usage(store.Service{ID: "svc", CycleAnchorDay: 1}, "br")
 	if err != nil {

@@ -109,7 +109,7 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 			out.Charged = true
 		}
 		if v.Usage != nil {
-			if err := s.enqueueUsage(tx, v.Usage(out.Charged)); err != nil {
+			if err := s.enqueueUsage(tx, v.Usage(out.Charged), out.Charged); err != nil {
 				return err
 			}
 		}
@@ -126,10 +126,14 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 	return out, err
 }
 
-// enqueueUsage adds a usage event to the outbox unless the outbox is full:
+// enqueueUsage adds a usage event to the outbox. The event of an attempt
+// that consumed quota always goes in, in the transaction that consumed it,
+// so the ledger can equal core's counters: past the outbox limit only the
+// disk bounds them (and a full disk refuses the verification, consuming
+// nothing). Any other event is dropped and counted when the outbox is full:
 // a verification never fails for want of room to report it.
-func (s *Store) enqueueUsage(tx *bolt.Tx, m Message) error {
-	if s.outboxLen.Load()+s.enqueued >= s.outboxLimit {
+func (s *Store) enqueueUsage(tx *bolt.Tx, m Message, billable bool) error {
+	if !billable && s.outboxLen.Load()+s.enqueued >= s.outboxLimit {
 		s.dropped.Add(1)
 		return nil
 	}
