@@ -105,7 +105,9 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 		rt := &Routes[i]
 		idx := i
 		if rt.local {
-			r.Handle(rt.Method, rt.Path, func(ctx *fasthttp.RequestCtx) { g.serveHealth(ctx, idx) })
+			health := func(ctx *fasthttp.RequestCtx) { g.serveHealth(ctx, idx) }
+			r.Handle(rt.Method, rt.Path, health)
+			r.Handle(fasthttp.MethodHead, rt.Path, health) // load balancers' checks: the status alone
 			continue
 		}
 		r.Handle(rt.Method, rt.Path, func(ctx *fasthttp.RequestCtx) { g.serve(ctx, rt, idx) })

@@ -484,6 +484,9 @@ func TestHealth(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if res := e.raw(t, "HEAD /health HTTP/1.1\r\nHost: edge\r\n\r\n"); res.StatusCode != 200 {
+		t.Errorf("HEAD /health: %d", res.StatusCode)
+	}
 	core.cmd.Process.Kill()
 	core.cmd.Wait()
 	e.clock.add(2 * time.Second)
