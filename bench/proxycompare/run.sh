@@ -176,7 +176,8 @@ UP_PID=$!
 PIDS+=("$UP_PID")
 wait_port "$UP_PORT" upstream
 
-# The nonce bounds are raised so a multi-second flood of signed requests from
+# No broker here: the edge does not look for one (SLIP_KAFKA_ADDR=off; its
+# auth records live their TTL, as with Kafka down). The nonce bounds are raised so a multi-second flood of signed requests from
 # one branch is not refused (the default 400,000 per client would be full
 # after ~10 s at 40k/s); each nonce stays in the store for its 5 minute window.
 # The access log is off, as nginx's is (access_log off): ACCESS_LOG=1 turns
@@ -184,7 +185,7 @@ wait_port "$UP_PORT" upstream
 # edge writes in chunks).
 EDGE_ACCESS=off
 if [ "${ACCESS_LOG:-0}" = 1 ]; then EDGE_ACCESS=$TMP/edge-access.log; fi
-GOMAXPROCS=$PROXY_N SLIP_EDGE_ADDR=127.0.0.1:$EDGE_PORT SLIP_CORE_ADDR=127.0.0.1:$UP_PORT SLIP_EDGE_TOKEN=$TOKEN \
+GOMAXPROCS=$PROXY_N SLIP_EDGE_ADDR=127.0.0.1:$EDGE_PORT SLIP_CORE_ADDR=127.0.0.1:$UP_PORT SLIP_EDGE_TOKEN=$TOKEN SLIP_KAFKA_ADDR=off \
 	SLIP_EDGE_NONCE_MAX=50000000 SLIP_EDGE_NONCE_PER_SERVICE=50000000 SLIP_EDGE_NONCE_PER_CLIENT=50000000 SLIP_EDGE_ACCESS_LOG=$EDGE_ACCESS \
 	"${PIN_PROXY[@]}" "$EDGE_BIN" -metrics-addr= >"$TMP/edge.log" 2>&1 &
 EDGE_PID=$!
