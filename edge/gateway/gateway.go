@@ -217,7 +217,7 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if !x.unparsed {
 		v = versionOfPath(ctx.Path())
 		for i := range Routes {
-			if Routes[i].Image && Routes[i].Path == string(ctx.Path()) {
+			if Routes[i].Image && Routes[i].Path == string(ctx.Path()) && Routes[i].Method == string(ctx.Method()) {
 				v, code = Routes[i].Version, api.ImageSizeTooLarge
 			}
 		}

@@ -528,13 +528,14 @@ func TestEdgeTokenRotated(t *testing.T) {
 // only the headers.
 func TestOversizedBody(t *testing.T) {
 	e := startEdge(t, startCore(t, seed))
-	ask := func(path string) string {
+	askAs := func(method, path string) string {
 		// only the head and the body's first bytes are sent
-		res := e.raw(t, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"base64\":\"", path, keyMain, 50<<20))
+		res := e.raw(t, fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"base64\":\"", method, path, keyMain, 50<<20))
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
 		return fmt.Sprint(res.StatusCode, " ", string(b))
 	}
+	ask := func(path string) string { return askAs("POST", path) }
 	if got := ask("/v2/verify/bank"); !strings.HasPrefix(got, "400 ") || !strings.Contains(got, `"IMAGE_SIZE_TOO_LARGE"`) {
 		t.Errorf("v2: %s", got)
 	}
@@ -549,5 +550,9 @@ func TestOversizedBody(t *testing.T) {
 		if got := ask(path); !strings.Contains(got, `"VALIDATION_ERROR"`) {
 			t.Errorf("%s: %s", path, got)
 		}
+	}
+	// GET /verify takes its payload in the query: a big body is no image.
+	if got := askAs("GET", "/verify?payload=x"); got != `400 {"status":400,"message":"invalid_request"}` {
+		t.Errorf("GET /verify with a big body: %s", got)
 	}
 }
