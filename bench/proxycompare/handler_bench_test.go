@@ -29,7 +29,7 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/gateway"
-	"github.com/slipverify/slipverify/edge/iplist"
+	"github.com/slipverify/slipverify/core/iplist"
 	"github.com/slipverify/slipverify/edge/nonce"
 	"github.com/slipverify/slipverify/edge/ratelimit"
 )

@@ -9,13 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"regexp"
-	"strings"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/iplist"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
 )
@@ -140,10 +139,8 @@ func (f File) check() error {
 				bad("branch %s: key used twice", b.ID)
 			}
 			keys[b.Key] = true
-			for _, e := range b.IPAllow {
-				if !ValidIPEntry(e) {
-					bad("branch %s: ipAllow entry %q is not an address, a CIDR range or \"*\"", b.ID, e)
-				}
+			for _, msg := range iplist.Check(b.IPAllow) {
+				bad("branch %s: ipAllow %s", b.ID, msg)
 			}
 			if b.LimitQuota != nil && *b.LimitQuota < 0 {
 				bad("branch %s: limitQuota must not be negative", b.ID)
@@ -224,21 +221,4 @@ func (f File) Records(box *secret.Box) store.Records {
 		}
 	}
 	return r
-}
-
-// ValidIPEntry reports whether e is "*", an address or a CIDR range with no
-// host bits, as the edge reads IP allow lists: an IPv6 zone (fe80::1%eth0)
-// names no address a client connects from, and the edge refuses it.
-func ValidIPEntry(e string) bool {
-	if e == "*" {
-		return true
-	}
-	if strings.Contains(e, "%") {
-		return false
-	}
-	if _, err := netip.ParseAddr(e); err == nil {
-		return true
-	}
-	p, err := netip.ParsePrefix(e)
-	return err == nil && p == p.Masked()
 }

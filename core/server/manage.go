@@ -19,7 +19,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
-	"github.com/slipverify/slipverify/core/seed"
+	"github.com/slipverify/slipverify/core/iplist"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -155,10 +155,8 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 		if err := jsonInto(f, "ipAllow", &list); err != nil || len(list) == 0 {
 			fe.Add("ipAllow", `must be a non-empty array of addresses, CIDR ranges or "*"`)
 		}
-		for _, e := range list {
-			if !seed.ValidIPEntry(e) {
-				fe.Add("ipAllow", "entry "+strconv.Quote(e)+` is not an address, a CIDR range or "*"`)
-			}
+		for _, msg := range iplist.Check(list) {
+			fe.Add("ipAllow", msg)
 		}
 		b.IPAllow = list
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/edge/authn"
-	"github.com/slipverify/slipverify/edge/iplist"
+	"github.com/slipverify/slipverify/core/iplist"
 )
 
 // ErrUnknown means core has no such key.

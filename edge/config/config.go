@@ -11,7 +11,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/stream"
-	"github.com/slipverify/slipverify/edge/iplist"
+	"github.com/slipverify/slipverify/core/iplist"
 )
 
 // Config is the edge's configuration.

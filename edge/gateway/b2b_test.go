@@ -76,6 +76,14 @@ func TestBranchLifecycle(t *testing.T) {
 	e.b2b(t, clientFull, secretA, "PATCH", "/b2b/branches/"+id, `{"active":false}`).want(t, 200, "")
 	e.clock.add(2100 * time.Millisecond)
 	e.do(t, "GET", "/v2/info", "", bearer(key)...).want(t, 403, "BRANCH_INACTIVE")
+	// An allow list the edge could not read is refused, each bad entry named
+	// as the edge's own parser names it.
+	bad := e.b2b(t, clientFull, secretA, "PATCH", "/b2b/branches/"+id, `{"ipAllow":["10.9.9.9","10.0.0.1/8","fe80::1%eth0"]}`)
+	bad.want(t, 400, "VALIDATION_ERROR")
+	if msg, _ := get(bad.body, "error", "message").(string); !strings.Contains(msg, `entry 1 "10.0.0.1/8": CIDR range has host bits set (did you mean 10.0.0.0/8`) ||
+		!strings.Contains(msg, `entry 2 "fe80::1%eth0"`) {
+		t.Errorf("a bad allow list: %s", bad.raw)
+	}
 	e.b2b(t, clientFull, secretA, "PATCH", "/b2b/branches/"+id, `{"active":true,"ipAllow":["10.9.9.9"]}`).want(t, 200, "")
 	e.clock.add(2100 * time.Millisecond)
 	e.do(t, "GET", "/v2/info", "", bearer(key)...).want(t, 403, "IP_NOT_ALLOWED")

@@ -138,6 +138,21 @@ func Parse(entries []string) (List, error) {
 	return l, nil
 }
 
+// Check returns what Parse finds wrong with entries, one message for each
+// bad entry (its index, its text and why); none when Parse takes them all.
+// Core checks an allow list with it before it stores one, so every list the
+// edge reads is one it can parse.
+func Check(entries []string) []string {
+	_, err := Parse(entries)
+	var out []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+	}
+	return out
+}
+
 // MustParse is Parse for lists fixed in code and tests; it panics on error.
 func MustParse(entries ...string) List {
 	l, err := Parse(entries)
