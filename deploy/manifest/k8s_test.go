@@ -389,8 +389,8 @@ func TestKubernetes(t *testing.T) {
 				if !p.serves(env, port, pr.HTTPGet.Path) {
 					t.Errorf("%s: %s probe GET %s on port %d: %s serves no such route there (listeners %v)", where, kind, pr.HTTPGet.Path, port, p.name, listeners)
 				}
-				if kind == "readiness" && (pr.HTTPGet.Path != p.healthPath || port != listenPort(p.value(env, p.healthVar))) {
-					t.Errorf("%s: readiness probe GET %s on port %d, want %s's health route %s on %s", where, pr.HTTPGet.Path, port, p.name, p.healthPath, p.healthVar)
+				if readyVar, readyPath := p.ready(); kind == "readiness" && (pr.HTTPGet.Path != readyPath || port != listenPort(p.value(env, readyVar))) {
+					t.Errorf("%s: readiness probe GET %s on port %d, want %s's readiness route %s on %s", where, pr.HTTPGet.Path, port, p.name, readyPath, readyVar)
 				}
 			}
 			probe("readiness", c.ReadinessProbe, true)

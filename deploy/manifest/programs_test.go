@@ -38,8 +38,11 @@ type program struct {
 	validate func(args []string, env map[string]string) error
 	// listeners maps each listener variable to the routes it serves.
 	listeners map[string][]route
-	// health is the listener and path that tell the program is ready.
+	// health is the listener and path that tell the program is healthy (and
+	// its dependencies reachable), ready those that tell an orchestrator to
+	// send it requests; ready is health where they are empty.
 	healthVar, healthPath string
+	readyVar, readyPath   string
 	// grace is how long the program takes after SIGTERM at most, besides
 	// drainVar's value when it has one.
 	grace    int
@@ -76,10 +79,16 @@ var programs = map[string]*program{
 		},
 		listeners: map[string][]route{
 			"SLIP_EDGE_ADDR": {{"/health", "edge/gateway/routes.go", `{Method: "GET", Path: "/health", Version: api.V2, local: true}`}},
-			// The metrics listener answers every path with the metrics.
-			"SLIP_EDGE_METRICS_ADDR": {{"/metrics", "edge/cmd/edge/run.go", `metrics.WritePrometheus(c)`}},
+			// The metrics listener answers /ready, and every other path with
+			// the metrics.
+			"SLIP_EDGE_METRICS_ADDR": {
+				{"/ready", "edge/cmd/edge/run.go", `string(c.Path()) == "/ready"`},
+				{"/metrics", "edge/cmd/edge/run.go", `metrics.WritePrometheus(c)`},
+			},
 		},
 		healthVar: "SLIP_EDGE_ADDR", healthPath: "/health", grace: 31, drainVar: "SLIP_EDGE_DRAIN", // core timeout + 1 s
+		// Ready while it serves, core up or not: it answers for core.
+		readyVar: "SLIP_EDGE_METRICS_ADDR", readyPath: "/ready",
 	},
 	"dispatcher": {
 		name: "dispatcher", vars: dispatcher.Vars(),
@@ -115,6 +124,14 @@ var programs = map[string]*program{
 		},
 		healthVar: "SLIP_USAGE_ADDR", healthPath: "/health", grace: 10,
 	},
+}
+
+// ready returns the listener variable and path of p's readiness check.
+func (p *program) ready() (string, string) {
+	if p.readyVar == "" {
+		return p.healthVar, p.healthPath
+	}
+	return p.readyVar, p.readyPath
 }
 
 // TestRoutesExist: every route the probes may use is registered in its

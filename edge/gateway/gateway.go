@@ -94,6 +94,9 @@ func New(cfg Config, m *Metrics) *Gateway {
 // listener closes.
 func (g *Gateway) Drain() { g.draining.Store(true) }
 
+// Draining reports whether Drain was called.
+func (g *Gateway) Draining() bool { return g.draining.Load() }
+
 // Handler returns the request handler of every public route.
 func (g *Gateway) Handler() fasthttp.RequestHandler {
 	r := router.New()

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,4 +72,35 @@ func TestMetrics(t *testing.T) {
 	if hits := value(`edge_auth_cache_lookups_total{result="hit"}`); hits < 2 {
 		t.Errorf("auth cache hits %v, want at least 2", hits)
 	}
+}
+
+// TestReady: /ready on the metrics listener says whether the edge takes
+// requests: yes while core is down (the edge answers API_SERVER_ERROR
+// itself, where /health fails), no once it drains.
+func TestReady(t *testing.T) {
+	metricsAddr := testnet.FreeAddr(t)
+	s := startStack(t, nil, "SLIP_EDGE_METRICS_ADDR="+metricsAddr, "SLIP_EDGE_DRAIN=5s")
+	status := func(url string) int {
+		res, err := http.Get(url)
+		if err != nil {
+			return 0
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := status("http://" + metricsAddr + "/ready"); got != 200 {
+		t.Fatalf("/ready with core up: %d", got)
+	}
+	s.core.Kill()
+	testnet.Eventually(t, 10*time.Second, func() bool { return status(s.url+"/health") == 503 },
+		func() string { return "/health did not fail with core down" })
+	if got := status("http://" + metricsAddr + "/ready"); got != 200 {
+		t.Errorf("/ready with core down: %d, want 200", got)
+	}
+	if res, body := s.sendAs(t, keyMain, "GET", "/v2/info", ""); res.StatusCode != 500 || !strings.Contains(body, "API_SERVER_ERROR") {
+		t.Errorf("a request with core down: %d %s", res.StatusCode, body)
+	}
+	syscall.Kill(s.edge.Pid(), syscall.SIGTERM) // 5 s of draining before the listener closes
+	testnet.Eventually(t, 4*time.Second, func() bool { return status("http://"+metricsAddr+"/ready") == 503 },
+		func() string { return "/ready did not fail while draining" })
 }

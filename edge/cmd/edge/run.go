@@ -88,6 +88,19 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return err
 		}
 		msrv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+			if string(c.Path()) == "/ready" {
+				// For an orchestrator's readiness check: the edge serves and is
+				// not draining. Unlike /health it does not ask core: with core
+				// down the edge still answers every request (API_SERVER_ERROR,
+				// in the caller's format), better than a load balancer's page.
+				if gw.Draining() {
+					c.SetStatusCode(fasthttp.StatusServiceUnavailable)
+					c.SetBodyString("draining\n")
+					return
+				}
+				c.SetBodyString("ready\n")
+				return
+			}
 			c.SetContentType("text/plain; version=0.0.4")
 			metrics.WritePrometheus(c)
 		}}
