@@ -20,8 +20,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/edge/authn"
 )
 
 // ErrUnknown means core has no such key.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/core/stream"
 )
 
 // Config is the edge's configuration.

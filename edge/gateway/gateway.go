@@ -24,10 +24,10 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/iplist"
 	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/authn"
-	"github.com/slipverify/slipverify/core/iplist"
 	"github.com/slipverify/slipverify/edge/nonce"
 	"github.com/slipverify/slipverify/edge/openapi"
 	"github.com/slipverify/slipverify/edge/ratelimit"
