@@ -121,6 +121,17 @@ type Connector struct {
 
 var _ bank.Connector = (*Connector)(nil)
 
+// shown is u as an error message shows it: no password, and no query,
+// which may carry a token.
+func shown(u *url.URL) string {
+	c := *u
+	if c.RawQuery != "" {
+		c.RawQuery = "..."
+	}
+	c.Fragment = ""
+	return c.Redacted()
+}
+
 // New returns a connector to the gateway at cfg.URL, reporting every
 // problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
@@ -128,13 +139,17 @@ func New(cfg Config) (*Connector, error) {
 	base, err := url.Parse(cfg.URL)
 	switch {
 	case err != nil:
-		errs = append(errs, fmt.Errorf("httpbank: URL %q: %w", cfg.URL, err))
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the text, which may hold a password
+		}
+		errs = append(errs, fmt.Errorf("httpbank: URL: %w", err))
 	case base.Scheme != "http" && base.Scheme != "https":
-		errs = append(errs, fmt.Errorf("httpbank: URL %q: scheme must be http or https", cfg.URL))
+		errs = append(errs, fmt.Errorf("httpbank: URL %q: scheme must be http or https", shown(base)))
 	case base.Host == "":
-		errs = append(errs, fmt.Errorf("httpbank: URL %q: no host", cfg.URL))
+		errs = append(errs, fmt.Errorf("httpbank: URL %q: no host", shown(base)))
 	case base.RawQuery != "" || base.Fragment != "":
-		errs = append(errs, fmt.Errorf("httpbank: URL %q: a base URL takes no query or fragment", cfg.URL))
+		errs = append(errs, fmt.Errorf("httpbank: URL %q: a base URL takes no query or fragment", shown(base)))
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("httpbank: Timeout %v is negative", cfg.Timeout))

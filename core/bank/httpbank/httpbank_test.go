@@ -425,6 +425,13 @@ func TestNew(t *testing.T) {
 		{"negative timeout and bad URL", Config{URL: "gw", Timeout: -time.Second},
 			[]string{"scheme must be http or https", "Timeout -1s is negative"}},
 	}
+	// A URL's password and query may be credentials: an error does not show them.
+	for _, u := range []string{"https://user:pw-secret@gw.example/x?token=tok-secret", "ftp://user:pw-secret@gw/?token=tok-secret",
+		"http://user:pw-secret@[::1/x?token=tok-secret"} {
+		if _, err := New(Config{URL: u}); err == nil || strings.Contains(err.Error(), "pw-secret") || strings.Contains(err.Error(), "tok-secret") {
+			t.Errorf("New(%q): %v", u, err)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := New(tt.cfg)
