@@ -107,6 +107,8 @@ wait_tcp "${SLIP_KAFKA_ADDR%%,*}" || fail broker
 # here when missing (as root), with its data under SLIP_DATA_DIR.
 if [ ! -x "${SLIP_CLICKHOUSE_BIN:-/usr/sbin/clickhouse-server}" ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		# A fresh machine's package lists may be empty: update them first.
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || true
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clickhouse-server clickhouse-client >&2 || fail clickhouse
 	else
 		echo "stack: install clickhouse-server (apt-get install clickhouse-server clickhouse-client)" >&2
