@@ -35,7 +35,12 @@ stop_all() {
 	local i
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		kill -TERM "${pids[i]}" 2>/dev/null || true
-		wait "${pids[i]}" 2>/dev/null || true
+		# Until it is gone: a wait returns early for a signal that came
+		# while the trap still ran stop (make forwards its own SIGTERM to
+		# this script, a moment after a SIGTERM to make's process group).
+		while kill -0 "${pids[i]}" 2>/dev/null; do
+			wait "${pids[i]}" 2>/dev/null || true
+		done
 	done
 }
 stop() {
