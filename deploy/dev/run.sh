@@ -35,9 +35,9 @@ stop_all() {
 	local i
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		kill -TERM "${pids[i]}" 2>/dev/null || true
-		# Until it is gone: a wait returns early for a signal that came
-		# while the trap still ran stop (make forwards its own SIGTERM to
-		# this script, a moment after a SIGTERM to make's process group).
+		# Until it is gone: a wait can return early here. A SIGTERM to
+		# make's process group reaches this script twice (make forwards its
+		# own), and then now and then every tier was stopped at once.
 		while kill -0 "${pids[i]}" 2>/dev/null; do
 			wait "${pids[i]}" 2>/dev/null || true
 		done
