@@ -107,13 +107,20 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 			return Submitted{}, j.tooMany()
 		}
 	}
-	if callbackURL == "" && br.WebhookURL != nil {
+	branchHook := callbackURL == "" && br.WebhookURL != nil
+	if branchHook {
 		callbackURL = *br.WebhookURL
 	}
 	if callbackURL == "" {
 		return Submitted{}, api.Errorf(api.Validation, "callbackUrl: required when the branch has no webhook URL")
 	}
 	if err := j.Egress.CheckCallbackURL(ctx, callbackURL); err != nil {
+		var e *api.Error
+		if branchHook && errors.As(err, &e) && e.Code == api.InvalidCallbackURL {
+			// The client sent no callbackUrl: say which URL is at fault.
+			return Submitted{}, &api.Error{Code: e.Code, Cause: e.Cause,
+				Message: "no callbackUrl was sent, and the branch's webhookUrl is not https at a public address"}
+		}
 		return Submitted{}, err
 	}
 	for i, r := range reqs {

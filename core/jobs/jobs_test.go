@@ -85,6 +85,7 @@ func setup(t *testing.T) *env {
 			{ID: "br", ServiceID: "svc", Main: true, Active: true, KeyDigest: store.Digest("k1"),
 				WebhookURL: url(hook), WebhookSecret: box.Seal(webhookSecret, "webhook/br")},
 			{ID: "br-nohook", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k2")},
+			{ID: "br-badhook", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k2b"), WebhookURL: url("https://10.1.2.3/hook")},
 			{ID: "br-nosecret", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k3"), WebhookURL: url(hook)},
 			{ID: "br-one", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k4"), WebhookURL: url(hook), LimitQuota: &one},
 			{ID: "br-other", ServiceID: "svc-other", Main: true, Active: true, KeyDigest: store.Digest("k5"), WebhookURL: url(hook)},
@@ -266,6 +267,7 @@ func TestSubmitRefusals(t *testing.T) {
 	f("br", "http://127.0.0.1/hook", one, false, "INVALID_CALLBACK_URL", "")
 	f("br-nohook", "http://127.0.0.1/hook", one, false, "INVALID_CALLBACK_URL", "")
 	f("br", "https://10.1.2.3/hook", one, false, "INVALID_CALLBACK_URL", "")
+	f("br-badhook", "", one, false, "INVALID_CALLBACK_URL", "the branch's webhookUrl") // not the callbackUrl the client did not send
 	f("br-one", "", one, false, "QUOTA_EXCEEDED", "")
 	bad := verify.Request{Source: verify.Source{URL: "ftp://127.0.0.1/slip.png"}}
 	f("br", "", []verify.Request{payload("REFUSEDREF02"), bad}, true, "URL_PROTOCOL_NOT_ALLOWED", "items[1].url")
