@@ -318,8 +318,8 @@ func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	var fe api.FieldErrors
 	f.only(&fe, "amount")
 	n, ok := f.number("amount")
-	if !f.has("amount") || !ok || n != float64(int64(n)) || n == 0 {
-		fe.Add("amount", "is required: a non-zero whole number (positive adds to the limit, negative subtracts)")
+	if !ok || n != float64(int64(n)) || n == 0 {
+		f.want(&fe, "amount", "a non-zero whole number (positive adds to the limit, negative subtracts)")
 	}
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -403,14 +403,14 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 	a := store.BankAccount{ID: "acc-" + randomHex(6), ServiceID: c.serviceID, Active: true, Branches: []string{}}
 	code, ok := f.str("bankCode")
 	if !ok || code == "" {
-		fe.Add("bankCode", "is required: a code from GET /banks")
+		f.want(&fe, "bankCode", "a code from GET /banks, as a string")
 	}
 	num, ok := f.str("bankNumber")
 	if !ok || !bankNumber.MatchString(num) {
-		fe.Add("bankNumber", "is required: 6 to 20 digits")
+		f.want(&fe, "bankNumber", "a string of 6 to 20 digits")
 	}
 	if err := jsonInto(f, "name", &a.Name); err != nil || strings.TrimSpace(a.Name.TH) == "" {
-		fe.Add("name", "is required: {th, en?} with the Thai name")
+		f.want(&fe, "name", "{th, en?} with the Thai name")
 	}
 	if f.has("branches") {
 		if err := jsonInto(f, "branches", &a.Branches); err != nil {

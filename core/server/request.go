@@ -56,6 +56,16 @@ func (f fields) has(name string) bool {
 	return j || v
 }
 
+// want adds name's failure to fe: "is required: what" when the field is
+// not there, "must be what" when it is there but wrong.
+func (f fields) want(fe *api.FieldErrors, name, what string) {
+	if f.has(name) {
+		fe.Add(name, "must be "+what)
+		return
+	}
+	fe.Add(name, "is required: "+what)
+}
+
 func (f fields) str(name string) (string, bool) {
 	if v, ok := f.form[name]; ok {
 		return v, true

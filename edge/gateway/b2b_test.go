@@ -148,6 +148,13 @@ func TestQuotaRules(t *testing.T) {
 	q("PUT", "", `{}`).want(t, 400, "VALIDATION_ERROR")
 	q("PUT", "", `{"limitQuota":-1}`).want(t, 400, "VALIDATION_ERROR")
 	q("POST", "/adjust", `{"amount":1.5}`).want(t, 400, "VALIDATION_ERROR")
+	// A field sent with the wrong type is named as wrong, not as missing.
+	for body, want := range map[string]string{`{"amount":"5"}`: "amount: must be a non-zero whole number", `{}`: "amount: is required: a non-zero whole number"} {
+		a := q("POST", "/adjust", body)
+		if msg, _ := get(a.body, "error", "message").(string); a.status != 400 || !strings.HasPrefix(msg, want) {
+			t.Errorf("adjust %s: %s, want a message starting %q", body, a.raw, want)
+		}
+	}
 	// A limit past int64's range is refused as such, not as a negative one.
 	q("PUT", "", `{"limitQuota":9000000000000000000}`).want(t, 200, "")
 	a = q("POST", "/adjust", `{"amount":9000000000000000000}`)
