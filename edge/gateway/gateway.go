@@ -67,6 +67,11 @@ type rendered struct {
 	v1, v2             []byte
 }
 
+// edgeValidation is the message of the edge's own VALIDATION_ERROR: the
+// request is refused before any of its fields is read.
+const edgeValidation = "request: not taken as sent: a body in a content coding (Content-Encoding other than identity), " +
+	"a body over 8 MiB, or a request that is not well-formed HTTP"
+
 // New returns a Gateway.
 func New(cfg Config, m *Metrics) *Gateway {
 	g := &Gateway{cfg: cfg, metrics: m, edgeToken: []byte(cfg.EdgeToken)}
@@ -74,8 +79,12 @@ func New(cfg Config, m *Metrics) *Gateway {
 		for int(r.Code) >= len(g.rejects) {
 			g.rejects = append(g.rejects, rendered{})
 		}
-		_, v1 := api.RenderError(api.V1, api.E(r.Code))
-		_, v2 := api.RenderError(api.V2, api.E(r.Code))
+		e := api.E(r.Code)
+		if r.Code == api.Validation { // the edge's: the request, before any field of it is read
+			e.Message = edgeValidation
+		}
+		_, v1 := api.RenderError(api.V1, e)
+		_, v2 := api.RenderError(api.V2, e)
 		g.rejects[r.Code] = rendered{v1Status: r.V1Status, v2Status: r.V2Status, v1: v1, v2: v2}
 	}
 	// Request ids: a random prefix per edge process (so edges started

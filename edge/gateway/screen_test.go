@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/slipverify/slipverify/core/testnet"
@@ -45,8 +46,12 @@ func TestCompressedBodiesRefused(t *testing.T) {
 	e := startEdge(t, startCore(t, seed))
 	gz, contentType := testnet.GzipForm("image", 64<<20)
 	for _, c := range []struct{ path, code string }{{"/v2/verify/bank", "VALIDATION_ERROR"}, {"/v2/verify/bank/async", "VALIDATION_ERROR"}} {
-		e.do(t, "POST", c.path, string(gz), "Authorization", "Bearer "+keyMain,
-			"Content-Type", contentType, "Content-Encoding", "gzip").want(t, 400, c.code)
+		a := e.do(t, "POST", c.path, string(gz), "Authorization", "Bearer "+keyMain,
+			"Content-Type", contentType, "Content-Encoding", "gzip")
+		a.want(t, 400, c.code)
+		if msg, _ := get(a.body, "error", "message").(string); !strings.Contains(msg, "Content-Encoding") {
+			t.Errorf("%s: the message does not say why: %s", c.path, a.raw)
+		}
 	}
 	if a := e.do(t, "POST", "/verify", string(gz), "Authorization", "Bearer "+keyMain,
 		"Content-Type", contentType, "Content-Encoding", "gzip"); a.status != 400 {
