@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,13 +239,29 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetConnectionClose()
 }
 
-// versionOfPath tells the version of a path no route claims.
+// versionOfPath tells the version of a path no route claims (or none with
+// the request's method): v2 under /v2 and /b2b, and under the first
+// segment of a v2 route at the root (/banks, /qr, /bank-accounts,
+// /health); v1 elsewhere.
 func versionOfPath(p []byte) api.Version {
-	if bytes.HasPrefix(p, []byte("/v2/")) || bytes.HasPrefix(p, []byte("/b2b/")) || string(p) == "/v2" || string(p) == "/b2b" {
+	seg, _, _ := bytes.Cut(bytes.TrimPrefix(p, []byte("/")), []byte("/"))
+	if v2Segments[string(seg)] {
 		return api.V2
 	}
 	return api.V1
 }
+
+// v2Segments are the first path segments of the v2 routes.
+var v2Segments = func() map[string]bool {
+	m := map[string]bool{"v2": true, "b2b": true}
+	for _, rt := range Routes {
+		if rt.Version == api.V2 {
+			seg, _, _ := strings.Cut(strings.TrimPrefix(rt.Path, "/"), "/")
+			m[seg] = true
+		}
+	}
+	return m
+}()
 
 // serve runs one public request through authentication, the caller's state,
 // the IP allow list, permissions and the rate limit, then forwards it.

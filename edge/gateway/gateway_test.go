@@ -56,6 +56,12 @@ func TestBearerAndStateErrors(t *testing.T) {
 	e.do(t, "GET", "/v2/nope", "", bearer(keyMain)...).want(t, 404, "NOT_FOUND")
 	e.do(t, "GET", "/nope", "").want(t, 404, "not_found")
 	e.do(t, "DELETE", "/v2/verify/bank", "").want(t, 404, "NOT_FOUND")
+	// The utility routes answer in the v2 format at the root: their other
+	// methods and paths under them too.
+	e.do(t, "GET", "/qr/generate", "", bearer(keyMain)...).want(t, 404, "NOT_FOUND")
+	e.do(t, "POST", "/banks", "", bearer(keyMain)...).want(t, 404, "NOT_FOUND")
+	e.do(t, "DELETE", "/bank-accounts", "", bearer(keyMain)...).want(t, 404, "NOT_FOUND")
+	e.do(t, "GET", "/verify/nope", "", bearer(keyMain)...).want(t, 404, "not_found")
 	// v1 takes Bearer only: a signed v1 request has no key.
 	e.do(t, "GET", "/me", "", e.signed(keyMain, secretA, "GET", "/me", "", 0, "")...).want(t, 401, "unauthorized")
 
