@@ -33,14 +33,27 @@ func main() {
 
 func run(args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("slipsign", flag.ContinueOnError)
-	key := fs.String("key", getenv("SLIP_SIGN_KEY"), "X-API-Key: a B2B client key, or a branch key for v2 calls (SLIP_SIGN_KEY)")
-	secret := fs.String("secret", getenv("SLIP_SIGN_SECRET"), "the B2B client's secret (SLIP_SIGN_SECRET)")
+	// The defaults come from the environment after parsing, so that the
+	// usage text never shows the secret.
+	key := fs.String("key", "", "X-API-Key: a B2B client key, or a branch key for v2 calls (default SLIP_SIGN_KEY)")
+	secret := fs.String("secret", "", "the B2B client's secret (default SLIP_SIGN_SECRET)")
 	curl := fs.Bool("curl", false, "print the curl command instead of sending")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() < 2 || fs.NArg() > 3 || *key == "" || *secret == "" {
+	if *key == "" {
+		*key = getenv("SLIP_SIGN_KEY")
+	}
+	if *secret == "" {
+		*secret = getenv("SLIP_SIGN_SECRET")
+	}
+	switch {
+	case fs.NArg() < 2 || fs.NArg() > 3:
 		return fmt.Errorf("usage: slipsign [-key K] [-secret S] [-curl] METHOD URL [BODY]")
+	case *key == "":
+		return fmt.Errorf("no key: set SLIP_SIGN_KEY or -key")
+	case *secret == "":
+		return fmt.Errorf("no secret: set SLIP_SIGN_SECRET or -secret")
 	}
 	method, rawURL, body := strings.ToUpper(fs.Arg(0)), fs.Arg(1), fs.Arg(2)
 	u, err := url.Parse(rawURL)
