@@ -562,7 +562,7 @@ func TestKubernetesSecrets(t *testing.T) {
 		for _, c := range w.Spec.Template.Spec.Containers {
 			for _, e := range c.Env {
 				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-					refs[e.ValueFrom.SecretKeyRef.Name+" --from-literal="+e.ValueFrom.SecretKeyRef.Key+"="] = true
+					refs[e.ValueFrom.SecretKeyRef.Name+" "+e.ValueFrom.SecretKeyRef.Key+"="] = true // a line of its env file
 				}
 			}
 		}
