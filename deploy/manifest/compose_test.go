@@ -2,9 +2,11 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +29,9 @@ type composeService struct {
 	Environment map[string]string `yaml:"environment"`
 	Volumes     []string          `yaml:"volumes"`
 	Ports       []string          `yaml:"ports"`
+	Build       struct {
+		Args map[string]string `yaml:"args"`
+	} `yaml:"build"`
 	Healthcheck struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
@@ -103,7 +108,7 @@ func TestCompose(t *testing.T) {
 			}
 		}
 		envs[name] = env
-		for _, v := range append(append([]string{s.Image}, s.Volumes...), s.Ports...) {
+		for _, v := range append(append(append([]string{s.Image}, s.Volumes...), s.Ports...), slices.Collect(maps.Values(s.Build.Args))...) {
 			_, r := interpolate(t, "compose "+name, v)
 			for _, n := range r {
 				refs[n] = true
