@@ -245,12 +245,10 @@ func (s *Scenario) SetCPU(cpu map[string]time.Duration) {
 	}
 }
 
-// callbackFailures returns the first callbacks whose status is not
-// success. Files written before Stats.Succeeded existed counted every
-// callback by status, repeats too, so it is clamped.
+// callbackFailures returns the first callbacks that verified nothing: a
+// status other than success, or a signature the receiver refused.
 func callbackFailures(cb *Callbacks) uint64 {
-	ok := min(cb.Stats.Status["success"], cb.Stats.Delivered)
-	return cb.Stats.Delivered - ok
+	return cb.Stats.Delivered - min(cb.Stats.Succeeded, cb.Stats.Delivered)
 }
 
 // outcomes returns how much work the scenario tried and how much of it did

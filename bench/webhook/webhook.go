@@ -62,7 +62,8 @@ type Stats struct {
 	Expected  uint64 `json:"expected"`
 	Delivered uint64 `json:"delivered"` // first callbacks of expected jobs
 	// Succeeded counts the first callbacks of expected jobs whose status
-	// is success: the async verifications completed. A not_found callback
+	// is success and whose signature is valid: the async verifications
+	// completed (a receiver refuses a callback it cannot verify). A not_found callback
 	// (the job's whole retry budget passed without the bank finding the
 	// slip) ends a job but verifies nothing; the bench's sandbox bank finds
 	// every slip it is sent, so there it is a failure, as a sync 404
@@ -183,16 +184,17 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (r *Receiver) deliver(j *job, body []byte, sig string) {
 	r.stats.Delivered++
 	r.stats.Status[j.status]++
-	if j.status == "success" {
+	valid := Valid(j.secret, body, sig)
+	if !valid {
+		r.stats.BadSig++
+	}
+	if j.status == "success" && valid {
 		r.stats.Succeeded++
 		if j.arrived.After(r.stats.LastSuccess) {
 			r.stats.LastSuccess = j.arrived
 		}
 	}
 	r.lat.Record(j.arrived.Sub(j.due))
-	if !Valid(j.secret, body, sig) {
-		r.stats.BadSig++
-	}
 }
 
 // Expect registers a submitted job: due is when its submit was due, secret

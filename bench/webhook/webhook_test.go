@@ -59,6 +59,9 @@ func TestReceiver(t *testing.T) {
 	}
 	post(b2, "sha256=00") // arrives before its job is expected, badly signed
 	r.Expect("job-2", due, secret)
+	r.Expect("job-3", due, secret)
+	b3 := `{"jobId":"job-3","batchId":null,"status":"success","data":{}}`
+	post(b3, sign("another-secret", []byte(b3))) // a success no receiver would believe
 	post(`{"jobId":"job-9","status":"success"}`, "")
 	if post(`not json`, "") != 400 {
 		t.Error("a malformed callback was accepted")
@@ -67,18 +70,19 @@ func TestReceiver(t *testing.T) {
 		t.Fatalf("pending %d", r.Pending())
 	}
 	s := r.Stats()
-	if s.Expected != 2 || s.Delivered != 2 || s.Repeats != 1 || s.BadSig != 1 || s.Unknown != 1 || s.Malformed != 1 {
+	if s.Expected != 3 || s.Delivered != 3 || s.Repeats != 1 || s.BadSig != 2 || s.Unknown != 1 || s.Malformed != 1 {
 		t.Errorf("stats %+v", s)
 	}
-	// One job succeeded and one failed: the repeat and the unknown job's
-	// callback are no further verifications, and a failed one is none.
-	if s.Succeeded != 1 || len(s.Status) != 2 || s.Status["success"] != 1 || s.Status["failed QUOTA_EXCEEDED"] != 1 {
-		t.Errorf("succeeded %d, by status %v; want 1, success ×1 and failed QUOTA_EXCEEDED ×1", s.Succeeded, s.Status)
+	// One job succeeded, one failed and one's success was badly signed: the
+	// repeat and the unknown job's callback are no further verifications,
+	// and neither a failed one nor a badly signed one is one.
+	if s.Succeeded != 1 || len(s.Status) != 2 || s.Status["success"] != 2 || s.Status["failed QUOTA_EXCEEDED"] != 1 {
+		t.Errorf("succeeded %d, by status %v; want 1, success ×2 and failed QUOTA_EXCEEDED ×1", s.Succeeded, s.Status)
 	}
 	if s.LastSuccess.Before(due) || s.LastSuccess.After(time.Now()) {
 		t.Errorf("last success at %v, not when job-1's callback arrived", s.LastSuccess)
 	}
-	if r.Latency().Count() != 2 || r.Latency().Quantile(0) < 50*time.Millisecond {
+	if r.Latency().Count() != 3 || r.Latency().Quantile(0) < 50*time.Millisecond {
 		t.Errorf("latency count %d min %v: not measured from the due time", r.Latency().Count(), r.Latency().Quantile(0))
 	}
 	r.Reset()
@@ -109,11 +113,15 @@ func TestExpectTwice(t *testing.T) {
 	due := time.Now()
 	r.Expect("job-1", due, "s")
 	r.Expect("job-1", due, "s")
-	body := `{"jobId":"job-2","status":"success"}`
-	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/hook", strings.NewReader(body))) // before its job is expected
+	callback := func(body string) {
+		req := httptest.NewRequest("POST", "/hook", strings.NewReader(body))
+		req.Header.Set("X-Service-Signature", sign("s", []byte(body)))
+		r.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	callback(`{"jobId":"job-2","status":"success"}`) // before its job is expected
 	r.Expect("job-2", due, "s")
 	r.Expect("job-2", due, "s")
-	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/hook", strings.NewReader(`{"jobId":"job-1","status":"success"}`)))
+	callback(`{"jobId":"job-1","status":"success"}`)
 	if s := r.Stats(); s.Expected != 2 || s.Delivered != 2 || s.Succeeded != 2 || r.Pending() != 0 {
 		t.Errorf("expected %d, delivered %d, succeeded %d, pending %d; want 2, 2, 2 and none pending", s.Expected, s.Delivered, s.Succeeded, r.Pending())
 	}
