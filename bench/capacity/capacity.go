@@ -28,7 +28,11 @@ type PerCore struct {
 // Source says where each PerCore number came from ("measured: <scenario>"
 // or "assumed").
 type Source struct {
-	Edge, CoreSync, CoreAsync, Dispatcher, Usage string
+	Edge       string `json:"edge"`
+	CoreSync   string `json:"coreSync"`
+	CoreAsync  string `json:"coreAsync"`
+	Dispatcher string `json:"dispatcher"`
+	Usage      string `json:"usage"`
 }
 
 // DefaultPerCore are the numbers used where nothing was measured: the edge
@@ -47,7 +51,7 @@ type Input struct {
 	AsyncShare float64 `json:"asyncShare"`
 	BatchSize  float64 `json:"batchSize"`
 	PerCore    PerCore `json:"perCore"`
-	Source     Source  `json:"-"`
+	Source     Source  `json:"source"` // kept in bench.json: a re-rendered report says the same
 	// CoresPerInstance is the size of one instance; Utilisation the share
 	// of its CPU the model plans to use at the target (the rest absorbs
 	// bursts, garbage collection and a lost instance's load);

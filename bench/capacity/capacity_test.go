@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,30 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), s) {
 			t.Errorf("error %v does not name %s", err, s)
 		}
+	}
+}
+
+// TestSourceSurvivesJSON: a plan read back from bench.json says where its
+// per-core numbers came from, as the printed one did.
+func TestSourceSurvivesJSON(t *testing.T) {
+	in := DefaultInput
+	in.Source = Source{Dispatcher: "measured: async-callbacks", Usage: "measured: usage-drain"}
+	out, err := Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Output
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	var before, after bytes.Buffer
+	out.Print(&before)
+	back.Print(&after)
+	if before.String() != after.String() || !strings.Contains(after.String(), "measured: usage-drain") {
+		t.Errorf("printed before JSON:\n%s\nafter:\n%s", before.String(), after.String())
 	}
 }
