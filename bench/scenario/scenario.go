@@ -460,8 +460,12 @@ func ReadMix(path string) (MixFile, error) {
 }
 
 // mixed sends each request as one of the file's scenarios, chosen by a hash
-// of its sequence number in proportion to the weights. Each part numbers
-// its own requests, so their slips stay distinct.
+// of its sequence number in proportion to the weights. Every part sees the
+// run's sequence numbers and marks its slips with a letter of its own, so
+// their slips stay distinct; a part's share of them is sparse, so what it
+// counts per branch grows more slowly than in a run of its own (in a short
+// mix, duplicates' pools are mostly drawn for the first time: bench.txt
+// counts the answers that were duplicates).
 func mixed(ctx context.Context, env *Env) (load.Func, error) {
 	if env.Mix == "" {
 		return nil, errors.New("scenario mixed: needs a scenario file (-mix)")

@@ -267,3 +267,68 @@ func TestMemoryBudget(t *testing.T) {
 // webpLossyHeader stands for any simple lossy WebP file in maxSide: the
 // estimate reads only its chunk name.
 var webpLossyHeader = []byte("RIFF\x00\x00\x00\x00WEBPVP8 \x00\x00\x00\x00")
+
+// TestJPEGWalkedAsDecoded: the estimate reads a JPEG's markers as the
+// decoder does. "FF 00" before a frame header is data the decoder skips,
+// not a segment: a crafted one cannot hide the real frame header behind a
+// small one in a comment. And a file with more scans than any encoder
+// writes is refused from its markers: each scan of a progressive file
+// passes over every block, so thousands of empty ones would keep a decode
+// busy for minutes.
+func TestJPEGWalkedAsDecoded(t *testing.T) {
+	// A progressive YCbCr 4:2:0 frame of 6000×6000: its coefficients alone
+	// are 270 MB.
+	real := jpegBomb(6000, 6000)
+	real[3] = 0xc2
+	if _, err := Check(real); !errors.Is(err, ErrTooManyPixels) {
+		t.Fatalf("the real frame: %v, want ErrTooManyPixels", err)
+	}
+	fake := []byte{0xff, 0xc0, 0, 11, 8, 0, 1, 0, 1, 1, 1, 0x11, 0} // SOF0: 1×1, one component
+	crafted := append([]byte{0xff, 0xd8, 0xff, 0x00, 0x00, 0x06, 0xff, 0xfe, 0x00, byte(2 + len(fake))}, fake...)
+	crafted = append(crafted, real[2:]...)
+	if _, err := Check(crafted); !errors.Is(err, ErrTooManyPixels) {
+		t.Errorf("behind a fake frame header in a comment: %v, want ErrTooManyPixels", err)
+	}
+
+	// Scans: the header of a small baseline file, then n start-of-scan
+	// segments with a byte of data each.
+	small := jpegBomb(64, 64)
+	sos := bytes.Index(small, []byte{0xff, 0xda})
+	scans := func(n int) []byte {
+		b := append([]byte(nil), small[:sos]...)
+		for range n {
+			b = append(b, small[sos:sos+14]...)
+			b = append(b, 0x00, 0xff, 0x00, 0xff, 0xd3) // data, a stuffed FF, a restart marker
+		}
+		return append(b, 0xff, 0xd9)
+	}
+	if _, err := Check(scans(maxJPEGScans)); err != nil {
+		t.Errorf("%d scans: %v", maxJPEGScans, err)
+	}
+	if _, err := Check(scans(maxJPEGScans + 1)); !errors.Is(err, ErrFormat) {
+		t.Errorf("%d scans: %v, want ErrFormat", maxJPEGScans+1, err)
+	}
+}
+
+// TestPNGRowsCounted: the estimate of a very wide PNG counts the two rows
+// the decoder keeps as the file stores them, which dominate when the
+// image is one pixel high.
+func TestPNGRowsCounted(t *testing.T) {
+	for _, c := range []struct {
+		w            uint32
+		depth, ctype byte
+		rowBytes     int64
+	}{{7_800_000, 16, 6, 1 + 8*7_800_000}, {62_000_000, 8, 0, 1 + 62_000_000}, {1000, 1, 0, 1 + 125}} {
+		img := pngBomb(c.w, 1, c.depth, c.ctype)
+		cost, err := decodeCost(formatPNG, img, int(c.w), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cost < 2*c.rowBytes {
+			t.Errorf("%d×1, depth %d, colour type %d: estimate %d, below the decoder's two rows of %d", c.w, c.depth, c.ctype, cost, c.rowBytes)
+		}
+	}
+	if _, err := Check(pngBomb(62_000_000, 1, 8, 0)); !errors.Is(err, ErrTooManyPixels) {
+		t.Errorf("62,000,000×1 grey: %v, want ErrTooManyPixels (two rows are 124 MB)", err)
+	}
+}

@@ -95,7 +95,7 @@ func decodeImage(f format, img []byte) (image.Image, error) {
 //     coefficient until the last scan.
 //   - PNG: 1, 2, 4 or 8 bytes per pixel by colour type, bit depth and
 //     transparency; twice that for interlaced files, whose passes are
-//     decoded apart and merged.
+//     decoded apart and merged; plus two rows as the file stores them.
 //   - GIF: 1 byte per pixel, twice for interlaced frames (which are
 //     reordered into a copy).
 //   - WebP: 1.5 bytes per pixel for lossy (YCbCr 4:2:0 padded to 16×16
@@ -111,7 +111,7 @@ func decodeCost(f format, img []byte, w, h int) (int64, error) {
 	case formatJPEG:
 		return jpegCost(img, w, h)
 	case formatPNG:
-		return pngCost(img, px)
+		return pngCost(img, w, h)
 	case formatGIF:
 		return 2 * px, nil
 	case formatWebP:
@@ -120,39 +120,92 @@ func decodeCost(f format, img []byte, w, h int) (int64, error) {
 	return 0, ErrFormat
 }
 
-// jpegCost walks the markers of a JPEG file to its frame header (SOFn).
+// maxJPEGScans bounds the scans of a JPEG file. Each scan of a progressive
+// file passes over every block of its components, so a few kilobytes of
+// near-empty scans would keep a decode busy for minutes; real encoders
+// write about 10.
+const maxJPEGScans = 100
+
+// jpegCost walks the markers of a JPEG file as image/jpeg's decoder does,
+// to its end: "FF 00" outside a scan is skipped, bytes that are no marker
+// are skipped, and an APP0 (JFIF) or APP14 (Adobe) segment anywhere before
+// the end changes the colour conversion. It counts the scans, refusing a
+// file with more than maxJPEGScans, and prices the frame header (SOFn).
 func jpegCost(img []byte, w, h int) (int64, error) {
 	jfif, adobe, adobeTransform := false, false, byte(0)
-	for i := 2; i+4 <= len(img); {
-		if img[i] != 0xff { // extraneous data between segments, which the decoder skips too
+	var sof []byte
+	progressive, scans := false, 0
+	for i := 2; i+2 <= len(img); {
+		if img[i] != 0xff { // extraneous data, which the decoder skips too
 			i++
 			continue
 		}
 		m := img[i+1]
-		if m == 0xff { // fill byte
-			i++
-			continue
-		}
-		if m == 0xd8 || (m >= 0xd0 && m <= 0xd7) || m == 0x01 { // no length
+		if m == 0x00 { // "FF 00" outside a scan: extraneous data
 			i += 2
 			continue
 		}
-		n := int(binary.BigEndian.Uint16(img[i+2:]))
-		if n < 2 || i+2+n > len(img) {
+		i++
+		for m == 0xff && i+1 < len(img) { // fill bytes
+			i++
+			m = img[i]
+		}
+		i++ // past the marker
+		if m == 0xd9 { // end of image
+			break
+		}
+		if m >= 0xd0 && m <= 0xd7 { // a restart marker: no length
+			continue
+		}
+		if i+2 > len(img) {
+			break
+		}
+		n := int(binary.BigEndian.Uint16(img[i:]))
+		if n < 2 || i+n > len(img) {
 			return 0, fmt.Errorf("%w: jpeg: truncated segment", ErrFormat)
 		}
-		seg := img[i+4 : i+2+n]
+		seg := img[i+2 : i+n]
+		i += n
 		switch {
 		case m == 0xe0 && bytes.HasPrefix(seg, []byte("JFIF\x00")):
 			jfif = true
 		case m == 0xee && len(seg) >= 12 && bytes.HasPrefix(seg, []byte("Adobe")):
 			adobe, adobeTransform = true, seg[11]
 		case m == 0xc0 || m == 0xc1 || m == 0xc2:
-			return sofCost(seg, m == 0xc2, jfif, adobe, adobeTransform, w, h)
+			if sof != nil {
+				return 0, fmt.Errorf("%w: jpeg: two frame headers", ErrFormat)
+			}
+			sof, progressive = seg, m == 0xc2
+		case m == 0xda:
+			if scans++; scans > maxJPEGScans {
+				return 0, fmt.Errorf("%w: jpeg: more than %d scans", ErrFormat, maxJPEGScans)
+			}
+			i = scanEnd(img, i)
 		}
-		i += 2 + n
 	}
-	return 0, fmt.Errorf("%w: jpeg: no frame header", ErrFormat)
+	if sof == nil {
+		return 0, fmt.Errorf("%w: jpeg: no frame header", ErrFormat)
+	}
+	return sofCost(sof, progressive, jfif, adobe, adobeTransform, w, h)
+}
+
+// scanEnd returns where the entropy-coded data that starts at i ends: at
+// the first marker that is neither a stuffed "FF 00" nor a restart marker.
+func scanEnd(img []byte, i int) int {
+	for {
+		k := bytes.IndexByte(img[i:], 0xff)
+		if k < 0 || i+k+1 >= len(img) {
+			return len(img)
+		}
+		i += k
+		if m := img[i+1]; m != 0x00 && (m < 0xd0 || m > 0xd7) && m != 0xff {
+			return i
+		}
+		i += 2
+		if img[i-1] == 0xff { // fill byte: the marker may follow
+			i--
+		}
+	}
 }
 
 func sofCost(seg []byte, progressive, jfif, adobe bool, adobeTransform byte, w, h int) (int64, error) {
@@ -190,7 +243,8 @@ func sofCost(seg []byte, progressive, jfif, adobe bool, adobeTransform byte, w, 
 
 // pngCost reads the header (IHDR) of a PNG file and looks for a
 // transparency chunk (tRNS) before the image data.
-func pngCost(img []byte, px int64) (int64, error) {
+func pngCost(img []byte, w, h int) (int64, error) {
+	px := int64(w) * int64(h)
 	if len(img) < 33 || string(img[12:16]) != "IHDR" {
 		return 0, fmt.Errorf("%w: png: no header", ErrFormat)
 	}
@@ -227,6 +281,10 @@ func pngCost(img []byte, px int64) (int64, error) {
 	if interlace != 0 {
 		cost *= 2
 	}
+	// The decoder's current and previous rows, as stored in the file (a
+	// filter byte and the samples): what a very wide image costs most.
+	channels := map[byte]int64{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+	cost += 2 * (1 + (max(channels, 1)*int64(depth)*int64(w)+7)/8)
 	return cost, nil
 }
 
