@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -158,14 +159,17 @@ func digitValue(c byte) uint64 {
 // HostKey is the server a URL names, as one string however the URL spells
 // it: an address in its canonical form (127.1, 2130706433 and 0x7f000001
 // are all 127.0.0.1), a name in lower case without its trailing dot, and
-// the port, 443 when the URL gives none. Bounds per server key on it.
+// the port as a number, 443 when the URL gives none. Bounds per server key
+// on it.
 func HostKey(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return ""
 	}
 	port := u.Port()
-	if port == "" {
+	if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+		port = strconv.FormatUint(n, 10) // 0443 is 443
+	} else {
 		port = "443"
 	}
 	h := strings.ToLower(u.Hostname())

@@ -204,7 +204,7 @@ func TestHostKey(t *testing.T) {
 	for want, urls := range map[string][]string{
 		"127.0.0.1:443": {"https://127.0.0.1/h", "https://127.1/h", "https://2130706433/h", "https://0x7f000001/h",
 			"https://0177.0.0.1/h", "https://127.0.0.1./h", "https://127.0.1/h", "https://0x7f.1/h", "https://127.0.0.1:443/h"},
-		"example.com:443":  {"https://example.com/a", "https://EXAMPLE.com./b", "https://Example.Com:443/c"},
+		"example.com:443":  {"https://example.com/a", "https://EXAMPLE.com./b", "https://Example.Com:443/c", "https://example.com:0443/d"},
 		"example.com:8443": {"https://example.com:8443/"},
 		"[::1]:443":        {"https://[::1]/", "https://[0:0::1]/"},
 	} {
