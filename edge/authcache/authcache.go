@@ -257,8 +257,8 @@ func (c *Cache) board(ck string) *call {
 func (c *Cache) ask(f *call, k Kind, h uint64, ck string, now time.Time, done *atomic.Uint64) {
 	gen := c.gen.Load() // a record read after an invalidation began is not stale
 	f.p, f.err = c.fetch(k, ck[1:])
-	switch {
-	case f.err == nil || errors.Is(f.err, ErrUnknown):
+	answered := f.err == nil || errors.Is(f.err, ErrUnknown)
+	if answered {
 		// Freshness is the entry's own expiry on the cache's clock; a
 		// ristretto TTL would cost a clock read on every Get. MaxKeys bounds
 		// memory, stale entries are replaced on their next miss.
@@ -266,14 +266,18 @@ func (c *Cache) ask(f *call, k Kind, h uint64, ck string, now time.Time, done *a
 		// ristretto applies writes asynchronously: wait, so callers arriving
 		// once this lookup leaves the flight find the entry.
 		c.rc.Wait()
-		done.Add(1)
-	default:
-		c.errs.Add(1)
 	}
 	c.mu.Lock()
 	delete(c.flight, ck)
 	c.mu.Unlock()
 	close(f.done)
+	// Counted once the question is over: whoever reads the count then
+	// finds no question in flight.
+	if answered {
+		done.Add(1)
+	} else {
+		c.errs.Add(1)
+	}
 }
 
 // Wait blocks until every cache write so far is visible; tests use it.
