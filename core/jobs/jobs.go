@@ -259,26 +259,40 @@ func (j *Jobs) HandleJob(ctx context.Context, m kafka.Message) error {
 	if err != nil {
 		return err
 	}
-	var req verify.Request
+	var (
+		req      verify.Request
+		res      verify.BankResult
+		verr     error
+		resolved string
+	)
 	if err := json.Unmarshal(job.Request, &req); err != nil {
-		return fmt.Errorf("job %s: request: %w", job.ID, err)
-	}
-	req.Version, req.ServiceID, req.BranchID, req.JobID = api.V2, job.ServiceID, job.BranchID, job.ID
-	var resolved string
-	req.Resolved = func(p string) { resolved = p }
-	res, verr := j.Verifier.Bank(ctx, req)
-	if err := ctx.Err(); err != nil && verr != nil {
-		// The stop's grace ended the attempt (a bank lookup or an image
-		// fetch cut short): that is no outcome. The job stays processing
-		// and its message, not committed, runs the attempt again after the
-		// restart. An attempt that succeeded meanwhile is recorded.
-		return err
+		// A request this core cannot read never will: the job fails, and
+		// the jobs behind it in the topic go on.
+		verr = api.Internal(fmt.Errorf("job %s: request: %w", job.ID, err))
+	} else {
+		req.Version, req.ServiceID, req.BranchID, req.JobID = api.V2, job.ServiceID, job.BranchID, job.ID
+		req.Resolved = func(p string) { resolved = p }
+		res, verr = j.Verifier.Bank(ctx, req)
+		if err := ctx.Err(); err != nil && verr != nil {
+			// The stop's grace ended the attempt (a bank lookup or an image
+			// fetch cut short): that is no outcome. The job stays processing
+			// and its message, not committed, runs the attempt again after
+			// the restart. An attempt that succeeded meanwhile is recorded.
+			return err
+		}
 	}
 	sign, err := j.signer(job.ServiceID, job.BranchID)
-	if err != nil {
+	switch {
+	case errors.Is(err, errSecret):
+		// It will not open later either (SLIP_MASTER_KEY is not the one
+		// that sealed it). The outcome is kept for polling and no callback
+		// is sent (an unsigned one would teach the receiver to take
+		// unsigned ones), rather than holding up every job behind this one.
+		j.Log.Error("webhook secret cannot be opened; the job's outcome is kept, its callback not sent",
+			"job", job.ID, "branch", job.BranchID, "err", err)
+	case err != nil:
 		return err
-	}
-	if sign == nil { // the branch was deleted after the job was accepted
+	case sign == nil: // the branch was deleted after the job was accepted
 		verr = api.E(api.BranchInactive)
 	}
 	_, err = j.Store.UpdateJob(job.ID, func(job *store.Job) ([]store.Message, error) {
@@ -341,7 +355,7 @@ func (j *Jobs) signer(serviceID, branchID string) (func([]byte) string, error) {
 	}
 	key, err := j.Box.Open(br.WebhookSecret, "webhook/"+br.ID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errSecret, err)
 	}
 	return func(body []byte) string {
 		mac := hmac.New(sha256.New, []byte(key))
@@ -349,6 +363,9 @@ func (j *Jobs) signer(serviceID, branchID string) (func([]byte) string, error) {
 		return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 	}, nil
 }
+
+// errSecret means a branch's webhook secret cannot be opened.
+var errSecret = errors.New("jobs: the branch's webhook secret cannot be opened")
 
 // errStale refuses a change a job has moved past: a message for an attempt
 // or delivery it no longer waits for.
@@ -520,7 +537,10 @@ func (j *Jobs) Schedule(ctx context.Context) error {
 	for {
 		next, err := j.RunDue()
 		if err != nil {
-			return err
+			// A write refused (a full or failing disk) ends no job and stops
+			// no core: what is due stays due, and the next pass sends it.
+			j.Log.Error("sending due attempts and redeliveries failed; trying again", "in", scheduleRetry.String(), "err", err)
+			next = j.Now().Add(scheduleRetry)
 		}
 		wait := time.Minute
 		if !next.IsZero() {
@@ -537,6 +557,9 @@ func (j *Jobs) Schedule(ctx context.Context) error {
 		}
 	}
 }
+
+// scheduleRetry is how long Schedule waits after a failed pass.
+const scheduleRetry = 5 * time.Second
 
 // RunDue sends every attempt and redelivery due now and returns when the
 // next one is due (zero when none waits).

@@ -607,6 +607,33 @@ func TestHandleJobNoSecret(t *testing.T) {
 	}
 }
 
+// TestHandleJobSecretUnreadable: a branch whose webhook secret cannot be
+// opened (sealed under another master key) does not hold up the jobs
+// behind its own: the job is done, its result kept for polling, and no
+// callback goes out unsigned; the next job runs as usual.
+func TestHandleJobSecretUnreadable(t *testing.T) {
+	e := setup(t)
+	if _, err := e.st.UpdateBranch("svc", "br-nosecret", func(b *store.Branch, _ store.Usage) error {
+		b.WebhookSecret = []byte("sealed under another key")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := e.submit("br-nosecret", "BADSECRETREF")
+	e.handle(e.takeOne(api.TopicJobs)) // fails the test if HandleJob errs: the consumer would stop there
+	if job := e.job(id); job.Status != jobs.Done || !strings.Contains(string(job.Result), `"success"`) {
+		t.Errorf("the job: %s %s", job.Status, job.Result)
+	}
+	if msgs := e.take(api.TopicResults); len(msgs) != 0 {
+		t.Errorf("%d callbacks sent, want none (unsigned)", len(msgs))
+	}
+	e.submit("br", "AFTERBADREF1")
+	e.handle(e.takeOne(api.TopicJobs))
+	if cb, _ := callback(t, e.takeOne(api.TopicResults)); cb.Signature == "" {
+		t.Error("the next job's callback is unsigned")
+	}
+}
+
 // TestHandleJobBranchDeleted: a job whose branch was deleted after it was
 // accepted fails with BRANCH_INACTIVE, charges nothing and sends no
 // callback: the branch's webhook secret went with it, and an unsigned

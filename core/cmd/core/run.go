@@ -168,7 +168,7 @@ func expireJobs(ctx context.Context, j *jobs.Jobs, log *slog.Logger) error {
 	defer t.Stop()
 	for {
 		if n, err := j.Expire(); err != nil {
-			return err
+			log.Error("removing expired jobs failed; trying again", "err", err) // the next tick: nothing is lost by waiting
 		} else if n > 0 {
 			log.Info("removed expired jobs", "jobs", n)
 		}
