@@ -150,7 +150,7 @@ func jpegCost(img []byte, w, h int) (int64, error) {
 			i++
 			m = img[i]
 		}
-		i++ // past the marker
+		i++            // past the marker
 		if m == 0xd9 { // end of image
 			break
 		}
@@ -198,12 +198,13 @@ func scanEnd(img []byte, i int) int {
 			return len(img)
 		}
 		i += k
-		if m := img[i+1]; m != 0x00 && (m < 0xd0 || m > 0xd7) && m != 0xff {
+		switch m := img[i+1]; {
+		case m == 0xff: // a fill byte: the marker may follow
+			i++
+		case m == 0x00 || (m >= 0xd0 && m <= 0xd7): // stuffed data, a restart marker
+			i += 2
+		default:
 			return i
-		}
-		i += 2
-		if img[i-1] == 0xff { // fill byte: the marker may follow
-			i--
 		}
 	}
 }

@@ -63,6 +63,11 @@ func coreClient(cfg config.Config) reconcile.Core {
 	return reconcile.Core{Addr: cfg.CoreAddr, Token: cfg.EdgeToken, Client: &http.Client{Timeout: cfg.CoreTimeout}}
 }
 
+// usageLag measures the lag of cfg's consumer group on slip.usage.
+func usageLag(cfg config.Config) *consume.Lag {
+	return &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}
+}
+
 // serve runs the consumer and the HTTP listener until ctx ends.
 func serve(ctx context.Context, args []string, getenv func(string) string) error {
 	cfg, done, err := load("usage", args, getenv)
@@ -75,7 +80,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return err
 	}
 	defer store.Close()
-	lag := &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}
+	lag := usageLag(cfg)
 	go lag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
 
@@ -300,7 +305,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	}
 	defer store.Close()
 	// The events still in flight, so that a drift can be told from them.
-	lag, err := (&consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}).Measure(ctx)
+	lag, err := usageLag(cfg).Measure(ctx)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "usage reconcile: consumer lag unknown: %v\n", err)
 		lag = -1
