@@ -80,7 +80,7 @@ func dialCore(addr string, timeout time.Duration) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rawsock.Wrap(c), nil
+	return rawsock.WrapClient(c), nil
 }
 
 // SweepNonces releases the nonces of every client whose window has passed,

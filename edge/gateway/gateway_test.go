@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -511,6 +512,24 @@ func TestWrongEdgeToken(t *testing.T) {
 		e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
 	}
 	e.do(t, "GET", "/me", "", bearer(keyMain)...).want(t, 500, "api_server_error")
+}
+
+// TestCoreRestarted: core stopped and started again between two requests,
+// so the edge's pooled connection to it was closed while idle: the next
+// request goes on a new connection and is answered, not refused after the
+// core timeout.
+func TestCoreRestarted(t *testing.T) {
+	core := startCore(t, seed)
+	e := startEdge(t, core)
+	e.do(t, "POST", "/v2/verify/bank", payload("RESTARTREF001"), bearer(keyMain)...).want(t, 200, "")
+	core.cmd.Process.Signal(syscall.SIGTERM) // core closes its idle connections as it stops
+	core.cmd.Wait()
+	startCore(t, seed, "SLIP_CORE_ADDR="+core.addr)
+	start := time.Now()
+	e.do(t, "POST", "/v2/verify/bank", payload("RESTARTREF002"), bearer(keyMain)...).want(t, 200, "")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the first request after the restart took %v", took)
+	}
 }
 
 // TestEdgeTokenRotated: core restarted with another token while the edge

@@ -12,7 +12,7 @@ import (
 	"unsafe"
 )
 
-func wrap(c net.Conn) net.Conn {
+func wrap(c net.Conn, client bool) net.Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return c
@@ -21,21 +21,32 @@ func wrap(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	x := &conn{TCPConn: tc, raw: raw}
+	x := &conn{TCPConn: tc, raw: raw, client: client}
 	x.readFn, x.writeFn = x.read, x.write
 	return x
 }
 
 // conn is a TCP connection whose Read and Write are raw system calls. Like
-// a *net.TCPConn, it may be used by several goroutines at once: a Read or
-// Write that finds another of its kind running (its call busy) makes Go's
-// own call, which waits behind it for the connection.
+// a *net.TCPConn, it may be used by several goroutines at once (a client
+// connection by one at a time): a Read or Write that finds another of its
+// kind running (its call busy) makes Go's own call, which waits behind it
+// for the connection.
 type conn struct {
 	*net.TCPConn
 	raw             syscall.RawConn
 	r, w            call
 	readFn, writeFn func(fd uintptr) bool // bound once: no allocation per call
+
+	// client: the connection asks and the peer answers (see WrapClient).
+	// A short Write is held in held until the next Read, which sends it and
+	// then waits for the answer before its first read(2).
+	client bool
+	held   []byte
 }
+
+// maxHeld is the longest Write a client connection holds for the next
+// Read: a request head and a small body. Longer ones (images) go out at once.
+const maxHeld = 4096
 
 // call is one Read's or Write's buffer and outcome, owned by whoever set
 // busy.
@@ -45,19 +56,43 @@ type call struct {
 	n     int
 	errno syscall.Errno
 	stuck bool // a write(2) that wrote nothing and said nothing
+
+	// A Read's request to send first (client connections): what is left
+	// of it, and the error that stopped it.
+	send    []byte
+	sendErr syscall.Errno
 }
 
 // Read reads like (*net.TCPConn).Read: io.EOF at the end, a *net.OpError
 // otherwise (a passed deadline's is a timeout).
 func (c *conn) Read(p []byte) (int, error) {
 	if len(p) == 0 || !c.r.busy.CompareAndSwap(false, true) {
+		if err := c.sendHeld(); err != nil {
+			return 0, err
+		}
 		return c.TCPConn.Read(p)
 	}
 	c.r.buf, c.r.n, c.r.errno = p, 0, 0
+	c.r.send, c.r.sendErr = c.held, 0
 	err := c.raw.Read(c.readFn)
 	n, errno := c.r.n, c.r.errno
-	c.r.buf = nil
+	unsent, sendErr := c.r.send, c.r.sendErr
+	c.r.buf, c.r.send = nil, nil
 	c.r.busy.Store(false)
+	switch {
+	case sendErr != 0:
+		c.held = c.held[:0]
+		return 0, c.opError("write", os.NewSyscallError("write", sendErr))
+	case len(unsent) > 0 && err == nil: // no room for all of it: the rest goes out when there is, then Read waits for the answer
+		c.held = c.held[:0]
+		if _, err := c.send(unsent); err != nil {
+			return 0, err
+		}
+		return c.Read(p)
+	}
+	if len(unsent) == 0 { // sent; otherwise the call failed before read ran, and the next Read sends it
+		c.held = c.held[:0]
+	}
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
@@ -69,9 +104,34 @@ func (c *conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// sendHeld writes the held request, if any, through Write's path.
+func (c *conn) sendHeld() error {
+	if len(c.held) == 0 {
+		return nil
+	}
+	h := c.held
+	c.held = h[:0]
+	_, err := c.send(h)
+	return err
+}
+
 // Write writes all of p unless an error stops it, like
 // (*net.TCPConn).Write, waiting for room through the poller.
 func (c *conn) Write(p []byte) (int, error) {
+	if c.client {
+		if len(c.held) == 0 && len(p) <= maxHeld {
+			c.held = append(c.held, p...)
+			return len(p), nil
+		}
+		if err := c.sendHeld(); err != nil {
+			return 0, err
+		}
+	}
+	return c.send(p)
+}
+
+// send writes all of p unless an error stops it.
+func (c *conn) send(p []byte) (int, error) {
 	if !c.w.busy.CompareAndSwap(false, true) {
 		return c.TCPConn.Write(p)
 	}
@@ -93,7 +153,29 @@ func (c *conn) Write(p []byte) (int, error) {
 
 // read makes one read(2) into c.r.buf; false asks the poller to wait until
 // the socket is readable.
+//
+// A held request goes first, and then read waits for the answer without a
+// read(2): the poller forgot the socket's readiness just before this call
+// (RawConn.Read does that first), so what the peer sends after the request,
+// its answer, marks it readable again. A read(2) right after the request
+// would only find nothing, as the peer has not seen the request yet.
 func (c *conn) read(fd uintptr) bool {
+	if len(c.r.send) > 0 {
+		for len(c.r.send) > 0 {
+			n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.r.send[0])), uintptr(len(c.r.send)))
+			switch {
+			case e == 0 && n > 0:
+				c.r.send = c.r.send[n:]
+			case e == syscall.EINTR:
+			case e == 0 || e == syscall.EAGAIN:
+				return true // no room: Read sends the rest through Write's path
+			default:
+				c.r.sendErr = e
+				return true
+			}
+		}
+		return false
+	}
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.r.buf[0])), uintptr(len(c.r.buf)))
 		switch e {

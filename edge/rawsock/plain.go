@@ -6,4 +6,4 @@ import "net"
 
 // wrap keeps Go's own system calls: raw ones are Linux only, and the race
 // detector and the memory sanitizers cannot follow them.
-func wrap(c net.Conn) net.Conn { return c }
+func wrap(c net.Conn, _ bool) net.Conn { return c }

@@ -12,6 +12,13 @@
 // CPU a request (bench/proxycompare/README.md). The waiting itself (a read
 // with nothing to read, a write to a full buffer) goes through the network
 // poller as before, deadlines included, by way of syscall.RawConn.
+//
+// A client connection (WrapClient) also saves the read that would find
+// nothing: the edge's request to core goes out from the read that waits for
+// core's answer, after the poller has forgotten the socket's last
+// readiness, so the poller wakes the read when the answer comes. On one
+// core at 15,000 requests/s the edge made 5.5 system calls a request
+// instead of 6.5, and took 5 % less CPU a request.
 package rawsock
 
 import "net"
@@ -35,4 +42,15 @@ func (l listener) Accept() (net.Conn, error) {
 // order a socket puts between a write and the read of it); otherwise c as
 // it is. The result keeps every
 // other method of *net.TCPConn.
-func Wrap(c net.Conn) net.Conn { return wrap(c) }
+func Wrap(c net.Conn) net.Conn { return wrap(c, false) }
+
+// WrapClient is Wrap for the connection of a client that writes a request
+// and then reads its answer, used by one goroutine at a time (a
+// fasthttp.HostClient's connection to its upstream). A Write of up to 4
+// KiB is held until the next Read, which sends it and waits for the answer
+// through the poller before its first read(2): one system call fewer per
+// request than a read that would find nothing yet. An error in sending
+// then comes from that Read. A peer that sends before it is asked (an
+// HTTP server never does) would be read only at its next sending or at
+// the read deadline.
+func WrapClient(c net.Conn) net.Conn { return wrap(c, true) }

@@ -315,6 +315,16 @@ func TestNoAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("a read and a write each way allocate %.1f times, want 0", n)
 	}
+	// A client connection's request goes out with its read: the server
+	// answers from its own goroutine.
+	client, srv := clientPair(t)
+	go answer(srv, 64)
+	if n := testing.AllocsPerRun(200, func() {
+		client.Write(out)
+		io.ReadFull(client, in)
+	}); n != 0 {
+		t.Errorf("a client connection's request and answer allocate %.1f times, want 0", n)
+	}
 }
 
 // TestOtherConns: what is not a TCP connection is returned as it is.
@@ -328,12 +338,13 @@ func TestOtherConns(t *testing.T) {
 }
 
 // BenchmarkPingPong: 64 bytes to an echo peer and back, through Go's own
-// calls and through raw ones. Run with -cpu 1 to see the single-core case.
+// calls, raw ones, and raw ones that wait for the echo before reading
+// (WrapClient). Run with -cpu 1 to see the single-core case.
 func BenchmarkPingPong(b *testing.B) {
 	for _, v := range []struct {
 		name string
 		wrap func(net.Conn) net.Conn
-	}{{"go", func(c net.Conn) net.Conn { return c }}, {"raw", rawsock.Wrap}} {
+	}{{"go", func(c net.Conn) net.Conn { return c }}, {"raw", rawsock.Wrap}, {"client", rawsock.WrapClient}} {
 		b.Run(v.name, func(b *testing.B) {
 			s, c := pair(b)
 			go io.Copy(s, s)
@@ -349,5 +360,143 @@ func BenchmarkPingPong(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// clientPair returns a client connection wrapped by WrapClient and the
+// server's end, both closed at the end of the test.
+func clientPair(t testing.TB) (client net.Conn, server tcpConn) {
+	t.Helper()
+	s, c := pair(t)
+	return rawsock.WrapClient(c), s
+}
+
+// answer serves the client end of clientPair: it reads requests of size
+// bytes and answers each with the request reversed, until the connection
+// ends.
+func answer(s net.Conn, size int) {
+	req, res := make([]byte, size), make([]byte, size)
+	for {
+		if _, err := io.ReadFull(s, req); err != nil {
+			return
+		}
+		for i, b := range req {
+			res[size-1-i] = b
+		}
+		if _, err := s.Write(res); err != nil {
+			return
+		}
+	}
+}
+
+// TestClientExchanges: requests of every size around the 4 KiB a client
+// connection holds until its read, one after another on one connection,
+// each answered before the next, and a request in two writes: every
+// answer is the answer to its request.
+func TestClientExchanges(t *testing.T) {
+	for _, size := range []int{1, 300, 4096, 4097, 1 << 20} {
+		c, s := clientPair(t)
+		go answer(s, size)
+		req, res := make([]byte, size), make([]byte, size)
+		for i := range 50 {
+			rand.Read(req)
+			if i%2 == 1 && size > 1 { // in two writes: the first held, the second sends both
+				c.Write(req[:size/2])
+				c.Write(req[size/2:])
+			} else if n, err := c.Write(req); n != size || err != nil {
+				t.Fatalf("size %d: write: %d, %v", size, n, err)
+			}
+			if _, err := io.ReadFull(c, res); err != nil {
+				t.Fatalf("size %d, exchange %d: %v", size, i, err)
+			}
+			for j := range size {
+				if res[j] != req[size-1-j] {
+					t.Fatalf("size %d, exchange %d: the answer is not the request's", size, i)
+				}
+			}
+		}
+	}
+}
+
+// TestClientServerClosed: the server closed an idle connection (its FIN
+// arrived, and the poller saw it, before the client's next request): the
+// request on it fails at once with the error fasthttp's HostClient retries
+// on another connection, not at the read deadline.
+func TestClientServerClosed(t *testing.T) {
+	s, c := pair(t)
+	client := rawsock.WrapClient(c)
+	s.Close()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Read(func(fd uintptr) bool { // wait through the poller for the FIN, and leave it unread
+		_, _, err := syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK)
+		return err != syscall.EAGAIN
+	})
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	if _, err := client.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Read(make([]byte, 64))
+	if took := time.Since(start); err == nil || os.IsTimeout(err) || took > 5*time.Second {
+		t.Fatalf("read after the server closed: %v after %v; want an error at once", err, took)
+	}
+	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("read after the server closed: %v; want io.EOF, ECONNRESET or EPIPE", err)
+	}
+}
+
+// TestClientReadDeadline: a server that reads the request and never
+// answers: the read ends at its deadline with a timeout, and the request
+// did reach the server.
+func TestClientReadDeadline(t *testing.T) {
+	c, s := clientPair(t)
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	c.Write([]byte("ping"))
+	_, err := c.Read(make([]byte, 16))
+	if oe := opError(t, err, "read"); !oe.Timeout() {
+		t.Fatalf("read: %v; want a timeout", err)
+	}
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(s, got); err != nil || string(got) != "ping" {
+		t.Errorf("the server read %q, %v; want the request", got, err)
+	}
+}
+
+// TestClientDeadlinePassed: a read whose deadline passed before it began
+// sends nothing and says so; the held request goes out with the next read,
+// once the deadline is lifted.
+func TestClientDeadlinePassed(t *testing.T) {
+	c, s := clientPair(t)
+	go answer(s, 4)
+	c.Write([]byte("ping"))
+	c.SetReadDeadline(time.Now().Add(-time.Second))
+	if _, err := c.Read(make([]byte, 4)); !os.IsTimeout(err) {
+		t.Fatalf("read past its deadline: %v; want a timeout", err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "gnip" {
+		t.Errorf("then: %q, %v; want the answer to the request", got, err)
+	}
+}
+
+// TestClientPeerReset: a request on a connection the server reset fails
+// with the system's error, named a write: from the read that sends a held
+// request, or from the write itself.
+func TestClientPeerReset(t *testing.T) {
+	c, s := clientPair(t)
+	s.SetLinger(0)
+	s.Close()
+	_, err := c.Write([]byte("anyone?"))
+	if err == nil {
+		_, err = c.Read(make([]byte, 16))
+	}
+	opError(t, err, "write")
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("exchange after a reset: %v; want ECONNRESET or EPIPE", err)
 	}
 }
