@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -499,4 +500,60 @@ func TestClientPeerReset(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		t.Errorf("exchange after a reset: %v; want ECONNRESET or EPIPE", err)
 	}
+}
+
+// TestDeadlineSetDuringRead: a deadline set while a read waits, by another
+// goroutine, ends that read, as with a *net.TCPConn; and one set in the
+// past before a read ends it before it reads anything, data waiting or not.
+func TestDeadlineSetDuringRead(t *testing.T) {
+	s, c := pair(t)
+	done := make(chan error)
+	go func() {
+		_, err := s.Read(make([]byte, 16))
+		done <- err
+	}()
+	waitingRead(t)
+	s.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	select {
+	case err := <-done:
+		if !os.IsTimeout(err) {
+			t.Fatalf("the waiting read: %v; want a timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting read did not end at the deadline set while it waited")
+	}
+	c.Write([]byte("x"))
+	s.SetReadDeadline(time.Now().Add(time.Minute))
+	s.SetReadDeadline(time.Now().Add(-time.Second))
+	if n, err := s.Read(make([]byte, 16)); !os.IsTimeout(err) {
+		t.Errorf("a read past its deadline: %d bytes, %v; want a timeout", n, err)
+	}
+}
+
+// TestDeadlineNeverEarly: a read deadline moved forward on every request,
+// as fasthttp does, may take effect a little late but never early: a read
+// from a silent peer lasts at least until the deadline last asked.
+func TestDeadlineNeverEarly(t *testing.T) {
+	s, _ := pair(t)
+	for range 5 {
+		start := time.Now()
+		s.SetReadDeadline(start.Add(30 * time.Millisecond))
+		_, err := s.Read(make([]byte, 16))
+		if took := time.Since(start); !os.IsTimeout(err) || took < 30*time.Millisecond || took > 5*time.Second {
+			t.Fatalf("read with a deadline 30 ms ahead: %v after %v", err, took)
+		}
+	}
+}
+
+// waitingRead returns once a goroutine waits in the poller for a socket to
+// be readable.
+func waitingRead(t *testing.T) {
+	buf := make([]byte, 1<<20)
+	for range 100000 {
+		if bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("internal/poll.(*pollDesc).waitRead")) {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("no read waits")
 }
