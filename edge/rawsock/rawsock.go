@@ -19,6 +19,12 @@
 // readiness, so the poller wakes the read when the answer comes. On one
 // core at 15,000 requests/s the edge made 5.5 system calls a request
 // instead of 6.5, and took 5 % less CPU a request.
+//
+// Deadlines reach the runtime only when a call starts or is waiting, and a
+// deadline moved forward by less than 100 ms stays where it is: fasthttp
+// moves five of them on every request, and each move handed on costs two
+// clock reads and a timer update (3 % of the edge's CPU). A deadline thus
+// takes effect up to 100 ms late, never early.
 package rawsock
 
 import "net"
