@@ -23,9 +23,10 @@ func wrap(c net.Conn, client bool) net.Conn {
 	if err != nil {
 		return c
 	}
-	x := &conn{TCPConn: tc, raw: raw, client: client}
+	x := &conn{TCPConn: tc, raw: raw, client: client, lastSent: -idleProbe} // a first request probes
 	x.readFn, x.writeFn = x.read, x.write
 	x.rd.apply, x.wd.apply = (*net.TCPConn).SetReadDeadline, (*net.TCPConn).SetWriteDeadline
+	tc.SetDeadline(time.Time{}) // the runtime's deadlines are what deadline takes them for: none
 	return x
 }
 
@@ -43,14 +44,29 @@ type conn struct {
 
 	// client: the connection asks and the peer answers (see WrapClient).
 	// A short Write is held in held until the next Read, which sends it and
-	// then waits for the answer before its first read(2).
-	client bool
-	held   []byte
+	// then waits for the answer before its first read(2), unless the last
+	// request went out (lastSent, on the monotonic clock since clockBase)
+	// idleProbe or longer before.
+	client   bool
+	held     []byte
+	lastSent time.Duration
 }
 
 // maxHeld is the longest Write a client connection holds for the next
 // Read: a request head and a small body. Longer ones (images) go out at once.
 const maxHeld = 4096
+
+// idleProbe: a request on a client connection that sent none for this long
+// goes out as any write, and its Read reads before it waits. While the
+// connection was idle, the peer may have closed it, and the poller has
+// forgotten that readiness by the time a Read starts: a peer that closed
+// and answers the request with a reset wakes the Read anyway, but one that
+// only stopped sending, or is gone, would leave it waiting until its
+// deadline. The read sees the end at once.
+const idleProbe = 100 * time.Millisecond
+
+// clockBase makes time.Since read only the monotonic clock.
+var clockBase = time.Now()
 
 // call is one Read's or Write's buffer and outcome, owned by whoever set
 // busy.
@@ -82,6 +98,17 @@ func (c *conn) read1(p []byte) (int, error) {
 			return 0, err
 		}
 		return c.TCPConn.Read(p)
+	}
+	if len(c.held) > 0 {
+		now := time.Since(clockBase)
+		idle := now-c.lastSent >= idleProbe
+		c.lastSent = now
+		if idle {
+			if err := c.sendHeld(); err != nil {
+				c.r.busy.Store(false)
+				return 0, err
+			}
+		}
 	}
 	c.r.buf, c.r.n, c.r.errno = p, 0, 0
 	c.r.send, c.r.sendErr = c.held, 0
@@ -241,6 +268,36 @@ func (c *conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
 
+// ReadFrom is (*net.TCPConn).ReadFrom after a held request, within the
+// write deadline.
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if err := c.sendHeld(); err != nil {
+		return 0, err
+	}
+	c.wd.begin(c.TCPConn)
+	defer c.wd.end()
+	return c.TCPConn.ReadFrom(r)
+}
+
+// WriteTo is (*net.TCPConn).WriteTo after a held request, within the read
+// deadline.
+func (c *conn) WriteTo(w io.Writer) (int64, error) {
+	if err := c.sendHeld(); err != nil {
+		return 0, err
+	}
+	c.rd.begin(c.TCPConn)
+	defer c.rd.end()
+	return c.TCPConn.WriteTo(w)
+}
+
+// CloseWrite sends a held request, then shuts the sending side.
+func (c *conn) CloseWrite() error {
+	if err := c.sendHeld(); err != nil {
+		return err
+	}
+	return c.TCPConn.CloseWrite()
+}
+
 // SetReadDeadline sets the deadline of reads (see deadline).
 func (c *conn) SetReadDeadline(t time.Time) error { return c.rd.set(c.TCPConn, t) }
 
@@ -311,10 +368,10 @@ func (d *deadline) hand(c *net.TCPConn) error {
 		}
 		d.given = time.Time{}
 	case d.given.IsZero() || d.given.Before(d.asked):
-		if !d.given.IsZero() { // moved forward
+		moved := !d.given.IsZero()
+		d.given = d.asked
+		if moved && time.Until(d.asked) > deadlineSlack { // moved forward, and ahead: a little further
 			d.given = d.asked.Add(deadlineSlack)
-		} else {
-			d.given = d.asked
 		}
 	case d.given.Sub(d.asked) <= deadlineSlack:
 		return nil

@@ -56,7 +56,14 @@ func Wrap(c net.Conn) net.Conn { return wrap(c, false) }
 // KiB is held until the next Read, which sends it and waits for the answer
 // through the poller before its first read(2): one system call fewer per
 // request than a read that would find nothing yet. An error in sending
-// then comes from that Read. A peer that sends before it is asked (an
-// HTTP server never does) would be read only at its next sending or at
-// the read deadline.
+// then comes from that Read. ReadFrom, WriteTo and CloseWrite send a held
+// request first; Close drops it.
+//
+// The first request on the connection, and one after 100 ms without a
+// request, are sent as any write and read before waiting: the peer may have
+// closed the connection while it was idle, and a peer that then neither
+// answers nor resets (one that shut only its sending side, or a host that
+// is gone) must be seen at once. A peer that does so within 100 ms of a
+// request, or that sends before it is asked (an HTTP server never does),
+// is heard only at its next sending or at the read deadline.
 func WrapClient(c net.Conn) net.Conn { return wrap(c, true) }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -364,12 +365,25 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 }
 
-// clientPair returns a client connection wrapped by WrapClient and the
-// server's end, both closed at the end of the test.
+// clientPair returns a client connection wrapped by WrapClient that has
+// made one exchange, so that its next request (unless the test takes
+// longer than the 100 ms of idleness after which a request probes) is held
+// for the read of its answer, and the server's end; both are closed at the
+// end of the test.
 func clientPair(t testing.TB) (client net.Conn, server tcpConn) {
 	t.Helper()
 	s, c := pair(t)
-	return rawsock.WrapClient(c), s
+	client = rawsock.WrapClient(c)
+	go func() { // the request goes out with the client's read
+		io.ReadFull(s, make([]byte, 2))
+		s.Write([]byte("ok"))
+	}()
+	client.Write([]byte("hi"))
+	got := make([]byte, 2)
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != "ok" {
+		t.Fatalf("first exchange: %q, %v", got, err)
+	}
+	return client, s
 }
 
 // answer serves the client end of clientPair: it reads requests of size
@@ -419,34 +433,75 @@ func TestClientExchanges(t *testing.T) {
 	}
 }
 
-// TestClientServerClosed: the server closed an idle connection (its FIN
-// arrived, and the poller saw it, before the client's next request): the
-// request on it fails at once with the error fasthttp's HostClient retries
-// on another connection, not at the read deadline.
-func TestClientServerClosed(t *testing.T) {
-	s, c := pair(t)
-	client := rawsock.WrapClient(c)
-	s.Close()
+// peerEnded returns once the poller has reported that the peer ended its
+// side of c (which end does, and which the poller then forgets at the next
+// read's start), leaving the end unread.
+func peerEnded(t *testing.T, c *net.TCPConn, end func()) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw.Read(func(fd uintptr) bool { // wait through the poller for the FIN, and leave it unread
-		_, _, err := syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK)
-		return err != syscall.EAGAIN
-	})
+	done := make(chan bool)
+	go func() {
+		waited := false
+		raw.Read(func(fd uintptr) bool {
+			if !waited { // wait first: the end comes after this read started
+				waited = true
+				return false
+			}
+			_, _, err := syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK)
+			return err != syscall.EAGAIN
+		})
+		close(done)
+	}()
+	waitingRead(t)
+	end()
+	<-done
+}
+
+// exchangeFails: a request on client fails at once, well before its read
+// deadline, with an error fasthttp's HostClient retries on another
+// connection (io.EOF, ECONNRESET or EPIPE).
+func exchangeFails(t *testing.T, client net.Conn) {
+	t.Helper()
 	client.SetReadDeadline(time.Now().Add(10 * time.Second))
 	start := time.Now()
-	if _, err := client.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-		t.Fatal(err)
+	_, err := client.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	if err == nil {
+		_, err = client.Read(make([]byte, 64))
 	}
-	_, err = client.Read(make([]byte, 64))
 	if took := time.Since(start); err == nil || os.IsTimeout(err) || took > 5*time.Second {
-		t.Fatalf("read after the server closed: %v after %v; want an error at once", err, took)
+		t.Fatalf("request: %v after %v; want an error at once", err, took)
 	}
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
-		t.Errorf("read after the server closed: %v; want io.EOF, ECONNRESET or EPIPE", err)
+		t.Errorf("request: %v; want io.EOF, ECONNRESET or EPIPE", err)
 	}
+}
+
+// TestClientServerClosed: the server closed a connection in use (its FIN
+// came, and the poller saw it, before the client's next request): the
+// request fails at once (the closed socket answers it with a reset), not
+// at the read deadline.
+func TestClientServerClosed(t *testing.T) {
+	s, c := pair(t)
+	client := rawsock.WrapClient(c)
+	go answer(s, 2)
+	client.Write([]byte("hi"))
+	io.ReadFull(client, make([]byte, 2))
+	peerEnded(t, c, func() { s.Close() })
+	exchangeFails(t, client)
+}
+
+// TestClientServerHalfClosed: the server only shut its sending side of an
+// idle connection and reads on (no reset will come): a request on the
+// connection's first use, or after 100 ms without one, reads before it
+// waits, and fails at once.
+func TestClientServerHalfClosed(t *testing.T) {
+	s, c := pair(t)
+	client := rawsock.WrapClient(c)
+	go io.Copy(io.Discard, s)
+	peerEnded(t, c, func() { s.CloseWrite() })
+	exchangeFails(t, client)
 }
 
 // TestClientReadDeadline: a server that reads the request and never
@@ -468,8 +523,8 @@ func TestClientReadDeadline(t *testing.T) {
 }
 
 // TestClientDeadlinePassed: a read whose deadline passed before it began
-// sends nothing and says so; the held request goes out with the next read,
-// once the deadline is lifted.
+// fails; the request written before it is not lost: it goes out with the
+// next read, once the deadline is lifted.
 func TestClientDeadlinePassed(t *testing.T) {
 	c, s := clientPair(t)
 	go answer(s, 4)
@@ -499,6 +554,24 @@ func TestClientPeerReset(t *testing.T) {
 	opError(t, err, "write")
 	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		t.Errorf("exchange after a reset: %v; want ECONNRESET or EPIPE", err)
+	}
+}
+
+// TestClientWriteOrder: what is written after a request head the
+// connection holds, by ReadFrom (io.Copy from a reader that is no
+// io.WriterTo) or after CloseWrite, reaches the server after the head, as
+// written.
+func TestClientWriteOrder(t *testing.T) {
+	c, s := clientPair(t)
+	c.Write([]byte("HEAD "))
+	if _, err := io.Copy(c, io.LimitReader(strings.NewReader("BODY"), 4)); err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte(" END"))
+	c.(interface{ CloseWrite() error }).CloseWrite()
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, err := io.ReadAll(s); string(got) != "HEAD BODY END" || err != nil {
+		t.Errorf("the server read %q, %v; want \"HEAD BODY END\"", got, err)
 	}
 }
 
@@ -556,4 +629,63 @@ func waitingRead(t *testing.T) {
 		runtime.Gosched()
 	}
 	t.Fatal("no read waits")
+}
+
+// TestClientCopyAnswer: the answer to a held request read by WriteTo
+// (io.Copy from the connection): the request goes out first.
+func TestClientCopyAnswer(t *testing.T) {
+	c, s := clientPair(t)
+	go func() {
+		io.ReadFull(s, make([]byte, 4))
+		s.Write([]byte("pong"))
+		s.Close()
+	}()
+	c.Write([]byte("ping"))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got bytes.Buffer
+	if _, err := io.Copy(&got, c); err != nil || got.String() != "pong" {
+		t.Errorf("copied %q, %v; want the answer", got.String(), err)
+	}
+}
+
+// TestDeadlinePastMovedForward: a deadline in the past moved forward but
+// still in the past fails the read at once, data waiting or not.
+func TestDeadlinePastMovedForward(t *testing.T) {
+	s, c := pair(t)
+	s.SetReadDeadline(time.Now().Add(-time.Second))
+	if _, err := s.Read(make([]byte, 16)); !os.IsTimeout(err) {
+		t.Fatalf("a read past its deadline: %v; want a timeout", err)
+	}
+	c.Write([]byte("x"))
+	s.SetReadDeadline(time.Now().Add(-10 * time.Millisecond))
+	if n, err := s.Read(make([]byte, 16)); !os.IsTimeout(err) {
+		t.Errorf("a read past a deadline moved forward: %d bytes, %v; want a timeout", n, err)
+	}
+}
+
+// TestDeadlineBeforeWrap: a deadline set on a connection before it is
+// wrapped does not stay in force behind the wrapper's back.
+func TestDeadlineBeforeWrap(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetReadDeadline(time.Now().Add(-time.Second))
+	w := rawsock.Wrap(s)
+	w.SetReadDeadline(time.Time{})
+	c.Write([]byte("x"))
+	if n, err := w.Read(make([]byte, 16)); n != 1 || err != nil {
+		t.Errorf("read: %d bytes, %v; want the byte waiting", n, err)
+	}
 }
