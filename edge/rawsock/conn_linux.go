@@ -99,15 +99,15 @@ func (c *conn) read1(p []byte) (int, error) {
 		}
 		return c.TCPConn.Read(p)
 	}
+	var now time.Duration
 	if len(c.held) > 0 {
-		now := time.Since(clockBase)
-		idle := now-c.lastSent >= idleProbe
-		c.lastSent = now
-		if idle {
+		now = time.Since(clockBase)
+		if now-c.lastSent >= idleProbe {
 			if err := c.sendHeld(); err != nil {
 				c.r.busy.Store(false)
 				return 0, err
 			}
+			c.lastSent = now
 		}
 	}
 	c.r.buf, c.r.n, c.r.errno = p, 0, 0
@@ -115,6 +115,9 @@ func (c *conn) read1(p []byte) (int, error) {
 	err := c.raw.Read(c.readFn)
 	n, errno := c.r.n, c.r.errno
 	unsent, sendErr := c.r.send, c.r.sendErr
+	if len(unsent) < len(c.held) { // read sent some of it
+		c.lastSent = now
+	}
 	c.r.buf, c.r.send = nil, nil
 	c.r.busy.Store(false)
 	switch {
@@ -323,9 +326,10 @@ const deadlineSlack = 100 * time.Millisecond
 // or at once while one is under way; and not even then when the runtime's
 // is no earlier than asked and at most deadlineSlack later. A deadline
 // moved forward is handed on deadlineSlack later than asked, so that the
-// moves of the next requests fall within it. A deadline moved back (or
-// lifted) is handed on as asked. A call never runs past its deadline, then,
-// and may end up to deadlineSlack after it.
+// moves of the next requests fall within it, unless it is that close to
+// now already. One moved back by more than deadlineSlack, or lifted, is
+// handed on as asked. A call thus never ends before its deadline, and may
+// end up to deadlineSlack after it.
 type deadline struct {
 	mu    sync.Mutex
 	asked time.Time // the caller's

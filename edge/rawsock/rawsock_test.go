@@ -454,7 +454,7 @@ func peerEnded(t *testing.T, c *net.TCPConn, end func()) {
 		})
 		close(done)
 	}()
-	waitingRead(t)
+	waitingRead(t, "rawsock_test.peerEnded.func1")
 	end()
 	<-done
 }
@@ -585,7 +585,7 @@ func TestDeadlineSetDuringRead(t *testing.T) {
 		_, err := s.Read(make([]byte, 16))
 		done <- err
 	}()
-	waitingRead(t)
+	waitingRead(t, "rawsock_test.TestDeadlineSetDuringRead.func1")
 	s.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	select {
 	case err := <-done:
@@ -618,17 +618,19 @@ func TestDeadlineNeverEarly(t *testing.T) {
 	}
 }
 
-// waitingRead returns once a goroutine waits in the poller for a socket to
-// be readable.
-func waitingRead(t *testing.T) {
+// waitingRead returns once the goroutine running fn (its name in a stack
+// trace) waits in the poller for a socket to be readable.
+func waitingRead(t *testing.T, fn string) {
 	buf := make([]byte, 1<<20)
 	for range 100000 {
-		if bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("internal/poll.(*pollDesc).waitRead")) {
-			return
+		for _, g := range bytes.Split(buf[:runtime.Stack(buf, true)], []byte("\n\n")) {
+			if bytes.Contains(g, []byte("internal/poll.(*pollDesc).waitRead")) && bytes.Contains(g, []byte(fn)) {
+				return
+			}
 		}
 		runtime.Gosched()
 	}
-	t.Fatal("no read waits")
+	t.Fatal(fn, ": no read waits")
 }
 
 // TestClientCopyAnswer: the answer to a held request read by WriteTo
