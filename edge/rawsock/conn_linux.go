@@ -204,18 +204,14 @@ func (c *conn) send(p []byte) (int, error) {
 // would only find nothing, as the peer has not seen the request yet.
 func (c *conn) read(fd uintptr) bool {
 	if len(c.r.send) > 0 {
-		for len(c.r.send) > 0 {
-			n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.r.send[0])), uintptr(len(c.r.send)))
-			switch {
-			case e == 0 && n > 0:
-				c.r.send = c.r.send[n:]
-			case e == syscall.EINTR:
-			case e == 0 || e == syscall.EAGAIN:
-				return true // no room: Read sends the rest through Write's path
-			default:
-				c.r.sendErr = e
-				return true
-			}
+		n, e := writeAll(fd, c.r.send)
+		c.r.send = c.r.send[n:]
+		switch {
+		case e != 0 && e != syscall.EAGAIN:
+			c.r.sendErr = e
+			return true
+		case len(c.r.send) > 0:
+			return true // no room: Read sends the rest through Write's path
 		}
 		return false
 	}
@@ -238,24 +234,36 @@ func (c *conn) read(fd uintptr) bool {
 // write writes the rest of c.w.buf; false asks the poller to wait until
 // the socket has room.
 func (c *conn) write(fd uintptr) bool {
-	for c.w.n < len(c.w.buf) {
-		b := c.w.buf[c.w.n:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		switch {
-		case e == 0 && n == 0:
-			c.w.stuck = true
-			return true
-		case e == 0:
-			c.w.n += int(n)
-		case e == syscall.EINTR:
-		case e == syscall.EAGAIN:
-			return false
-		default:
-			c.w.errno = e
-			return true
-		}
+	n, e := writeAll(fd, c.w.buf[c.w.n:])
+	c.w.n += n
+	switch {
+	case e == syscall.EAGAIN:
+		return false
+	case e != 0:
+		c.w.errno = e
+	case c.w.n < len(c.w.buf):
+		c.w.stuck = true
 	}
 	return true
+}
+
+// writeAll makes write(2) calls until all of b is written, one fails (its
+// errno: EAGAIN when the socket has no room) or one writes nothing and
+// says nothing (errno 0, n short of len(b)). n is what was written.
+func writeAll(fd uintptr, b []byte) (n int, errno syscall.Errno) {
+	for n < len(b) {
+		w, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n))
+		switch {
+		case e == syscall.EINTR:
+		case e != 0:
+			return n, e
+		case w == 0:
+			return n, 0
+		default:
+			n += int(w)
+		}
+	}
+	return n, 0
 }
 
 // opError makes err what *net.TCPConn would return: a *net.OpError named
