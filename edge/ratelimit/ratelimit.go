@@ -128,15 +128,11 @@ func (l *Limiter) PeekAt(key string, rate float64, t time.Time) Decision {
 		b = *p
 	}
 	s.mu.Unlock()
-	if b.limit != limit {
-		b.rescale(now, limit)
-	}
-	t0 := maxLimit / limit
-	tat := max(b.tat, now)
+	step, burst, tat := b.at(now, limit)
 	return Decision{
-		Allowed:   tat+t0-now <= limit*t0,
+		Allowed:   tat+step-now <= burst,
 		Limit:     int(limit),
-		Remaining: int(max(0, now+limit*t0-tat) / t0),
+		Remaining: int(max(0, now+burst-tat) / step),
 		Reset:     ceilSeconds(tat - now),
 	}
 }
@@ -194,16 +190,21 @@ func limitOf(rate float64) int64 {
 	return int64(rate)
 }
 
-// take is the GCRA step. With emission interval t = 1s/limit and burst
-// tolerance limit*t (one second, less rounding), a request is allowed when
-// max(tat, now)+t-now <= limit*t, and then tat advances by t.
-func (b *bucket) take(now, limit int64) Decision {
+// at is the bucket under limit at now: the emission interval t = 1s/limit,
+// the burst tolerance limit*t (one second, less rounding) and the
+// theoretical arrival time max(tat, now).
+func (b *bucket) at(now, limit int64) (t, burst, tat int64) {
 	if b.limit != limit {
 		b.rescale(now, limit)
 	}
-	t := maxLimit / limit
-	burst := limit * t
-	tat := max(b.tat, now)
+	t = maxLimit / limit
+	return t, limit * t, max(b.tat, now)
+}
+
+// take is the GCRA step: a request is allowed when tat+t-now <= burst (see
+// at), and then tat advances by t.
+func (b *bucket) take(now, limit int64) Decision {
+	t, burst, tat := b.at(now, limit)
 	next := tat + t
 	if next-now > burst {
 		return Decision{
