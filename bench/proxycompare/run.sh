@@ -333,7 +333,9 @@ parse_wrk() { # parse_wrk FILE: rps p50ms p99ms non2xx errors proxycpu loadbusy 
 	oc=$(awk -F= '/^othercpu=/ { print $2 }' "$f")
 	echo "${rps:-0} ${p50:-0} ${p99:-0} ${non2xx:-0} ${errs:-0} ${pc:-0} ${lb:-0} ${oc:-0}"
 }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# median of the non-empty values ("" when none); OFMT keeps large means out
+# of exponent form, which the key=value parsing would cut short
+median() { printf '%s\n' "$@" | awk 'NF' | sort -g | awk -v OFMT='%.10g' '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 START_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== warm up ($WARMUP each)" >&2
@@ -586,14 +588,15 @@ END_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 		for f in p99 svc_p99; do
 			diffs=() lags=()
 			for r in $(seq "$OL_ROUNDS"); do
-				lag=$(olr "e-$k" "$r" lag_p99)
-				lags+=("$lag")
-				if [ -n "$lag" ] && awk -v l="$lag" 'BEGIN { exit !(l <= 1000) }'; then
-					diffs+=("$(awk -v x="$(olr "$k" "$r" $f)" -v y="$(olr "e-$k" "$r" $f)" 'BEGIN { printf "%.0f", x - y }')")
+				lag=$(olr "e-$k" "$r" lag_p99) x=$(olr "$k" "$r" $f) y=$(olr "e-$k" "$r" $f)
+				lags+=("${lag:-n/a}")
+				# a round whose openloop failed has no values: it does not count
+				if [ -n "$lag" ] && [ -n "$x" ] && [ -n "$y" ] && awk -v l="$lag" 'BEGIN { exit !(l <= 1000) }'; then
+					diffs+=("$(awk -v x="$x" -v y="$y" 'BEGIN { printf "%.0f", x - y }')")
 				fi
 			done
 			if [ ${#diffs[@]} -eq 0 ]; then
-				echo "- ($k) added $f at $OL_FRACTION × its peak, vs the upstream direct: not measurable (the generator ran late at p99 against the upstream alone in every round: ${lags[*]} µs)"
+				echo "- ($k) added $f at $OL_FRACTION × its peak, vs the upstream direct: not measurable (no round where the generator kept up with the upstream alone and both ran; its lag p99 per round: ${lags[*]} µs)"
 			else
 				d=$(median "${diffs[@]}")
 				echo "- ($k) added $f at $OL_FRACTION × its peak, vs the upstream direct in the same round: median $(printf '%.0f' "$d") µs over ${#diffs[@]} measurable round(s) of $OL_ROUNDS (${diffs[*]} µs) → $(awk -v d="$d" 'BEGIN { print (d < 1000) ? "met (< 1 ms)" : "NOT met" }') (the edge at $(olv "$k" cpu) % of its core)"
