@@ -68,6 +68,9 @@ const idleProbe = 100 * time.Millisecond
 // clockBase makes time.Since read only the monotonic clock.
 var clockBase = time.Now()
 
+// since is the time since clockBase, the clock of idleProbe; tests move it.
+var since = func() time.Duration { return time.Since(clockBase) }
+
 // call is one Read's or Write's buffer and outcome, owned by whoever set
 // busy.
 type call struct {
@@ -101,7 +104,7 @@ func (c *conn) read1(p []byte) (int, error) {
 	}
 	var now time.Duration
 	if len(c.held) > 0 {
-		now = time.Since(clockBase)
+		now = since()
 		if now-c.lastSent >= idleProbe {
 			if err := c.sendHeld(); err != nil {
 				c.r.busy.Store(false)
