@@ -27,8 +27,8 @@
 # interleaved: the edge's added latency is its p99 minus the upstream's in
 # the same round, the median over the rounds where the generator kept up
 # (a few stalls of the machine decide the p99 of a 10 s run; one unlucky
-# round does not decide the result). Each target's CPU in that phase is reported too
-# (below saturation a request costs more).
+# round does not decide the result). Each target's CPU in that phase is
+# reported too (below saturation a request costs more).
 #
 # Settings (environment): ROUNDS=3 DURATION=10s CONNS=64 THREADS=1
 # WARMUP=3s OL_DURATION=10s OL_WARMUP=2s OL_FRACTION=0.5 (0: no open loop)
@@ -413,8 +413,9 @@ ol() { # ol NAME PORT MODE RATE ROUND
 	echo "   round $5: $line" >&2
 	OLR[$1,$5]=$line
 }
-olv() { sed -n "s/.* $2=\([0-9.]*\).*/\1/p" <<<"${OL[$1]}"; }
-olr() { sed -n "s/.* $3=\([0-9.]*\).*/\1/p" <<<"${OLR[$1,$2]:-}"; } # olr KEY ROUND FIELD
+field() { sed -n "s/.* $2=\([0-9.]*\).*/\1/p" <<<"$1"; } # field LINE NAME: a key=value of a result line
+olv() { field "${OL[$1]}" "$2"; }            # olv KEY FIELD: the median over the rounds
+olr() { field "${OLR[$1,$2]:-}" "$3"; }      # olr KEY ROUND FIELD
 RATE_A=$(awk -v p="${RPS[a]:-0}" -v f="$OL_FRACTION" 'BEGIN { printf "%d", p * f }')
 RATE_B=$(awk -v p="${RPS[b]:-0}" -v f="$OL_FRACTION" 'BEGIN { printf "%d", p * f }')
 for r in $(seq "$OL_ROUNDS"); do
