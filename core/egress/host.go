@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // hostKind is what a URL host denotes.
@@ -157,10 +160,12 @@ func digitValue(c byte) uint64 {
 }
 
 // HostKey is the server a URL names, as one string however the URL spells
-// it: an address in its canonical form (127.1, 2130706433 and 0x7f000001
-// are all 127.0.0.1), a name in lower case without its trailing dot, and
-// the port as a number, 443 when the URL gives none. Bounds per server key
-// on it.
+// it: a name as Go's transport dials it, mapped to ASCII (IDNA: fullwidth
+// letters and digits, the Unicode and the punycode spelling of a name), an
+// address in its canonical form (127.1, 2130706433, 0x7f000001 and
+// fullwidth １２７．０．０．１ are all 127.0.0.1), a name in lower case
+// without its trailing dot, and the port as a number, 443 when the URL
+// gives none. Bounds per server key on it.
 func HostKey(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -172,11 +177,26 @@ func HostKey(rawURL string) string {
 	} else {
 		port = "443"
 	}
-	h := strings.ToLower(u.Hostname())
+	h := u.Hostname()
+	if !isASCII(h) {
+		if a, err := idna.Lookup.ToASCII(h); err == nil {
+			h = a // as net/http's transport maps a host before it dials
+		}
+	}
+	h = strings.ToLower(h)
 	if a, kind := classifyHost(h); kind == hostIP {
 		h = a.String()
 	} else {
 		h = strings.TrimSuffix(h, ".")
 	}
 	return net.JoinHostPort(h, port)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

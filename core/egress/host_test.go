@@ -204,7 +204,11 @@ func TestHostKey(t *testing.T) {
 	for want, urls := range map[string][]string{
 		"127.0.0.1:443": {"https://127.0.0.1/h", "https://127.1/h", "https://2130706433/h", "https://0x7f000001/h",
 			"https://0177.0.0.1/h", "https://127.0.0.1./h", "https://127.0.1/h", "https://0x7f.1/h", "https://127.0.0.1:443/h"},
-		"example.com:443":  {"https://example.com/a", "https://EXAMPLE.com./b", "https://Example.Com:443/c", "https://example.com:0443/d"},
+		"example.com:443": {"https://example.com/a", "https://EXAMPLE.com./b", "https://Example.Com:443/c", "https://example.com:0443/d",
+			"https://ｅｘａｍｐｌｅ.com/e", "https://ＥＸＡＭＰＬＥ．ｃｏｍ/f", "https://exａmple.com:443/g"},
+		"xn--bcher-kva.example:443": {"https://bücher.example/", "https://xn--bcher-kva.example/", "https://BÜCHER.example/",
+			"https://XN--BCHER-KVA.example/"},
+		"127.0.0.2:443":    {"https://１２７．０．０．２/", "https://127.0.0.2/"},
 		"example.com:8443": {"https://example.com:8443/"},
 		"[::1]:443":        {"https://[::1]/", "https://[0:0::1]/"},
 	} {

@@ -160,7 +160,7 @@ func (h *holding) release() {
 // host is the busy host.
 func TestBusyHostDefers(t *testing.T) {
 	h := holdOne(t, 4, 1) // slow.example's only slot held
-	for n, url := range map[int]string{2: "https://slow.example/b", 3: "https://SLOW.example.:443/c"} {
+	for n, url := range map[int]string{2: "https://slow.example/b", 3: "https://SLOW.example.:443/c", 5: "https://ｓｌｏｗ．example/e"} {
 		if out := h.handle(fmt.Sprint("svc", n), url, n); !out.Deferred || out.OK || out.JobID != fmt.Sprint("job", n) || out.Status != 0 {
 			t.Errorf("%s while its host is busy: %+v, want deferred", url, out)
 		}
