@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -112,6 +113,9 @@ func callbackField(f fields) (string, error) {
 	s, ok := f.str("callbackUrl")
 	if !ok || s == "" {
 		return "", api.Errorf(api.Validation, "callbackUrl: must be a non-empty string")
+	}
+	if utf8.RuneCountInString(s) > maxURL {
+		return "", api.Errorf(api.Validation, "callbackUrl: "+urlTooLong)
 	}
 	return s, nil
 }

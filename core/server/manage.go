@@ -165,6 +165,8 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 			b.WebhookURL = nil
 		} else if u, ok := f.str("webhookUrl"); !ok || !httpsURL(u) {
 			fe.Add("webhookUrl", "must be an https URL or null")
+		} else if utf8.RuneCountInString(u) > maxURL {
+			fe.Add("webhookUrl", urlTooLong)
 		} else {
 			b.WebhookURL = &u
 		}

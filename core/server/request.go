@@ -24,6 +24,13 @@ import (
 // maxRemark bounds the remark a client may have echoed back.
 const maxRemark = 255
 
+// maxURL bounds an image, callback or webhook URL (characters): a URL travels
+// in a job's record and in its callback's Kafka message, and one too large
+// for a message would be refused by the broker.
+const maxURL = 8192
+
+const urlTooLong = "must be at most 8192 characters"
+
 // The fields each version's verify request takes.
 var (
 	v2Fields     = []string{"payload", "url", "base64", "remark", "checkDuplicate", "matchAmount"}
@@ -147,6 +154,8 @@ func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.R
 		s, ok := f.str("url")
 		if !ok || s == "" {
 			fe.Add("url", "must be a non-empty string")
+		} else if utf8.RuneCountInString(s) > maxURL {
+			fe.Add("url", urlTooLong)
 		}
 		r.Source.URL = s
 	}

@@ -503,6 +503,14 @@ func TestErrorsV2(t *testing.T) {
 	c.do(t, call{method: "GET", path: "/verify?payload=" + bankPayload("004", "DUPKEYREF003") + "&payload=" + bankPayload("004", "DUPKEYREF004"),
 		branch: "br-main"}).v1err(t, 400, "invalid_request")
 
+	// A URL is at most 8192 characters.
+	long := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"url": "https://slips.example/" + strings.Repeat("a", 8192)}})
+	long.v2err(t, 400, "VALIDATION_ERROR")
+	if msg := get(long.body, "error", "message"); msg != "url: must be at most 8192 characters" {
+		t.Errorf("a long url: message %q", msg)
+	}
+
 	// Every failing field is named, joined with "; ".
 	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
 		body: map[string]any{"checkDuplicate": "yes", "matchAmount": -1, "remark": 5, "matchAcount": true}})

@@ -163,8 +163,22 @@ func (p *Publisher) publish(ctx context.Context, max int, a *acker) (int, error)
 	for i, m := range msgs {
 		out[i] = kafka.Message{Topic: m.Topic, Key: []byte(m.Key), Value: m.Value}
 	}
-	if err := p.Writer.WriteMessages(ctx, out...); err != nil {
-		return 0, err
+	for {
+		err := p.Writer.WriteMessages(ctx, out...)
+		var big kafka.MessageTooLargeError
+		if !errors.As(err, &big) {
+			if err != nil {
+				return 0, err
+			}
+			break
+		}
+		// kafka-go refuses the whole write, sending nothing, when one
+		// message is larger than a write may carry. That message can never
+		// be sent: it is left out, loudly, rather than hold up every
+		// message behind it for good.
+		p.Log.Error("dropping an outbox message larger than the broker takes", "topic", big.Message.Topic,
+			"key", string(big.Message.Key), "bytes", len(big.Message.Value))
+		out = big.Remaining
 	}
 	p.sent = msgs[len(msgs)-1].Seq
 	a.ack(p.sent)

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,6 +183,44 @@ func TestPublisherSendsOutboxInOrder(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestPublisherDropsTooLarge: a message larger than a write may carry
+// (kafka-go refuses the whole write for it) is left out with an error in
+// the log; the messages before and after it reach the broker, in order,
+// and the outbox empties.
+func TestPublisherDropsTooLarge(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 1)
+	st := openStore(t)
+	values := []string{"before", strings.Repeat("x", 2<<20), "after"}
+	for _, v := range values {
+		if err := st.Emit(store.Message{Topic: api.TopicResults, Key: "job-a", Value: []byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == 3 },
+		func() string { return "emitted messages not written" })
+	w := stream.NewWriter([]string{addr})
+	t.Cleanup(func() { w.Close() })
+	errs := &warnings{}
+	runPublisher(t, &stream.Publisher{Store: st, Writer: w, Log: slog.New(errs)})
+	testnet.Eventually(t, 20*time.Second, func() bool { n, _ := st.OutboxStats(); return n == 0 },
+		func() string {
+			n, _ := st.OutboxStats()
+			return fmt.Sprintf("%d of 3 messages still in the outbox", n)
+		})
+	var got []string
+	for _, m := range readTopic(t, addr, api.TopicResults, 1)[0] {
+		got = append(got, string(m.Value))
+	}
+	if !slices.Equal(got, []string{"before", "after"}) {
+		t.Errorf("the topic holds %d records %.20q, want before and after", len(got), got)
+	}
+	if errs.n.Load() != 1 {
+		t.Errorf("%d warnings or errors logged, want the one error for the dropped message", errs.n.Load())
 	}
 }
 

@@ -446,6 +446,8 @@ func TestConformance(t *testing.T) {
 		st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kMain)...), 400, "VALIDATION_ERROR")
 		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": "http://93.184.216.34/hook"}, bearer(kMain)...), 400, "INVALID_CALLBACK_URL")
 		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": "https://10.0.0.1/hook"}, bearer(kMain)...), 400, "INVALID_CALLBACK_URL")
+		// A URL that would not fit in a callback's Kafka message.
+		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": hook + "?pad=" + strings.Repeat("a", 8192)}, bearer(kMain)...), 400, "VALIDATION_ERROR")
 		st.do(t, post(p, map[string]any{"payload": "x", "callbackUrl": hook}, bearer(kMain)...), 404, "SLIP_NOT_FOUND")
 		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": hook}, bearer(kOff)...), 403, "BRANCH_INACTIVE")
 		st.do(t, post(batch, map[string]any{"items": []any{}, "callbackUrl": hook}, bearer(kMain)...), 400, "VALIDATION_ERROR")
@@ -545,6 +547,7 @@ func TestConformance(t *testing.T) {
 		b2b("GET", "/b2b/branches/"+id, nil, 200, "")
 		b2b("GET", "/b2b/branches/br-none", nil, 404, "NOT_FOUND")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"name": "Siam 2", "webhookUrl": nil, "limitQuota": nil}, 200, "")
+		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://shop.example/hook?pad=" + strings.Repeat("a", 8192)}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/br-main", map[string]any{"active": false}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/br-none", map[string]any{"name": "x"}, 404, "NOT_FOUND")
 		q := "/b2b/branches/" + id + "/quota"
