@@ -129,7 +129,7 @@ func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Con
 	}
 	v := &verify.Verifier{Store: st, Upstream: upstream, Images: verify.Images{Egress: fetch}}
 	h := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler)).Handler()
-	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20}
+	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true} // as core/cmd/core serves
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -396,6 +396,12 @@ func TestConformance(t *testing.T) {
 		st.do(t, post(p, map[string]any{"base64": base64.StdEncoding.EncodeToString(notImage)}, bearer(kMain)...), 400, "INVALID_IMAGE_FORMAT")
 		body, ct = form(t, "image", notImage, nil)
 		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 400, "INVALID_IMAGE_FORMAT")
+		// A signed form is checked against its bytes as sent, whatever the
+		// order of its parts: the image reaches core's image check.
+		for range 5 {
+			body, ct = form(t, "image", notImage, map[string]string{"remark": "r", "checkDuplicate": "false", "matchAmount": "1"})
+			st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: signed(kMain, secretFull, "POST", p, body, 0, "")}, 400, "INVALID_IMAGE_FORMAT")
+		}
 		big := base64.StdEncoding.EncodeToString(make([]byte, 4<<20+1))
 		st.do(t, post(p, map[string]any{"base64": big}, bearer(kMain)...), 400, "IMAGE_SIZE_TOO_LARGE")
 
@@ -494,6 +500,8 @@ func TestConformance(t *testing.T) {
 		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 400, "invalid_image")
 		body, ct = form(t, "image", notImage, nil)
 		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 400, "invalid_request")
+		// A form that does not parse is core's to refuse, in v1's format.
+		st.do(t, req{method: "POST", path: p, body: []byte("--x\r\nnot a part"), contentType: "multipart/form-data; boundary=x", header: bearer(kMain)}, 400, "invalid_request")
 		st.do(t, post(p, map[string]any{"payload": again}), 401, "unauthorized")
 		st.do(t, post(p, map[string]any{"payload": again}, bearer(kUser)...), 403, "application_deactivated")
 		st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kTiny)...), 403, "quota_exceeded")

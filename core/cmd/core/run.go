@@ -95,7 +95,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		IdleTimeout:           2 * time.Minute,
 		MaxRequestBodySize:    maxBody,
 		NoDefaultDate:         true,
-		SecureErrorLogMessage: true, // fasthttp would quote a malformed request, the edge token included, in the log
+		// A form is parsed by the handler, which answers a malformed one
+		// in the caller's version format (fasthttp would answer it in
+		// plain text before the handler ran).
+		DisablePreParseMultipartForm: true,
+		SecureErrorLogMessage:        true, // fasthttp would quote a malformed request, the edge token included, in the log
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

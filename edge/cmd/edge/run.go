@@ -63,18 +63,23 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	metrics := gw.Metrics()
 
 	srv := &fasthttp.Server{
-		Handler:               gw.Handler(),
-		HeaderReceived:        closeOnAmbiguousFraming,
-		ErrorHandler:          gw.ErrorHandler,
-		Logger:                fastlog.Logger{Log: log},
-		Name:                  "edge",
-		ReadTimeout:           cfg.ReadTimeout, // from the first byte of a request to its last: slowloris ends here
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           2 * time.Minute,
-		MaxRequestBodySize:    maxBody,
-		NoDefaultDate:         true,
-		NoDefaultServerHeader: true,
-		SecureErrorLogMessage: true, // fasthttp would quote a malformed request, credentials included, in the log
+		Handler:            gw.Handler(),
+		HeaderReceived:     closeOnAmbiguousFraming,
+		ErrorHandler:       gw.ErrorHandler,
+		Logger:             fastlog.Logger{Log: log},
+		Name:               "edge",
+		ReadTimeout:        cfg.ReadTimeout, // from the first byte of a request to its last: slowloris ends here
+		WriteTimeout:       30 * time.Second,
+		IdleTimeout:        2 * time.Minute,
+		MaxRequestBodySize: maxBody,
+		// The body stays the bytes the client sent: a signature covers
+		// them (spec 5.2), and core parses forms itself. fasthttp would
+		// otherwise parse a multipart form here and write it out anew,
+		// its parts reordered, for the signature check and for core.
+		DisablePreParseMultipartForm: true,
+		NoDefaultDate:                true,
+		NoDefaultServerHeader:        true,
+		SecureErrorLogMessage:        true, // fasthttp would quote a malformed request, credentials included, in the log
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
