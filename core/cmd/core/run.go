@@ -99,7 +99,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		// in the caller's version format (fasthttp would answer it in
 		// plain text before the handler ran).
 		DisablePreParseMultipartForm: true,
-		SecureErrorLogMessage:        true, // fasthttp would quote a malformed request, the edge token included, in the log
+		// Twice the edge's (fasthttp's default 4 KiB): a head the edge
+		// takes still fits with the internal headers it adds.
+		ReadBufferSize:        8 << 10,
+		SecureErrorLogMessage: true, // fasthttp would quote a malformed request, the edge token included, in the log
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

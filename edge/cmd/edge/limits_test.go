@@ -211,6 +211,34 @@ func TestOversizedHeaders(t *testing.T) {
 	}
 }
 
+// TestLargestHeadsReachCore: a request head the edge takes (up to its 4 KiB
+// read buffer) is taken by core too, with the internal headers the edge
+// adds: the client gets core's answer, not a plain-text 431 from core.
+func TestLargestHeadsReachCore(t *testing.T) {
+	s := startStack(t, nil)
+	for _, size := range []int{3900, 4000, 4050} {
+		head := "GET /v2/info?case=big HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer " + keyMain + "\r\nX-Pad: "
+		head += strings.Repeat("a", size-len(head)-len("\r\n\r\n")) + "\r\n\r\n"
+		conn, err := net.Dial("tcp", s.edgeAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("a %d-byte head: %v", size, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		conn.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("a %d-byte head: %d %s, want 200", size, res.StatusCode, body)
+		}
+	}
+}
+
 // TestSlowloris holds many connections that send their headers, or their
 // body, one byte at a time. The edge's read timeout (SLIP_EDGE_READ_TIMEOUT)
 // closes every one of them, none of their requests reaches core, and an
