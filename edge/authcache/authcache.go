@@ -131,6 +131,7 @@ func (c *Cache) Invalidate() { c.gen.Add(1) }
 
 type call struct {
 	done chan struct{}
+	gen  uint64 // of the cache when the question was asked
 	p    *Principal
 	err  error
 }
@@ -207,7 +208,9 @@ func (c *Cache) hash(k Kind, key []byte) uint64 {
 // miss asks core, one request per key however many callers wait for it.
 func (c *Cache) miss(k Kind, h uint64, ck string, now time.Time) (*Principal, error) {
 	c.mu.Lock()
-	if f, ok := c.flight[ck]; ok {
+	// A question asked before an invalidation may bring the record as it
+	// was: a caller that came after asks again.
+	if f, ok := c.flight[ck]; ok && f.gen == c.gen.Load() {
 		c.mu.Unlock()
 		c.shared.Add(1)
 		<-f.done
@@ -244,9 +247,10 @@ func (c *Cache) refresh(e *entry, h uint64, now time.Time) {
 	c.bg.Go(func() { c.ask(f, Kind(e.key[0]), h, e.key, now, &c.refreshed) })
 }
 
-// board registers a question to core about ck; c.mu is held.
+// board registers a question to core about ck, in place of one asked
+// before an invalidation; c.mu is held.
 func (c *Cache) board(ck string) *call {
-	f := &call{done: make(chan struct{})}
+	f := &call{done: make(chan struct{}), gen: c.gen.Load()}
 	c.flight[ck] = f
 	return f
 }
@@ -255,20 +259,21 @@ func (c *Cache) board(ck string) *call {
 // the TTL from now, when the question came, counts it in done, and releases
 // the callers waiting for f.
 func (c *Cache) ask(f *call, k Kind, h uint64, ck string, now time.Time, done *atomic.Uint64) {
-	gen := c.gen.Load() // a record read after an invalidation began is not stale
 	f.p, f.err = c.fetch(k, ck[1:])
 	answered := f.err == nil || errors.Is(f.err, ErrUnknown)
-	if answered {
+	if answered && f.gen == c.gen.Load() { // else stale already: it would only displace a newer entry
 		// Freshness is the entry's own expiry on the cache's clock; a
 		// ristretto TTL would cost a clock read on every Get. MaxKeys bounds
 		// memory, stale entries are replaced on their next miss.
-		c.rc.Set(h, &entry{key: ck, p: f.p, expires: now.Add(c.cfg.TTL).UnixNano(), gen: gen}, 1)
+		c.rc.Set(h, &entry{key: ck, p: f.p, expires: now.Add(c.cfg.TTL).UnixNano(), gen: f.gen}, 1)
 		// ristretto applies writes asynchronously: wait, so callers arriving
 		// once this lookup leaves the flight find the entry.
 		c.rc.Wait()
 	}
 	c.mu.Lock()
-	delete(c.flight, ck)
+	if c.flight[ck] == f { // not replaced by a question asked after an invalidation
+		delete(c.flight, ck)
+	}
 	c.mu.Unlock()
 	close(f.done)
 	// Counted once the question is over: whoever reads the count then
