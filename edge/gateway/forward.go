@@ -24,16 +24,17 @@ var (
 
 	// Names of headers a client sends, as fasthttp stores them, so they are
 	// read and deleted without normalising the name again.
-	hAuthorization   = canonical("Authorization")
-	hAPIKey          = canonical("X-API-Key")
-	hSignature       = canonical("X-Signature")
-	hTimestamp       = canonical("X-Timestamp")
-	hNonce           = canonical("X-Nonce")
-	hOverload        = canonical(api.HeaderOverload)
-	hTokenRefused    = canonical(api.HeaderTokenRefused)
-	hContentEncoding = canonical("Content-Encoding")
-	hTrailer         = canonical("Trailer")
-	identity         = []byte("identity")
+	hAuthorization    = canonical("Authorization")
+	hAPIKey           = canonical("X-API-Key")
+	hSignature        = canonical("X-Signature")
+	hTimestamp        = canonical("X-Timestamp")
+	hNonce            = canonical("X-Nonce")
+	hOverload         = canonical(api.HeaderOverload)
+	hTokenRefused     = canonical(api.HeaderTokenRefused)
+	hContentEncoding  = canonical("Content-Encoding")
+	hTrailer          = canonical("Trailer")
+	hTransferEncoding = canonical("Transfer-Encoding")
+	identity          = []byte("identity")
 
 	// Response headers. The rate headers keep the spec's casing
 	// (X-RateLimit-Limit), which normalising would change.

@@ -465,6 +465,23 @@ func (g *Gateway) reject(ctx *fasthttp.RequestCtx, x *exchange, v api.Version, c
 	g.metrics.rejected(code)
 }
 
+// inHead reports whether the request head raw (RawHeaders: the header
+// lines as sent, without a chunked body's trailer) has a field named k.
+func inHead(raw, k []byte) bool {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) > len(k) && line[len(k)] == ':' && bytes.EqualFold(line[:len(k)], k) {
+			return true
+		}
+	}
+	return false
+}
+
 // setRateHeaders writes the rate headers in the spec's casing
 // (X-RateLimit-Limit), which fasthttp would otherwise normalise.
 func setRateHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
@@ -486,21 +503,29 @@ func setRateHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
 //     the edge ignored would send a replay of a signed request, or a share
 //     of a branch's rate, to another edge.
 //
+// An X-API-Key in a chunked body's trailer, out of the load balancers'
+// sight, is deleted: the request has no key.
+//
 // Most requests have none of these and pay one comparison per header.
 func screen(h *fasthttp.RequestHeader) api.Code {
-	var internal, trailer, encoded bool
+	var internal, trailer, encoded, apiKey, chunked bool
 	creds := 0
 	for k, v := range h.All() {
 		switch {
 		case len(k) > 7 && (k[0]|0x20) == 'x' && k[1] == '-' && (k[2]|0x20) == 's' && (k[3]|0x20) == 'l' &&
 			(k[4]|0x20) == 'i' && (k[5]|0x20) == 'p' && k[6] == '-' || bytes.EqualFold(k, hRequestID):
 			internal = true
-		case bytes.Equal(k, hAuthorization) || bytes.Equal(k, hAPIKey):
+		case bytes.Equal(k, hAuthorization):
 			creds++
+		case bytes.Equal(k, hAPIKey):
+			creds++
+			apiKey = true
 		case bytes.Equal(k, hContentEncoding):
 			encoded = encoded || !bytes.EqualFold(v, identity)
 		case bytes.Equal(k, hTrailer):
 			trailer = true
+		case bytes.Equal(k, hTransferEncoding):
+			chunked = true
 		}
 	}
 	if internal {
@@ -510,6 +535,13 @@ func screen(h *fasthttp.RequestHeader) api.Code {
 	}
 	if trailer {
 		h.Del("Trailer")
+	}
+	if apiKey && chunked && !inHead(h.RawHeaders(), hAPIKey) {
+		// fasthttp adds a chunked body's trailer fields to the headers
+		// (all but Authorization and a few others). A key there is out of
+		// the load balancers' sight: no credential.
+		delCanonical(h, hAPIKey)
+		creds--
 	}
 	switch {
 	case encoded:

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,6 +38,37 @@ func TestOneSpellingOfCredentials(t *testing.T) {
 	// v1 takes Bearer only, and refuses an X-API-Key beside it too.
 	e.do(t, "GET", "/me", "", "Authorization", "Bearer "+keyMain, "X-API-Key", keyMain).want(t, 401, "unauthorized")
 	e.do(t, "GET", "/me", "", bearer(keyMain)...).want(t, 200, "")
+}
+
+// TestCredentialInTrailerIgnored: a key sent in a chunked body's trailer,
+// where load balancers hashing on the credential headers never look, is no
+// credential: the request is refused as one without a key. In the head,
+// the same signed request is accepted.
+func TestCredentialInTrailerIgnored(t *testing.T) {
+	e := startEdge(t, startCore(t, seed))
+	const body = `{"type":"promptpay","target":"0812345678","amount":1}`
+	chunked := "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n" +
+		strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n"
+	for _, c := range []struct {
+		name, head, trailer string
+		status              int
+	}{
+		{"key in the trailer", "", "X-API-Key: " + keyMain + "\r\n", 401},
+		{"key in the head", "X-API-Key: " + keyMain + "\r\n", "", 200},
+	} {
+		sig := e.signed(keyMain, secretA, "POST", "/v2/qr/generate", body, 0, "")
+		var head strings.Builder
+		for i := 0; i < len(sig); i += 2 {
+			if sig[i] != "X-API-Key" {
+				head.WriteString(sig[i] + ": " + sig[i+1] + "\r\n")
+			}
+		}
+		res := e.raw(t, "POST /v2/qr/generate HTTP/1.1\r\nHost: x\r\n"+head.String()+c.head+chunked+c.trailer+"\r\n")
+		raw, _ := io.ReadAll(res.Body)
+		if res.StatusCode != c.status || (c.status == 401 && !strings.Contains(string(raw), "MISSING_API_KEY")) {
+			t.Errorf("%s: %d %s, want %d", c.name, res.StatusCode, raw, c.status)
+		}
+	}
 }
 
 // TestCompressedBodiesRefused: a body with a Content-Encoding is refused
