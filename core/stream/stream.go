@@ -269,7 +269,7 @@ func Consume(ctx context.Context, r *kafka.Reader, workers int, h Handler) error
 // finish once ctx is done.
 func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time.Duration, h Handler) error {
 	type result struct {
-		m   kafka.Message
+		e   *entry
 		err error
 		cut bool // err came from the end of the grace
 	}
@@ -337,11 +337,11 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 			failed = errors.Join(failed, res.err)
 			return
 		}
-		for _, e := range order[res.m.Partition] {
-			if e.m.Offset == res.m.Offset {
-				e.done = true
-			}
-		}
+		// This fetch's entry only: after a rebalance the reader fetches
+		// records again from the last commit, and a copy that finishes
+		// first (a job attempt already running returns at once) must not
+		// let the commit pass an original still running.
+		res.e.done = true
 	}
 	in := fetched
 	for {
@@ -357,14 +357,15 @@ func ConsumeWithin(ctx context.Context, r *kafka.Reader, workers int, grace time
 		} else {
 			select {
 			case m := <-in:
-				order[m.Partition] = append(order[m.Partition], &entry{m: m})
+				e := &entry{m: m}
+				order[m.Partition] = append(order[m.Partition], e)
 				inflight++
 				queued++
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					err := h(hctx, m)
-					done <- result{m, err, err != nil && hctx.Err() != nil}
+					done <- result{e, err, err != nil && hctx.Err() != nil}
 				}()
 				continue
 			case res := <-done:

@@ -405,6 +405,67 @@ func committed(t *testing.T, addr, group, topic string, partitions int) []int64 
 	return out
 }
 
+// TestConsumeRedeliveredWhileRunning: a rebalance (another member joins
+// the group) makes the reader fetch a record again while its first
+// handling still runs. The copy finishing first (as a job attempt already
+// running returns at once) does not count for the original: when the stop
+// cuts the original short, the record is not committed, and is delivered
+// again after the restart.
+func TestConsumeRedeliveredWhileRunning(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 1)
+	w := stream.NewWriter([]string{addr})
+	t.Cleanup(func() { w.Close() })
+	ctx := context.Background()
+	if err := w.WriteMessages(ctx, kafka.Message{Topic: api.TopicJobs, Key: []byte("a"), Value: []byte("0")},
+		kafka.Message{Topic: api.TopicJobs, Key: []byte("a"), Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	const group = "redelivered"
+	started, again := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	h := func(ctx context.Context, m kafka.Message) error {
+		if m.Offset != 0 {
+			return nil
+		}
+		switch calls.Add(1) {
+		case 1: // the original, slow: it ends only when the stop cuts it
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		case 2: // the copy: "already running", done at once
+			close(again)
+		}
+		return nil
+	}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	r := stream.NewReader([]string{addr}, api.TopicJobs, group)
+	go func() { done <- stream.ConsumeWithin(cctx, r, 4, 10*time.Millisecond, h) }()
+	<-started
+	// Another member of the group, on another topic: the group rebalances,
+	// the partition stays with r, which fetches it again from the last
+	// commit.
+	other := stream.NewReader([]string{addr}, api.TopicResults, group)
+	octx, ocancel := context.WithCancel(ctx)
+	go other.FetchMessage(octx)
+	t.Cleanup(func() { ocancel(); other.Close() })
+	select {
+	case <-again:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no rebalance redelivered the record")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // sends the commits made
+	if got := committed(t, addr, group, api.TopicJobs, 1)[0]; got > 0 {
+		t.Errorf("committed offset %d: the record whose handling was cut is skipped after a restart", got)
+	}
+}
+
 // TestConsumeRestart: a consumer stopped midway and a new one in its group
 // together handle every record; the new one gets nothing the stopped one
 // handled (a clean stop commits everything handled), and nothing the
