@@ -465,9 +465,10 @@ func (g *Gateway) reject(ctx *fasthttp.RequestCtx, x *exchange, v api.Version, c
 	g.metrics.rejected(code)
 }
 
-// inHead reports whether the request head raw (RawHeaders: the header
-// lines as sent, without a chunked body's trailer) has a field named k.
-func inHead(raw, k []byte) bool {
+// InHead reports whether raw (RequestHeader.RawHeaders: the header lines
+// as received, without a chunked body's trailer) has a field named name,
+// in any case, spaces before its colon or not.
+func InHead(raw, name []byte) bool {
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -475,7 +476,7 @@ func inHead(raw, k []byte) bool {
 		} else {
 			raw = nil
 		}
-		if len(line) > len(k) && line[len(k)] == ':' && bytes.EqualFold(line[:len(k)], k) {
+		if k, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(k), name) {
 			return true
 		}
 	}
@@ -536,7 +537,7 @@ func screen(h *fasthttp.RequestHeader) api.Code {
 	if trailer {
 		h.Del("Trailer")
 	}
-	if apiKey && chunked && !inHead(h.RawHeaders(), hAPIKey) {
+	if apiKey && chunked && !InHead(h.RawHeaders(), hAPIKey) {
 		// fasthttp adds a chunked body's trailer fields to the headers
 		// (all but Authorization and a few others). A key there is out of
 		// the load balancers' sight: no credential.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -163,28 +162,13 @@ func reopenOnHangup(ctx context.Context, access *accesslog.Log, log *slog.Logger
 // connection. It runs once the header is read, before the body (which
 // turns the framing into a plain length). Fast path: a request that is not
 // chunked costs one compare.
+var contentLength = []byte("Content-Length")
+
 func closeOnAmbiguousFraming(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if h.ContentLength() == -1 && hasContentLength(h.RawHeaders()) {
+	if h.ContentLength() == -1 && gateway.InHead(h.RawHeaders(), contentLength) {
 		h.SetConnectionClose()
 	}
 	return fasthttp.RequestConfig{} // the server's limits
-}
-
-// hasContentLength reports whether raw request header lines (as received)
-// include a Content-Length field.
-func hasContentLength(raw []byte) bool {
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		if name, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
-			return true
-		}
-	}
-	return false
 }
 
 // followConfig drops the cached auth records whenever core announces a
