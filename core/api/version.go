@@ -62,10 +62,11 @@ func V2Body(e *Error) (int, ErrorBody) {
 }
 
 // RenderOK returns the body of a successful response carrying data:
-// {status: 200, data} for v1, {success: true, data} for v2.
+// {status: 200, message: "success", data} for v1 (spec: every v1 body has
+// a message, an error's its code), {success: true, data} for v2.
 func RenderOK(v Version, data any) ([]byte, error) {
 	if v == V1 {
-		return json.Marshal(v1Body{Status: 200, Data: data})
+		return json.Marshal(v1Body{Status: 200, Message: "success", Data: data})
 	}
 	return json.Marshal(v2OK{Success: true, Data: data})
 }

@@ -198,7 +198,7 @@ func TestValidatorFindsDrift(t *testing.T) {
 		{"const", "POST", "/v2/verify/bank", 200, mutate(t, v2, func(m map[string]any) {
 			m["success"] = false
 		}), "success: want true, got false"},
-		{"v1 body on a v2 route", "POST", "/v2/verify/bank", 200, v1, "success: missing required property; status: property not allowed"},
+		{"v1 body on a v2 route", "POST", "/v2/verify/bank", 200, v1, "success: missing required property; message: property not allowed; status: property not allowed"},
 		{"bad enum", "POST", "/v2/verify/bank", 404, mutate(t, notFound, func(m map[string]any) {
 			at(m, "error")["code"] = "SLIP_MISSING"
 		}), `error.code: "SLIP_MISSING" is not one of`},
