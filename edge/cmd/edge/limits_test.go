@@ -211,6 +211,22 @@ func TestOversizedHeaders(t *testing.T) {
 	}
 }
 
+// TestAnswersCarryDate: the edge's own answers (a refused key) and core's
+// forwarded ones carry a Date header (RFC 9110 6.6.1), which HTTP caches and
+// clients' clock checks rely on.
+func TestAnswersCarryDate(t *testing.T) {
+	s := startStack(t, nil)
+	for key, status := range map[string]int{keyMain: 200, "6f1c2a9e-7b3d-4c5e-9f80-1a2b3c4d5e6f": 401} {
+		res, body := s.sendAs(t, key, "GET", "/v2/info", "")
+		if res.StatusCode != status {
+			t.Fatalf("GET /v2/info: %d %s, want %d", res.StatusCode, body, status)
+		}
+		if d, err := http.ParseTime(res.Header.Get("Date")); err != nil || time.Since(d).Abs() > time.Minute {
+			t.Errorf("%d answer: Date %q (%v)", status, res.Header.Get("Date"), err)
+		}
+	}
+}
+
 // TestLargestHeadsReachCore: a request head the edge takes (up to its 4 KiB
 // read buffer) is taken by core too, with the internal headers the edge
 // adds: the client gets core's answer, not a plain-text 431 from core.

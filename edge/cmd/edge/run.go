@@ -76,7 +76,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		// otherwise parse a multipart form here and write it out anew,
 		// its parts reordered, for the signature check and for core.
 		DisablePreParseMultipartForm: true,
-		NoDefaultDate:                true,
 		NoDefaultServerHeader:        true,
 		SecureErrorLogMessage:        true, // fasthttp would quote a malformed request, credentials included, in the log
 	}
