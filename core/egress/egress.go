@@ -293,12 +293,9 @@ func (c *Client) Post(ctx context.Context, rawURL string, body []byte, header ht
 // Passing is no promise for later: Post judges the addresses again when it
 // connects.
 func (c *Client) CheckCallbackURL(ctx context.Context, rawURL string) error {
-	u, err := url.Parse(rawURL)
+	u, err := c.callbackTarget(rawURL)
 	if err != nil {
-		return &api.Error{Code: api.InvalidCallbackURL, Cause: fmt.Errorf("egress: %w", err)}
-	}
-	if err := c.checkTarget(u, true); err != nil {
-		return &api.Error{Code: api.InvalidCallbackURL, Cause: err}
+		return err
 	}
 	host := u.Hostname()
 	if _, kind := classifyHost(host); kind == hostIP {
@@ -317,6 +314,28 @@ func (c *Client) CheckCallbackURL(ctx context.Context, rawURL string) error {
 		}
 	}
 	return nil
+}
+
+// CheckWebhookURL checks a callback URL without contacting anything, as a
+// branch's webhookUrl is set: https, and a host that is an address must be
+// allowed; a name is judged at every submit and delivery. A refusal is an
+// INVALID_CALLBACK_URL *api.Error.
+func (c *Client) CheckWebhookURL(rawURL string) error {
+	_, err := c.callbackTarget(rawURL)
+	return err
+}
+
+// callbackTarget parses a callback URL and judges it as CheckWebhookURL
+// does.
+func (c *Client) callbackTarget(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, &api.Error{Code: api.InvalidCallbackURL, Cause: fmt.Errorf("egress: %w", err)}
+	}
+	if err := c.checkTarget(u, true); err != nil {
+		return nil, &api.Error{Code: api.InvalidCallbackURL, Cause: err}
+	}
+	return u, nil
 }
 
 // CheckImageURL checks an image URL without contacting anything: its

@@ -167,6 +167,11 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 			fe.Add("webhookUrl", "must be an https URL or null")
 		} else if utf8.RuneCountInString(u) > maxURL {
 			fe.Add("webhookUrl", urlTooLong)
+		} else if s.jobs != nil && s.jobs.Egress.CheckWebhookURL(u) != nil {
+			// A private or internal address would refuse every async
+			// submit of the branch (spec 6.1 rule 2); a name is judged at
+			// each submit and delivery.
+			fe.Add("webhookUrl", "must not point at a private or internal address")
 		} else {
 			b.WebhookURL = &u
 		}

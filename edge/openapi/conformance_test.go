@@ -556,6 +556,8 @@ func TestConformance(t *testing.T) {
 		b2b("GET", "/b2b/branches/br-none", nil, 404, "NOT_FOUND")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"name": "Siam 2", "webhookUrl": nil, "limitQuota": nil}, 200, "")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://shop.example/hook?pad=" + strings.Repeat("a", 8192)}, 400, "VALIDATION_ERROR")
+		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://10.0.0.1/hook"}, 400, "VALIDATION_ERROR")
+		b2b("POST", "/b2b/branches", map[string]any{"name": "Silom", "webhookUrl": "https://[::ffff:127.0.0.1]/hook"}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/br-main", map[string]any{"active": false}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/br-none", map[string]any{"name": "x"}, 404, "NOT_FOUND")
 		q := "/b2b/branches/" + id + "/quota"
