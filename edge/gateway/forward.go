@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ var (
 	hNonce            = canonical("X-Nonce")
 	hOverload         = canonical(api.HeaderOverload)
 	hTokenRefused     = canonical(api.HeaderTokenRefused)
+	hFetchTime        = canonical(api.HeaderFetchTime)
 	hContentEncoding  = canonical("Content-Encoding")
 	hTrailer          = canonical("Trailer")
 	hTransferEncoding = canonical("Transfer-Encoding")
@@ -113,7 +115,16 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		overloaded = true
 		rh.Del(api.HeaderOverload)
 	}
-	g.cfg.Adaptive.ObserveAt(end.Sub(x.start), overloaded, end)
+	latency := end.Sub(x.start)
+	if v := rh.PeekCanonical(hFetchTime); len(v) > 0 {
+		// The time core waited for the client's image URL is the
+		// client's, not a sign of core's health.
+		if us, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			latency -= time.Duration(us) * time.Microsecond
+		}
+		rh.Del(api.HeaderFetchTime)
+	}
+	g.cfg.Adaptive.ObserveAt(latency, overloaded, end)
 	return end
 }
 

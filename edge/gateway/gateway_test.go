@@ -476,6 +476,34 @@ func TestAdaptiveLimit(t *testing.T) {
 	}
 }
 
+// TestAdaptiveLimitIgnoresSlowImageURLs: answers slowed down by the
+// client's own image server (core fetching its URL) do not lower the limit,
+// which is every tenant's: core reports the fetch's time and the edge takes
+// it out of the latency it watches, and out of the answer.
+func TestAdaptiveLimitIgnoresSlowImageURLs(t *testing.T) {
+	var e *edge
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		time.Sleep(80 * time.Millisecond) // a slow image server
+		e.clock.add(time.Since(start))    // as the edge's clock sees it
+		w.Write([]byte("not an image"))
+	}))
+	defer images.Close()
+	core := startCore(t, seed, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8")
+	e = startEdge(t, core, "SLIP_EDGE_LATENCY_TARGET=50ms", "SLIP_EDGE_ADAPT_INTERVAL=1s", "SLIP_EDGE_MIN_FACTOR=0.1")
+	for i := range 8 { // 80 ms + 300 ms each: across two interval boundaries
+		a := e.do(t, "POST", "/v2/verify/bank", fmt.Sprintf(`{"url":%q}`, images.URL+"/slip.png"), bearer(keyFast)...)
+		a.want(t, 400, "INVALID_IMAGE_FORMAT")
+		if l := a.header.Get("X-RateLimit-Limit"); l != "1000000" {
+			t.Fatalf("request %d: limit %s, want the plan's 1000000", i, l)
+		}
+		if v := a.header.Get(api.HeaderFetchTime); v != "" {
+			t.Errorf("core's %s reached the client: %s", api.HeaderFetchTime, v)
+		}
+		e.clock.add(300 * time.Millisecond)
+	}
+}
+
 // TestHealth: the edge is healthy while core answers.
 func TestHealth(t *testing.T) {
 	core := startCore(t, seed)
