@@ -7,6 +7,7 @@ package receiver
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Mode says what must match.
@@ -96,10 +97,30 @@ func digitsOf(s string) []byte {
 var titles = map[string]bool{
 	"นาย": true, "นาง": true, "นางสาว": true, "น.ส.": true, "น.ส": true, "ด.ช.": true, "ด.ญ.": true,
 	"บริษัท": true, "บจก.": true, "บจก": true, "จำกัด": true, "(มหาชน)": true, "มหาชน": true, "หจก.": true, "ห้างหุ้นส่วนจำกัด": true,
-	"ร้าน": true,
-	"mr":   true, "mrs": true, "ms": true, "miss": true, "mr.": true, "mrs.": true, "ms.": true, "dr": true, "dr.": true,
+	"ร้าน": true, "บมจ.": true, "บมจ": true, "หจก": true,
+	"mr": true, "mrs": true, "ms": true, "miss": true, "mr.": true, "mrs.": true, "ms.": true, "dr": true, "dr.": true,
 	"co": true, "co.": true, "ltd": true, "ltd.": true, "company": true, "limited": true, "plc": true, "plc.": true,
-	"corp": true, "corp.": true, "inc": true, "inc.": true,
+	"corp": true, "corp.": true, "inc": true, "inc.": true, "pcl": true, "pcl.": true, "public": true,
+}
+
+// joinedTitles are the titles a name may have joined to its first word:
+// Thai writes honorifics without a space ("นายสมชาย", "น.ส.มาลี"), and an
+// abbreviation's dot ends it ("MR.SOMCHAI", "บจก.ทดสอบ"). Longest first, so
+// นางสาว is taken whole before นาง.
+var joinedTitles = []string{"นางสาว", "ด.ช.", "ด.ญ.", "น.ส.", "บจก.", "บมจ.", "หจก.", "นาย", "นาง",
+	"mrs.", "miss.", "mr.", "ms.", "dr."}
+
+// dropJoinedTitle returns w without a title joined to its start, when a
+// name is left after it.
+func dropJoinedTitle(w string) string {
+	for _, t := range joinedTitles {
+		if rest, ok := strings.CutPrefix(w, t); ok && rest != "" && !titles[rest] {
+			if r, _ := utf8.DecodeRuneInString(rest); unicode.IsLetter(r) {
+				return rest
+			}
+		}
+	}
+	return w
 }
 
 // word is a word of a name, lower-cased, without punctuation. last marks
@@ -124,6 +145,9 @@ func words(name string) []word {
 		}, w)
 		if titles[w] || titles[strings.TrimSuffix(w, ".")] {
 			continue
+		}
+		if len(out) == 0 {
+			w = dropJoinedTitle(w)
 		}
 		if w = strings.ReplaceAll(w, ".", ""); w != "" {
 			out = append(out, word{w, i == len(raw)-1})

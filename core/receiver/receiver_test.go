@@ -67,6 +67,20 @@ func TestNameMatches(t *testing.T) {
 	f("SOMCHAI JAI DEE", "SOMCHAI JAIDEE", false)
 	f("", "SOMCHAI", false)
 	f("MR.", "SOMCHAI", false)
+	// A title joined to the name, as Thai writes it.
+	f("นาย สมชาย ใ", "นายสมชาย ใจดี", true)
+	f("นายสมชาย ใจดี", "สมชาย ใจดี", true)
+	f("น.ส.มาลี รักไทย", "นางสาว มาลี รักไทย", true)
+	f("นางสาวมาลี ร", "น.ส. มาลี รักไทย", true)
+	f("นางมาลี ร", "นางสาว มาลี รักไทย", true) // the honorific is not the name
+	f("บจก.ทดสอบสลิป", "บริษัท ทดสอบสลิป จำกัด", true)
+	f("MR.SOMCHAI J", "SOMCHAI JAIDEE", true)
+	f("นายสมหญิง ใจดี", "นาย สมชาย ใจดี", false)
+	f("MRSOMCHAI J", "SOMCHAI JAIDEE", false) // no dot: no title to take off
+	// Public companies and partnerships, however the form is written.
+	f("บมจ. ทดสอบ", "บริษัท ทดสอบ จำกัด (มหาชน)", true)
+	f("SIAM CEMENT PCL", "SIAM CEMENT PUBLIC COMPANY LIMITED", true)
+	f("หจก ทดสอบ", "ห้างหุ้นส่วนจำกัด ทดสอบ", true)
 }
 
 func TestMatches(t *testing.T) {
