@@ -199,6 +199,9 @@ func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.R
 		n, ok := f.number("matchAmount")
 		if !ok || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
 			fe.Add("matchAmount", "must be a positive number")
+		} else if math.Round(n*100)/100 != n {
+			// Rounded, 100.004 would match a slip of 100.00.
+			fe.Add("matchAmount", "must have at most 2 decimal places")
 		} else {
 			r.MatchAmount = &n
 		}

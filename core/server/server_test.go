@@ -503,6 +503,14 @@ func TestErrorsV2(t *testing.T) {
 	c.do(t, call{method: "GET", path: "/verify?payload=" + bankPayload("004", "DUPKEYREF003") + "&payload=" + bankPayload("004", "DUPKEYREF004"),
 		branch: "br-main"}).v1err(t, 400, "invalid_request")
 
+	// An amount to match is in baht and satang: no rounding of a third decimal.
+	third := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"payload": bankPayload("004", "ANYREF1"), "matchAmount": 100.004}})
+	third.v2err(t, 400, "VALIDATION_ERROR")
+	if msg := get(third.body, "error", "message"); msg != "matchAmount: must have at most 2 decimal places" {
+		t.Errorf("matchAmount 100.004: message %q", msg)
+	}
+
 	// A URL is at most 8192 characters.
 	long := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
 		body: map[string]any{"url": "https://slips.example/" + strings.Repeat("a", 8192)}})
