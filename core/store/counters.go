@@ -30,8 +30,8 @@ type BranchCounter struct {
 // read in one transaction so they agree with each other, services and
 // branches sorted by id.
 func (s *Store) Counters() (at time.Time, out []ServiceCounters, err error) {
-	at = s.now()
 	err = s.db.View(func(tx *bolt.Tx) error {
+		at = s.now() // in the transaction: no unit consumed after it is in what it reads
 		q := tx.Bucket(bucketQuota)
 		index := map[string]int{}
 		err := tx.Bucket(bucketServices).ForEach(func(k, v []byte) error {

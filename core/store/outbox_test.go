@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/testnet"
 )
@@ -342,6 +343,41 @@ func TestEmitAfterClose(t *testing.T) {
 
 // TestUsageEventsWithConsume: a verification's usage event is in the
 // outbox when Consume returns, told whether quota was consumed; with the
+// TestUsageEventInItsPeriod: a verification at the very end of a billing
+// period has its event dated in the period its unit was counted in, even
+// when the clock passes the period's start meanwhile (here: at every read),
+// so core's counters and the ledger's period totals agree.
+func TestUsageEventInItsPeriod(t *testing.T) {
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, quota.Bangkok) // the service's next period starts
+	var reads atomic.Int64
+	tick := func() time.Time { // half a second before the period's end, then a second later at every read
+		return end.Add(-500*time.Millisecond + time.Duration(reads.Add(1)-1)*time.Second)
+	}
+	st, err := store.OpenLimit(filepath.Join(t.TempDir(), "core.db"), tick, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reads.Store(0)
+	var at time.Time
+	if _, err := st.Consume(store.Verification{ServiceID: "svc", BranchID: "br", SlipKey: store.SlipKey("bank", "004", "EDGE1"),
+		Result: []byte(`{}`), Policy: store.FreeSelfDuplicate, Usage: func(_ bool, t time.Time) store.Message {
+			at = t
+			return store.Message{Topic: "slip.usage", Key: "svc", Value: []byte("e")}
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	if !at.Before(end) {
+		t.Fatalf("the event is dated %v, in the next period; the unit was counted in the one ending %v", at, end)
+	}
+}
+
 // outbox full the verification still succeeds, its event kept if it
 // consumed quota (the ledger must equal core's counters), else dropped and
 // counted.
@@ -353,7 +389,7 @@ func TestUsageEventsWithConsume(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	usage := func(charged bool) store.Message {
+	usage := func(charged bool, _ time.Time) store.Message {
 		return store.Message{Topic: "slip.usage", Key: "svc", Value: fmt.Appendf(nil, "charged=%v", charged)}
 	}
 	consume := func(slip string) store.Consumed {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -58,8 +59,11 @@ type Verification struct {
 	Policy              Policy
 	JobID               string // the async job verifying, if any
 	// Usage, when set, returns the usage event of this verification, told
-	// whether it consumed quota; it is published with the consumption.
-	Usage func(charged bool) Message
+	// whether it consumed quota and when: the time whose period it was
+	// counted in, so core's counters and the ledger agree on the period of
+	// a verification at its very start. It is published with the
+	// consumption.
+	Usage func(charged bool, at time.Time) Message
 }
 
 // Consumed tells what Consume did. Seen is the slip's record as it was
@@ -87,6 +91,7 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 	var out Consumed
 	err := s.write(func(tx *bolt.Tx) error {
 		out = Consumed{}
+		now := s.now() // one time for the period, the event and the record
 		slips := tx.Bucket(bucketSlips)
 		slipKey := []byte(v.ServiceID + "\x00" + v.SlipKey)
 		if raw := slips.Get(slipKey); raw != nil {
@@ -103,17 +108,17 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 			charge = false
 		}
 		if charge {
-			if err := s.consume(tx, v.ServiceID, v.BranchID); err != nil {
+			if err := s.consume(tx, v.ServiceID, v.BranchID, now); err != nil {
 				return err
 			}
 			out.Charged = true
 		}
 		if v.Usage != nil {
-			if err := s.enqueueUsage(tx, v.Usage(out.Charged), out.Charged); err != nil {
+			if err := s.enqueueUsage(tx, v.Usage(out.Charged, now), out.Charged); err != nil {
 				return err
 			}
 		}
-		rec := SlipRecord{FirstAt: s.now().Unix(), Branches: []string{v.BranchID}, Result: v.Result, Job: v.JobID}
+		rec := SlipRecord{FirstAt: now.Unix(), Branches: []string{v.BranchID}, Result: v.Result, Job: v.JobID}
 		if out.Seen != nil {
 			if out.Seen.VerifiedBy(v.BranchID) {
 				return nil
@@ -140,9 +145,9 @@ func (s *Store) enqueueUsage(tx *bolt.Tx, m Message, billable bool) error {
 	return s.enqueue(tx, m)
 }
 
-// consume takes one unit of quota from branch and service, or fails with
-// ErrQuotaExceeded having written nothing.
-func (s *Store) consume(tx *bolt.Tx, serviceID, branchID string) error {
+// consume takes one unit of quota from branch and service in the period of
+// now, or fails with ErrQuotaExceeded having written nothing.
+func (s *Store) consume(tx *bolt.Tx, serviceID, branchID string, now time.Time) error {
 	var sv Service
 	var br Branch
 	if err := getJSON(tx.Bucket(bucketServices), serviceID, &sv); err != nil {
@@ -151,7 +156,7 @@ func (s *Store) consume(tx *bolt.Tx, serviceID, branchID string) error {
 	if err := getJSON(tx.Bucket(bucketBranches), branchID, &br); err != nil {
 		return err
 	}
-	period := quota.PeriodStart(s.now(), sv.CycleAnchorDay).Unix()
+	period := quota.PeriodStart(now, sv.CycleAnchorDay).Unix()
 	q := tx.Bucket(bucketQuota)
 	svc, brc := readCounter(q, "s/"+serviceID).In(period), readCounter(q, "b/"+branchID).In(period)
 	if !svc.Allows(&sv.QuotaLimit) || !brc.Allows(br.LimitQuota) {

@@ -53,7 +53,7 @@ type Verifier struct {
 	Store    *store.Store
 	Upstream bank.Connector
 	Images   ImageReader      // nil: image sources are refused
-	Now      func() time.Time // the time of usage events; nil: time.Now
+	Now      func() time.Time // the time of the usage events of refused attempts (a verified slip's is the store's, that of its quota period); nil: time.Now
 }
 
 // RawSlip is the slip record of a bank verification (spec 2.1 rawSlip).
@@ -224,7 +224,7 @@ func (v *Verifier) settle(ctx context.Context, r Request, kind, key string, out 
 	c, err := v.Store.Consume(store.Verification{
 		ServiceID: r.ServiceID, BranchID: r.BranchID, SlipKey: key, Result: result, Policy: policy,
 		JobID: r.JobID,
-		Usage: func(charged bool) store.Message { return v.usage(r, kind, api.OutcomeOK, charged) },
+		Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, kind, api.OutcomeOK, charged, at) },
 	})
 	*reported = err == nil
 	switch {
@@ -260,21 +260,25 @@ func (v *Verifier) report(ctx context.Context, r Request, kind string, reported 
 	}
 	// A full outbox drops the event and counts it (store.OutboxStats): the
 	// verification's answer does not wait for room to report it.
-	_ = v.Store.Emit(v.usage(r, kind, outcome, false))
+	_ = v.Store.Emit(v.usage(r, kind, outcome, false, v.now()))
 }
 
-// usage returns the usage event of an attempt as an outbox message.
-func (v *Verifier) usage(r Request, kind, outcome string, billable bool) store.Message {
-	now := time.Now
+func (v *Verifier) now() time.Time {
 	if v.Now != nil {
-		now = v.Now
+		return v.Now()
 	}
+	return time.Now()
+}
+
+// usage returns the usage event of an attempt at time at as an outbox
+// message.
+func (v *Verifier) usage(r Request, kind, outcome string, billable bool, at time.Time) store.Message {
 	mode := api.ModeSync
 	if r.JobID != "" {
 		mode = api.ModeAsync
 	}
 	ev := api.UsageEvent{
-		EventID: uuid.NewString(), OccurredAt: now().UTC(), ServiceID: r.ServiceID, BranchID: r.BranchID,
+		EventID: uuid.NewString(), OccurredAt: at.UTC(), ServiceID: r.ServiceID, BranchID: r.BranchID,
 		Kind: kind, API: r.Version.String(), Mode: mode, Outcome: outcome, Billable: billable, JobID: r.JobID,
 	}
 	value, err := json.Marshal(ev)
