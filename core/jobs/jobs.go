@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
@@ -498,7 +499,7 @@ func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
 				return nil, err
 			}
 		}
-		failed = append(failed, delivery{Delivery: o.Delivery, At: o.At, Status: o.Status, Error: o.Error})
+		failed = append(failed, delivery{Delivery: o.Delivery, At: o.At, Status: o.Status, Error: truncate(o.Error, 200)})
 		raw, err := json.Marshal(failed)
 		if err != nil {
 			return nil, err
@@ -513,6 +514,17 @@ func (j *Jobs) HandleOutcome(_ context.Context, m kafka.Message) error {
 		return nil, markWebhookFailed(job)
 	})
 	return j.updated(err)
+}
+
+// truncate returns s cut to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // markWebhookFailed adds webhook: failed and the deliveries to the job's

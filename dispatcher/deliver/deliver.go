@@ -13,12 +13,16 @@ package deliver
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -149,17 +153,55 @@ func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) (api.WebhookO
 	switch {
 	case errors.As(err, &ae):
 		refused.Inc()
-		out.Error = "refused: " + ae.Error()
+		out.Error = "refused: " + ae.Code.String()
 	case err != nil:
 		failedNet.Inc()
-		out.Error = err.Error()
+		out.Error = failure(err)
 	case status >= 200 && status < 300:
 		delivered.Inc()
 		out.OK = true
 	default:
 		failedHTTP.Inc()
 	}
+	if err != nil {
+		msg := err.Error()
+		if len(msg) > 512 { // a receiver's garbage status line, quoted
+			msg = msg[:512] + "…"
+		}
+		d.Log.Info("delivery failed", "job", cb.JobID, "delivery", cb.Delivery, "outcome", out.Error, "err", msg)
+	}
 	return out, nil
+}
+
+// failure says in a few words why a delivery failed, for the merchant who
+// polls the job: what Go's error says besides (the dispatcher's own address,
+// the resolver's, a receiver's garbage quoted whole) stays in the
+// dispatcher's log.
+func failure(err error) string {
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &dnsErr):
+		if dnsErr.IsNotFound {
+			return "dns: no such host"
+		}
+		return "dns: lookup failed"
+	case errors.As(err, &certErr):
+		return "tls: certificate not trusted for this host"
+	case errors.As(err, &alert):
+		return "tls: handshake failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before an answer"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	}
+	return "network or protocol error"
 }
 
 // acquire takes a slot of the service (none for a callback without one)

@@ -1,11 +1,15 @@
 package deliver_test
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -79,24 +83,46 @@ func TestOutcomes(t *testing.T) {
 	o := outcomes{got: make(chan api.WebhookOutcome, 1)}
 	d := &deliver.Dispatcher{Egress: client, Outcomes: o, PerHost: 2, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
 	dead := testnet.FreeAddr(t)
+	// A receiver that answers a garbage status line of 60 KB: Go's error
+	// quotes it whole.
+	garbage, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer garbage.Close()
+	go func() {
+		for {
+			conn, err := garbage.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				tc := tls.Server(conn, srv.TLS)
+				bufio.NewReader(tc).ReadString('\n')
+				io.WriteString(tc, "HTTP/1.1 "+strings.Repeat("x", 60<<10)+"\r\n\r\n")
+			}()
+		}
+	}()
 	for _, c := range []struct {
 		url    string
 		ok     bool
 		status int
-		err    bool
+		err    string // what the merchant polling the job reads
 	}{
-		{srv.URL + "/ok", true, 204, false},
-		{srv.URL + "/fail", false, 500, false},
-		{srv.URL + "/moved", false, 301, false},
-		{"https://10.1.2.3/hook", false, 0, true},
-		{"https://" + dead + "/hook", false, 0, true},
+		{srv.URL + "/ok", true, 204, ""},
+		{srv.URL + "/fail", false, 500, ""},
+		{srv.URL + "/moved", false, 301, ""},
+		{"https://10.1.2.3/hook", false, 0, "refused: INVALID_CALLBACK_URL"},
+		{"https://" + dead + "/hook", false, 0, "connection refused"},
+		{"https://" + garbage.Addr().String() + "/hook", false, 0, "network or protocol error"},
 	} {
 		if err := d.Handle(context.Background(), callback(c.url, 1)); err != nil {
 			t.Fatal(err)
 		}
 		out := <-o.got
-		if out.OK != c.ok || out.Status != c.status || (out.Error != "") != c.err || out.JobID != "job1" || out.Delivery != 1 {
-			t.Errorf("%s: outcome %+v", c.url, out)
+		if out.OK != c.ok || out.Status != c.status || out.Error != c.err || out.JobID != "job1" || out.Delivery != 1 {
+			t.Errorf("%s: outcome %+v, want error %q", c.url, out, c.err)
 		}
 	}
 }
