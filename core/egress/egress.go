@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -156,11 +157,30 @@ func rootPool(caFile string) (*x509.CertPool, error) {
 	if caFile == "" {
 		return pool, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	rest, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("egress: CAFile: %w", err)
 	}
-	if !pool.AppendCertsFromPEM(pem) {
+	// Every certificate must parse: AppendCertsFromPEM would skip a broken
+	// one, and deliveries to the receiver it was for would fail at the
+	// handshake instead of the configuration failing its check.
+	n := 0
+	for {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("egress: CAFile %s: certificate %d: %w", caFile, n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
 		return nil, fmt.Errorf("egress: CAFile %s: no PEM certificates", caFile)
 	}
 	return pool, nil

@@ -912,6 +912,14 @@ func TestNewConfig(t *testing.T) {
 	if _, err := New(Config{CAFile: garbage}); err == nil {
 		t.Error("New accepted a CAFile without certificates")
 	}
+	// One good certificate and one broken: refused, naming the broken one.
+	s := serve(t, imageHandler(), true)
+	good, _ := os.ReadFile(writeCA(t, s.srv))
+	mixed := filepath.Join(t.TempDir(), "mixed.pem")
+	os.WriteFile(mixed, append(good, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"...), 0o600)
+	if _, err := New(Config{CAFile: mixed}); err == nil || !strings.Contains(err.Error(), "certificate 2") {
+		t.Errorf("a CAFile with a broken second certificate: %v", err)
+	}
 	c, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
