@@ -17,11 +17,12 @@ func TestPlan(t *testing.T) {
 	}
 	// 4,000 sync + 1,000 async: edge 5,000 req/s → 0.5 cores → 1 instance,
 	// raised to the floor of 2; core 4000/2000 + 1000/1000 = 3 cores →
-	// 3/(2×0.6) = 2.5 → 3; dispatcher 1000/500 = 2 cores → 2; usage 0.5 → 2.
+	// one instance always (of 3/0.6 = 5 cores); dispatcher 1000/500 = 2 cores
+	// → 2; usage 0.5 → 2.
 	want := map[string]struct {
 		cores float64
 		n     int
-	}{"edge": {0.5, 2}, "core": {3, 3}, "dispatcher": {2, 2}, "usage": {0.5, 2}}
+	}{"edge": {0.5, 2}, "core": {3, 1}, "dispatcher": {2, 2}, "usage": {0.5, 2}}
 	for _, tier := range out.Tiers {
 		w := want[tier.Name]
 		if diff := tier.Cores - w.cores; diff > 1e-9 || diff < -1e-9 || tier.Instances != w.n {
@@ -35,7 +36,8 @@ func TestPlan(t *testing.T) {
 	}
 	var b bytes.Buffer
 	out.Print(&b)
-	for _, s := range []string{"5000 verifications/s, 20 % async", "dispatcher", "Assumptions", "60 % CPU"} {
+	for _, s := range []string{"5000 verifications/s, 20 % async", "dispatcher", "Assumptions", "60 % CPU",
+		"core is one instance, always (one bbolt file), of at least 5 cores", "907 GB a day"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("printed model lacks %q:\n%s", s, b.String())
 		}
