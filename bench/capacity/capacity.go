@@ -171,7 +171,7 @@ func (o Output) Print(w io.Writer) {
 
 // BytesPerSlip is what core.db grows by for each distinct slip verified:
 // its record (the answer, about 700 bytes of JSON, kept for duplicate
-// checks and never deleted) in a B+tree filled in random key order.
+// checks, by default for good) in a B+tree filled in random key order.
 // Measured: 100,000 slips through store.Consume, store.Size() after.
 const BytesPerSlip = 2100
 
@@ -189,7 +189,7 @@ func (o Output) Assumptions() []string {
 			in.CoresPerInstance, in.Utilisation*100, in.MinInstances),
 		fmt.Sprintf("core is one instance, always (one bbolt file), of at least %.0f cores at %.0f %% CPU; throughput grows linearly with cores and instances, for core only with services partitioned between core nodes, which the platform does not do yet",
 			math.Ceil(core.Cores/in.Utilisation-1e-9), in.Utilisation*100),
-		fmt.Sprintf("core's disk grows by about %d bytes for each distinct slip verified (kept for duplicate checks, never deleted): %.0f GB a day at the target if every verification is a new slip, plus the async jobs while retained",
+		fmt.Sprintf("core's disk grows by about %d bytes for each distinct slip verified (kept for duplicate checks for SLIP_SLIP_RETENTION, by default for good): %.0f GB a day at the target if every verification is a new slip, plus the async jobs while retained",
 			BytesPerSlip, in.Target*86400*BytesPerSlip/1e9),
 		"each verification is one edge request (sync) or 1/batch of a submit (async), one unit of core work, one usage event; each async verification one callback, without retries",
 		"per-core numbers are requests handled per CPU-second of the tier's process, measured under the bench's load on a shared machine: compare ratios, re-measure on the production hardware",

@@ -36,6 +36,7 @@ type Config struct {
 	VerifyRetries string        // waits before async attempts 2, 3, ...
 	WebhookRetry  string        // waits before callback deliveries 2, 3, ...
 	JobRetention  time.Duration // how long a job can be polled
+	SlipRetention time.Duration // how long a verified slip is remembered for duplicate checks; 0: for good
 	JobWorkers    int           // async attempts run at once
 	JobMaxOpen    int           // unfinished async jobs a branch may have
 	OutboxLimit   int           // messages the outbox holds while the broker is away
@@ -61,6 +62,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_VERIFY_RETRY_SCHEDULE", "verify-retry-schedule", "30s,60s,120s,240s", "waits before each retry of an async verification (not found or pending)", &c.VerifyRetries),
 		envflag.Def("SLIP_WEBHOOK_RETRY_SCHEDULE", "webhook-retry-schedule", "10s,30s,120s", "waits before each redelivery of a failed callback", &c.WebhookRetry),
 		envflag.Def("SLIP_JOB_RETENTION", "job-retention", "168h", "how long an async job can be polled before it is removed", &c.JobRetention),
+		envflag.Def("SLIP_SLIP_RETENTION", "slip-retention", "0s", "how long a verified slip is remembered for duplicate checks (about 2,100 bytes of core.db each); a slip verified again after that is a new one; 0: for good", &c.SlipRetention),
 		envflag.Def("SLIP_JOB_WORKERS", "job-workers", "64", "async verification attempts run at once", &c.JobWorkers),
 		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have (at least 100, one batch); a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it the usage events of attempts that consumed no quota are dropped and counted (billable ones are kept)", &c.OutboxLimit),
@@ -137,6 +139,13 @@ func (c Config) Validate() error {
 			"%v of verification retries (SLIP_VERIFY_RETRY_SCHEDULE), %v of callback redeliveries (SLIP_WEBHOOK_RETRY_SCHEDULE), "+
 			"%d attempts of up to %v (SLIP_BANK_TIMEOUT plus SLIP_IMAGE_FETCH_TIMEOUT) and %v for queues, deliveries and polling the result",
 			c.JobRetention, need, sum(verifyRetries), sum(webhookRetries), len(verifyRetries)+1, c.attemptTime(), retentionMargin)
+	}
+	switch {
+	case c.SlipRetention < 0:
+		bad("SLIP_SLIP_RETENTION: must not be negative (0: for good)")
+	case c.SlipRetention > 0 && c.SlipRetention < c.JobRetention:
+		// A job's repeated attempt (after a crash) finds its own record.
+		bad("SLIP_SLIP_RETENTION: %v is shorter than SLIP_JOB_RETENTION (%v): a job's slip would be forgotten while the job lives", c.SlipRetention, c.JobRetention)
 	}
 	if c.JobWorkers < 1 {
 		bad("SLIP_JOB_WORKERS: must be at least 1")

@@ -59,11 +59,7 @@ func TestSeedNone(t *testing.T) {
 func TestValidateRetention(t *testing.T) {
 	f := func(env map[string]string, wantErr bool) {
 		t.Helper()
-		c, err := Load(nil, func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = c.Validate()
+		err := validate(t, env)
 		if got := err != nil && strings.Contains(err.Error(), "SLIP_JOB_RETENTION"); got != wantErr {
 			t.Errorf("%v: Validate() = %v, want a SLIP_JOB_RETENTION error: %v", env, err, wantErr)
 		}
@@ -87,6 +83,29 @@ func TestValidateRetention(t *testing.T) {
 	f(env, true)
 	env["SLIP_VERIFY_RETRY_SCHEDULE"], env["SLIP_WEBHOOK_RETRY_SCHEDULE"] = "30s", "30m,30m"
 	f(env, true)
+}
+
+// validate loads a configuration from env alone and validates it.
+func validate(t *testing.T, env map[string]string) error {
+	t.Helper()
+	c, err := Load(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Validate()
+}
+
+// TestValidateSlipRetention: slip records are kept for good (0) or at least
+// as long as jobs, whose repeated attempts find their own record.
+func TestValidateSlipRetention(t *testing.T) {
+	for v, wantErr := range map[string]bool{"0s": false, "168h": false, "8760h": false, "167h": true, "-1h": true} {
+		env := valid()
+		env["SLIP_SLIP_RETENTION"] = v
+		err := validate(t, env)
+		if got := err != nil && strings.Contains(err.Error(), "SLIP_SLIP_RETENTION"); got != wantErr {
+			t.Errorf("SLIP_SLIP_RETENTION=%s: Validate() = %v, want an error: %v", v, err, wantErr)
+		}
+	}
 }
 
 // TestValidateKafkaAddr: every broker in SLIP_KAFKA_ADDR is a host:port,

@@ -155,27 +155,38 @@ func (s *Store) DueJobs(now time.Time, max int) (ids []string, next time.Time, e
 // ExpireJobs removes up to max jobs created before cutoff and returns how
 // many it removed.
 func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
+	return s.expireByAge(bucketJobsByAge, cutoff, max, func(tx *bolt.Tx, id string) error {
+		jobs := tx.Bucket(bucketJobs)
+		var j Job
+		if err := getJSON(jobs, id, &j); err == nil {
+			if j.DueAt != 0 {
+				if err := tx.Bucket(bucketJobsDue).Delete(timeKey(j.DueAt, id)); err != nil {
+					return err
+				}
+			}
+			if err := countUnfinished(tx, j, Job{}); err != nil {
+				return err
+			}
+		}
+		return jobs.Delete([]byte(id))
+	})
+}
+
+// expireByAge removes, oldest first, up to max entries of index (timeKey
+// of a creation time, then an id) created before cutoff, calling drop to
+// remove what each names, in one transaction. It returns how many it
+// removed.
+func (s *Store) expireByAge(index []byte, cutoff time.Time, max int, drop func(tx *bolt.Tx, id string) error) (int, error) {
 	n := 0
 	err := s.write(func(tx *bolt.Tx) error {
 		n = 0
-		age, jobs := tx.Bucket(bucketJobsByAge).Cursor(), tx.Bucket(bucketJobs)
+		age := tx.Bucket(index).Cursor()
 		for k, _ := age.First(); k != nil && n < max; k, _ = age.First() {
 			at, id := splitTimeKey(k)
 			if at >= cutoff.UnixMilli() {
 				break
 			}
-			var j Job
-			if err := getJSON(jobs, id, &j); err == nil {
-				if j.DueAt != 0 {
-					if err := tx.Bucket(bucketJobsDue).Delete(timeKey(j.DueAt, id)); err != nil {
-						return err
-					}
-				}
-				if err := countUnfinished(tx, j, Job{}); err != nil {
-					return err
-				}
-			}
-			if err := errors.Join(jobs.Delete([]byte(id)), age.Delete()); err != nil {
+			if err := errors.Join(drop(tx, id), age.Delete()); err != nil {
 				return err
 			}
 			n++

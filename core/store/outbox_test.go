@@ -378,6 +378,50 @@ func TestUsageEventInItsPeriod(t *testing.T) {
 	}
 }
 
+// TestExpireSlips: slip records are removed after the retention, oldest
+// first, and a slip verified again after that is new (charged, not a
+// duplicate); a younger one is still a duplicate. A store written before
+// the records' index by age gets it when opened.
+func TestExpireSlips(t *testing.T) {
+	c := newClock()
+	st, path := open(t, c, 100)
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	consume := func(ref string) store.Consumed {
+		t.Helper()
+		got, err := st.Consume(store.Verification{ServiceID: "svc", BranchID: "br", SlipKey: store.SlipKey("bank", "004", ref),
+			Result: []byte(`{}`), Policy: store.FreeSelfDuplicate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	consume("OLD1")
+	consume("OLD2")
+	c.add(2 * time.Hour)
+	consume("NEW1")
+	st = reopenWithout(t, st, path, c, "slips-by-age") // as written by a build before the index
+	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 1); err != nil || n != 1 {
+		t.Fatalf("ExpireSlips(max 1) = %d, %v; want 1", n, err)
+	}
+	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("ExpireSlips = %d, %v; want the other old one", n, err)
+	}
+	if got := consume("OLD1"); got.Seen != nil || !got.Charged {
+		t.Errorf("a slip verified again after its record expired: %+v, want new and charged", got)
+	}
+	if got := consume("NEW1"); got.Seen == nil || got.Charged {
+		t.Errorf("a slip within the retention: %+v, want a free self-duplicate", got)
+	}
+	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 0 {
+		t.Errorf("ExpireSlips again = %d, %v; want none", n, err)
+	}
+}
+
 // outbox full the verification still succeeds, its event kept if it
 // consumed quota (the ledger must equal core's counters), else dropped and
 // counted.

@@ -30,8 +30,9 @@ var (
 
 // schemaVersion is the layout this build writes. 2 added the counts of
 // each branch's unfinished jobs, which a build of 1 would open and not
-// keep: it refuses a file of 2, and this build upgrades a file of 1.
-const schemaVersion = 2
+// keep: it refuses a file of 2, and this build upgrades a file of 1. 3
+// added the slip records' index by age (bucketSlipsByAge), likewise.
+const schemaVersion = 3
 
 var (
 	bucketMeta     = []byte("meta")
@@ -50,8 +51,12 @@ var (
 	bucketBranchesByService = []byte("branches-by-service")
 	bucketQuota             = []byte("quota")
 	bucketSlips             = []byte("slips")
-	bucketOutbox            = []byte("outbox")
-	bucketJobs              = []byte("jobs")
+	// bucketSlipsByAge orders the slip records by their first
+	// verification (timeKey of FirstAt in ms, then the record's key), for
+	// removal after SLIP_SLIP_RETENTION.
+	bucketSlipsByAge = []byte("slips-by-age")
+	bucketOutbox     = []byte("outbox")
+	bucketJobs       = []byte("jobs")
 	// bucketJobsDue orders the jobs that wait for a time (a retry, a
 	// delivery) by that time; bucketJobsByAge orders jobs by creation for
 	// removal after their retention.
@@ -66,7 +71,7 @@ var (
 	bucketBranchesDeleted = []byte("branches-deleted")
 	allBuckets            = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
 		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
-		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished, bucketBranchesDeleted}
+		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished, bucketBranchesDeleted, bucketSlipsByAge}
 )
 
 // maxBatch bounds how many writes share one transaction, and maxEmitted
@@ -137,6 +142,7 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 			}
 		}
 		countJobs := tx.Bucket(bucketJobsUnfinished) == nil
+		indexSlips := tx.Bucket(bucketSlipsByAge) == nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -149,6 +155,11 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 		}
 		if countJobs {
 			if err := countAllUnfinished(tx); err != nil {
+				return err
+			}
+		}
+		if indexSlips {
+			if err := indexAllSlips(tx); err != nil {
 				return err
 			}
 		}

@@ -125,6 +125,8 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 			}
 			rec = *out.Seen
 			rec.Branches = append(slices.Clip(rec.Branches), v.BranchID)
+		} else if err := tx.Bucket(bucketSlipsByAge).Put(timeKey(rec.FirstAt*1000, string(slipKey)), nil); err != nil {
+			return err
 		}
 		return putJSON(slips, string(slipKey), rec)
 	})
@@ -219,4 +221,25 @@ func writeCounter(b *bolt.Bucket, key string, c quota.Counter) error {
 	binary.BigEndian.PutUint64(raw[8:], uint64(c.Used))
 	binary.BigEndian.PutUint64(raw[16:], uint64(c.Total))
 	return b.Put([]byte(key), raw)
+}
+
+// ExpireSlips removes up to max slip records first verified before cutoff:
+// a slip verified again after that is a new one, not a duplicate. It
+// returns how many it removed.
+func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
+	return s.expireByAge(bucketSlipsByAge, cutoff, max, func(tx *bolt.Tx, key string) error {
+		return tx.Bucket(bucketSlips).Delete([]byte(key))
+	})
+}
+
+// indexAllSlips builds bucketSlipsByAge for a store written before it.
+func indexAllSlips(tx *bolt.Tx) error {
+	age := tx.Bucket(bucketSlipsByAge)
+	return tx.Bucket(bucketSlips).ForEach(func(k, v []byte) error {
+		var rec SlipRecord
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return err
+		}
+		return age.Put(timeKey(rec.FirstAt*1000, string(k)), nil)
+	})
 }

@@ -89,21 +89,11 @@ func TestOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer garbage.Close()
-	go func() {
-		for {
-			conn, err := garbage.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				tc := tls.Server(conn, srv.TLS)
-				bufio.NewReader(tc).ReadString('\n')
-				io.WriteString(tc, "HTTP/1.1 "+strings.Repeat("x", 60<<10)+"\r\n\r\n")
-			}()
-		}
-	}()
+	testnet.Serve(t, garbage, func(conn net.Conn) {
+		tc := tls.Server(conn, srv.TLS)
+		bufio.NewReader(tc).ReadString('\n')
+		io.WriteString(tc, "HTTP/1.1 "+strings.Repeat("x", 60<<10)+"\r\n\r\n")
+	})
 	for _, c := range []struct {
 		url    string
 		ok     bool

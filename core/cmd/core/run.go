@@ -143,7 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	consumer("jobs consumer", api.TopicJobs, "slip-core-jobs", cfg.JobWorkers, j.HandleJob)
 	consumer("webhook outcomes consumer", api.TopicWebhookOutcomes, "slip-core-outcomes", 16, j.HandleOutcome)
 	background("job scheduler", j.Schedule)
-	background("job expiry", func(ctx context.Context) error { return expireJobs(ctx, j, log) })
+	background("expiry", func(ctx context.Context) error { return expire(ctx, j, st, cfg.SlipRetention, log) })
 
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "bank", cfg.Bank, "kafka", cfg.KafkaAddr, "version", version)
@@ -169,8 +169,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	return err
 }
 
-// expireJobs removes jobs past their retention once a minute.
-func expireJobs(ctx context.Context, j *jobs.Jobs, log *slog.Logger) error {
+// expire removes jobs past their retention, and slip records past
+// slipRetention (0: none), once a minute.
+func expire(ctx context.Context, j *jobs.Jobs, st *store.Store, slipRetention time.Duration, log *slog.Logger) error {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -178,6 +179,13 @@ func expireJobs(ctx context.Context, j *jobs.Jobs, log *slog.Logger) error {
 			log.Error("removing expired jobs failed; trying again", "err", err) // the next tick: nothing is lost by waiting
 		} else if n > 0 {
 			log.Info("removed expired jobs", "jobs", n)
+		}
+		if slipRetention > 0 {
+			if n, err := expireSlips(st, time.Now().Add(-slipRetention)); err != nil {
+				log.Error("removing expired slip records failed; trying again", "err", err)
+			} else if n > 0 {
+				log.Info("removed expired slip records", "slips", n)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -202,4 +210,17 @@ func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
 		}
 	}
 	return sandbox.New(sc, time.Now)
+}
+
+// expireSlips removes the slip records first verified before cutoff, in
+// transactions of 1,000 so verifications are not held up meanwhile.
+func expireSlips(st *store.Store, cutoff time.Time) (int, error) {
+	total := 0
+	for {
+		n, err := st.ExpireSlips(cutoff, 1000)
+		total += n
+		if err != nil || n < 1000 {
+			return total, err
+		}
+	}
 }
