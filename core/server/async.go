@@ -117,6 +117,9 @@ func callbackField(f fields) (string, error) {
 	if utf8.RuneCountInString(s) > maxURL {
 		return "", api.Errorf(api.Validation, "callbackUrl: "+urlTooLong)
 	}
+	if msg := hookURLProblem(s); msg != "" {
+		return "", api.Errorf(api.Validation, "callbackUrl: "+msg)
+	}
 	return s, nil
 }
 

@@ -167,6 +167,8 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 			fe.Add("webhookUrl", "must be an https URL or null")
 		} else if utf8.RuneCountInString(u) > maxURL {
 			fe.Add("webhookUrl", urlTooLong)
+		} else if msg := hookURLProblem(u); msg != "" {
+			fe.Add("webhookUrl", msg)
 		} else if s.jobs != nil && s.jobs.Egress.CheckWebhookURL(u) != nil {
 			// A private or internal address would refuse every async
 			// submit of the branch (spec 6.1 rule 2); a name is judged at
@@ -324,8 +326,8 @@ func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	}
 	var fe api.FieldErrors
 	f.only(&fe, "amount")
-	n, ok := f.number("amount")
-	if !ok || n != float64(int64(n)) || n == 0 {
+	n, ok := f.integer("amount")
+	if !ok || n == 0 {
 		f.want(&fe, "amount", "a non-zero whole number (positive adds to the limit, negative subtracts)")
 	}
 	if err := fe.Err(); err != nil {
@@ -335,7 +337,7 @@ func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 		if q.Branch.LimitQuota == nil {
 			return nil, false, api.Errorf(api.Validation, "amount: the branch has no limit of its own (limitQuota is null); set one with PUT first")
 		}
-		l := *q.Branch.LimitQuota + int64(n)
+		l := *q.Branch.LimitQuota + n
 		if n > 0 && l < *q.Branch.LimitQuota {
 			return nil, false, api.Errorf(api.Validation, "amount: the limit would exceed "+itoa(math.MaxInt64))
 		}
@@ -434,7 +436,7 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 		return nil, api.E(api.InvalidBankCode)
 	}
 	a.BankCode, a.BankNumber = code, num
-	if err := s.store.CreateAccount(a); err != nil {
+	if err := s.store.CreateAccount(&a); err != nil { // a branch listed twice is linked, and shown, once
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, api.Errorf(api.Validation, "branches: every branch must be a branch of the service")
 		}
@@ -491,12 +493,31 @@ func limitField(f fields, name string) (*int64, string) {
 	if f.null(name) {
 		return nil, ""
 	}
-	n, ok := f.number(name)
-	if !ok || n < 0 || n != float64(int64(n)) {
+	l, ok := f.integer(name)
+	if !ok || l < 0 {
 		return nil, "must be a whole number of 0 or more, or null"
 	}
-	l := int64(n)
 	return &l, ""
+}
+
+// hookURLProblem says what is wrong with a callback URL besides its scheme
+// and address, or "": a user or password in it (a secret, shown back by GET
+// and kept in every job; the webhook secret is how a receiver knows the
+// sender) or a port out of range.
+func hookURLProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a URL"
+	case u.User != nil:
+		return "must not carry a user or password (the receiver checks X-Service-Signature, made with webhookSecret)"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "has no valid port"
+		}
+	}
+	return ""
 }
 
 func httpsURL(s string) bool {

@@ -99,6 +99,26 @@ func (f fields) number(name string) (float64, bool) {
 	return n, f.decode(name, &n)
 }
 
+// integer returns field name as a whole number, exactly: a JSON number
+// beyond 2^53 is not rounded through a float64 (9007199254740993 stays
+// itself), and one written with a fraction or an exponent counts only when
+// it is whole and exact.
+func (f fields) integer(name string) (int64, bool) {
+	if v, ok := f.form[name]; ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return n, err == nil
+	}
+	var n int64
+	if f.decode(name, &n) {
+		return n, true
+	}
+	x, ok := f.number(name)
+	if !ok || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+		return 0, false
+	}
+	return int64(x), true
+}
+
 // decode reads JSON field name into dst: false unless it is there with
 // dst's type (null is no string, boolean or number; encoding/json would
 // leave dst as it was and call it a success).

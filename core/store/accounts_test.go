@@ -69,7 +69,7 @@ func listings(t *testing.T, st *store.Store) map[string]string {
 func TestIndexesByService(t *testing.T) {
 	c := newClock()
 	st, path, _ := openTwoServices(t, c)
-	if err := st.CreateAccount(store.BankAccount{ID: "acc-b1", ServiceID: "svc-b", BankCode: "014", BankNumber: "2000", Active: true}); err != nil {
+	if err := st.CreateAccount(&store.BankAccount{ID: "acc-b1", ServiceID: "svc-b", BankCode: "014", BankNumber: "2000", Active: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.CreateBranch(store.Branch{ID: "b-0", ServiceID: "svc-b", KeyDigest: store.Digest("kb0")}); err != nil {
@@ -106,7 +106,7 @@ func TestAccountBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := func(svc, id string, branches ...string) error {
-		return st.CreateAccount(store.BankAccount{ID: id, ServiceID: svc, BankCode: "014", BankNumber: id, Active: true, Branches: branches})
+		return st.CreateAccount(&store.BankAccount{ID: id, ServiceID: svc, BankCode: "014", BankNumber: id, Active: true, Branches: branches})
 	}
 	if err := one("svc-b", "acc-over"); !errors.Is(err, store.ErrRule) {
 		t.Fatalf("account %d of a service: %v, want a refusal", store.MaxAccountsPerService+1, err)
@@ -118,8 +118,12 @@ func TestAccountBounds(t *testing.T) {
 	if err := one("svc-a", "acc-many", many...); !errors.Is(err, store.ErrRule) {
 		t.Fatalf("%d branches: %v, want a refusal", len(many), err)
 	}
-	if err := one("svc-a", "acc-twice", "a-1", "a-1"); err != nil {
+	twice := store.BankAccount{ID: "acc-twice", ServiceID: "svc-a", BankCode: "014", BankNumber: "acc-twice", Active: true, Branches: []string{"a-1", "a-1"}}
+	if err := st.CreateAccount(&twice); err != nil {
 		t.Fatal(err)
+	}
+	if fmt.Sprint(twice.Branches) != "[a-1]" {
+		t.Errorf("the account as created lists %v, want [a-1] as stored", twice.Branches)
 	}
 	accounts, _ := st.Accounts("svc-a", "a-1")
 	if len(accounts) != 1 || fmt.Sprint(accounts[0].Branches) != "[a-1]" {

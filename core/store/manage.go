@@ -231,8 +231,8 @@ func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 // CreateAccount stores a bank account, refusing with ErrAccountDuplicate an
 // active account of the service with the same bankCode and bankNumber, and
 // with ErrNotFound a branch to link that is not the service's. A branch
-// listed twice is linked once.
-func (s *Store) CreateAccount(a BankAccount) error {
+// listed twice is linked once: a.Branches is left as stored.
+func (s *Store) CreateAccount(a *BankAccount) error {
 	return s.write(func(tx *bolt.Tx) error {
 		all, err := accountsOf(tx, a.ServiceID)
 		if err != nil {
@@ -259,7 +259,7 @@ func (s *Store) CreateAccount(a BankAccount) error {
 		if tx.Bucket(bucketAccounts).Get([]byte(a.ID)) != nil {
 			return refuse("id: an account with this id exists")
 		}
-		if err := putJSON(tx.Bucket(bucketAccounts), a.ID, a); err != nil {
+		if err := putJSON(tx.Bucket(bucketAccounts), a.ID, *a); err != nil {
 			return err
 		}
 		return accountsByService.add(tx, a.ServiceID, a.ID)

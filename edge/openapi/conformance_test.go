@@ -242,7 +242,9 @@ func (st *stack) do(t *testing.T, r req, status int, code string) map[string]any
 	}
 	st.seen[fmt.Sprintf("%s %s %d", op.Method, op.Path, res.StatusCode)] = true
 	var m map[string]any
-	json.Unmarshal(raw, &m)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers as sent: a whole number beyond 2^53 stays exact
+	dec.Decode(&m)
 	got := ""
 	if e, ok := m["error"].(map[string]any); ok {
 		got, _ = e["code"].(string)
@@ -454,6 +456,7 @@ func TestConformance(t *testing.T) {
 		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": "https://10.0.0.1/hook"}, bearer(kMain)...), 400, "INVALID_CALLBACK_URL")
 		// A URL that would not fit in a callback's Kafka message.
 		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": hook + "?pad=" + strings.Repeat("a", 8192)}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": "https://user:pass@shop.example/hook"}, bearer(kMain)...), 400, "VALIDATION_ERROR")
 		st.do(t, post(p, map[string]any{"payload": "x", "callbackUrl": hook}, bearer(kMain)...), 404, "SLIP_NOT_FOUND")
 		st.do(t, post(p, map[string]any{"payload": fresh(), "callbackUrl": hook}, bearer(kOff)...), 403, "BRANCH_INACTIVE")
 		st.do(t, post(batch, map[string]any{"items": []any{}, "callbackUrl": hook}, bearer(kMain)...), 400, "VALIDATION_ERROR")
@@ -557,6 +560,8 @@ func TestConformance(t *testing.T) {
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"name": "Siam 2", "webhookUrl": nil, "limitQuota": nil}, 200, "")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://shop.example/hook?pad=" + strings.Repeat("a", 8192)}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://10.0.0.1/hook"}, 400, "VALIDATION_ERROR")
+		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://user:pass@shop.example/hook"}, 400, "VALIDATION_ERROR")
+		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://shop.example:99999/hook"}, 400, "VALIDATION_ERROR")
 		b2b("POST", "/b2b/branches", map[string]any{"name": "Silom", "webhookUrl": "https://[::ffff:127.0.0.1]/hook"}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/br-main", map[string]any{"active": false}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/br-none", map[string]any{"name": "x"}, 404, "NOT_FOUND")
@@ -565,6 +570,11 @@ func TestConformance(t *testing.T) {
 		b2b("GET", "/b2b/branches/br-main/quota", nil, 200, "")
 		b2b("GET", "/b2b/branches/br-none/quota", nil, 404, "NOT_FOUND")
 		b2b("POST", q+"/adjust", map[string]any{"amount": 5}, 400, "VALIDATION_ERROR") // limitQuota is null
+		// Whole numbers stay exact beyond a float64's 2^53.
+		big := b2b("PUT", q, json.RawMessage(`{"limitQuota":9007199254740993}`), 200, "")
+		if got := big["data"].(map[string]any)["limitQuota"]; fmt.Sprint(got) != "9007199254740993" {
+			t.Errorf("limitQuota 9007199254740993 stored as %v", got)
+		}
 		b2b("PUT", q, map[string]any{"limitQuota": 100}, 200, "")
 		b2b("PUT", q, map[string]any{}, 400, "VALIDATION_ERROR")
 		b2b("PUT", "/b2b/branches/br-main/quota", map[string]any{"limitQuota": 0}, 400, "VALIDATION_ERROR") // below usedQuota
