@@ -133,6 +133,10 @@ var branchFields = []string{"name", "active", "ipAllow", "webhookUrl", "webhookS
 
 // applyBranch validates the branch fields of f and applies them to b,
 // naming every failing field.
+// maxIPAllow bounds a branch's IP allow list: it travels in every auth
+// record the edges fetch.
+const maxIPAllow = 1000
+
 func (s *Server) applyBranch(f fields, b *store.Branch) error {
 	var fe api.FieldErrors
 	f.only(&fe, branchFields...)
@@ -155,8 +159,14 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 		if err := jsonInto(f, "ipAllow", &list); err != nil || len(list) == 0 {
 			fe.Add("ipAllow", `must be a non-empty array of addresses, CIDR ranges or "*"`)
 		}
+		if len(list) > maxIPAllow {
+			fe.Add("ipAllow", "at most 1000 entries (use CIDR ranges)")
+		}
 		for _, msg := range iplist.Check(list) {
 			fe.Add("ipAllow", msg)
+		}
+		for i := range list {
+			list[i] = strings.TrimSpace(list[i]) // stored as it is matched
 		}
 		b.IPAllow = list
 	}

@@ -560,6 +560,10 @@ func TestConformance(t *testing.T) {
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"name": "Siam 2", "webhookUrl": nil, "limitQuota": nil}, 200, "")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://shop.example/hook?pad=" + strings.Repeat("a", 8192)}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://10.0.0.1/hook"}, 400, "VALIDATION_ERROR")
+		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"ipAllow": slices.Repeat([]string{"10.0.0.1"}, 1001)}, 400, "VALIDATION_ERROR")
+		if d := b2b("PATCH", "/b2b/branches/"+id, map[string]any{"ipAllow": []string{" 10.0.0.0/8 ", "*"}}, 200, ""); fmt.Sprint(d["data"].(map[string]any)["ipAllow"]) != "[10.0.0.0/8 *]" {
+			t.Errorf("ipAllow stored as %v, want it as matched, trimmed", d["data"].(map[string]any)["ipAllow"])
+		}
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://user:pass@shop.example/hook"}, 400, "VALIDATION_ERROR")
 		b2b("PATCH", "/b2b/branches/"+id, map[string]any{"webhookUrl": "https://shop.example:99999/hook"}, 400, "VALIDATION_ERROR")
 		b2b("POST", "/b2b/branches", map[string]any{"name": "Silom", "webhookUrl": "https://[::ffff:127.0.0.1]/hook"}, 400, "VALIDATION_ERROR")
