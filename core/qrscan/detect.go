@@ -132,7 +132,9 @@ func decodeTriples(m *gozxing.BitMatrix, centers []*detector.FinderPattern, dec 
 }
 
 // scanRows looks for finder patterns (1:1:3:1:1 runs) along every skip-th
-// row of m, as gozxing's finders do, and stops at maxCenters candidates.
+// row of m, as gozxing's finders do, and stops at maxCenters candidates,
+// within a row too: one row of a very wide image can hold thousands, and
+// the search over them is cubic.
 func scanRows(ff *detector.FinderPatternFinder, m *gozxing.BitMatrix, skip int) {
 	maxI, maxJ := m.GetHeight(), m.GetWidth()
 	var stateCount [5]int
@@ -162,6 +164,9 @@ func scanRows(ff *detector.FinderPatternFinder, m *gozxing.BitMatrix, skip int) 
 				continue
 			}
 			if detector.FinderPatternFinder_foundPatternCross(stateCount[:]) && ff.HandlePossibleCenter(stateCount[:], i, j) {
+				if len(ff.GetPossibleCenters()) >= maxCenters {
+					return
+				}
 				currentState = 0
 				stateCount = [5]int{}
 				continue

@@ -12,6 +12,8 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"testing"
@@ -330,5 +332,74 @@ func TestPNGRowsCounted(t *testing.T) {
 	}
 	if _, err := Check(pngBomb(62_000_000, 1, 8, 0)); !errors.Is(err, ErrTooManyPixels) {
 		t.Errorf("62,000,000×1 grey: %v, want ErrTooManyPixels (two rows are 124 MB)", err)
+	}
+}
+
+// TestWebPChunkPastEnd: a lossy image or alpha chunk that declares more
+// bytes than the file holds is refused at Check. The decoder allocates
+// what a VP8 chunk declares before reading it: a 70-byte file could
+// declare 128 MiB of partitions against a 4 MiB estimate.
+func TestWebPChunkPastEnd(t *testing.T) {
+	for _, c := range []struct{ file, chunk string }{{"slip-lossy.webp", "VP8 "}, {"slip-alpha.webp", "ALPH"}} {
+		img, err := os.ReadFile(filepath.Join("testdata", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Check(img); err != nil {
+			t.Fatalf("%s as it is: %v", c.file, err)
+		}
+		i := bytes.Index(img, []byte(c.chunk))
+		if i < 0 {
+			t.Fatalf("%s has no %q chunk", c.file, c.chunk)
+		}
+		binary.LittleEndian.PutUint32(img[i+4:], 1<<27)
+		binary.LittleEndian.PutUint32(img[4:], uint32(i+1<<27)) // and the RIFF size to match: the chunk ends at i+8+1<<27
+		var err2 error
+		n := allocated(func() { _, err2 = Check(img) })
+		if !errors.Is(err2, ErrFormat) {
+			t.Errorf("%s with its %q chunk declaring 128 MiB: %v, want ErrFormat", c.file, c.chunk, err2)
+		}
+		if n > 1<<20 {
+			t.Errorf("%s: allocated %d bytes refusing it", c.file, n)
+		}
+	}
+}
+
+// TestJPEGLastAPP0Decides: as in Go's decoder, a JFIF APP0 followed by
+// another APP0 is no JFIF file, so with Adobe transform 0 the image is
+// converted to RGBA: the estimate counts those 4 bytes a pixel as it does
+// for a file without the JFIF APP0 (an image of 2.5 times its estimate).
+func TestJPEGLastAPP0Decides(t *testing.T) {
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, image.NewRGBA(image.Rect(0, 0, 512, 512)), nil); err != nil {
+		t.Fatal(err)
+	}
+	plain := b.Bytes()
+	seg := func(m byte, data string) []byte {
+		return append([]byte{0xff, m, byte((len(data) + 2) >> 8), byte(len(data) + 2)}, data...)
+	}
+	// Go's encoder writes no APP0; SOI, then the segments given.
+	with := func(segs ...[]byte) []byte {
+		out := append([]byte(nil), plain[:2]...)
+		for _, s := range segs {
+			out = append(out, s...)
+		}
+		return append(out, plain[2:]...)
+	}
+	jfif, jfxx := seg(0xe0, "JFIF\x00\x01\x02\x00\x00\x01\x00\x01\x00\x00"), seg(0xe0, "JFXX\x00\x10")
+	adobe := seg(0xee, "Adobe\x00\x64\x00\x00\x00\x00\x00") // transform 0
+	cost := func(img []byte) int64 {
+		t.Helper()
+		c, err := Check(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Cost
+	}
+	if got, want := cost(with(jfif, jfxx, adobe)), cost(with(jfxx, adobe)); got != want {
+		t.Errorf("JFIF then JFXX APP0, Adobe 0: cost %d, want %d as without the JFIF APP0 (converted to RGBA)", got, want)
+	}
+	if cost(with(jfif, adobe)) >= cost(with(jfxx, adobe)) {
+		t.Error("a JFIF file with Adobe 0 (YCbCr, no conversion) costs as much as one converted to RGBA")
 	}
 }

@@ -167,8 +167,11 @@ func jpegCost(img []byte, w, h int) (int64, error) {
 		seg := img[i+2 : i+n]
 		i += n
 		switch {
-		case m == 0xe0 && bytes.HasPrefix(seg, []byte("JFIF\x00")):
-			jfif = true
+		case m == 0xe0 && len(seg) >= 5:
+			// As Go's decoder: every APP0 decides anew (a JFXX after the
+			// JFIF one unsets it, and with Adobe transform 0 the image is
+			// converted to RGBA, 4 more bytes a pixel).
+			jfif = bytes.HasPrefix(seg, []byte("JFIF\x00"))
 		case m == 0xee && len(seg) >= 12 && bytes.HasPrefix(seg, []byte("Adobe")):
 			adobe, adobeTransform = true, seg[11]
 		case m == 0xc0 || m == 0xc1 || m == 0xc2:
@@ -299,6 +302,11 @@ func webpCost(img []byte, w, h int) (int64, error) {
 	for i := 12; i+8 <= len(img); {
 		id := string(img[i : i+4])
 		n := int64(binary.LittleEndian.Uint32(img[i+4:]))
+		if n > int64(len(img)-i-8) && (id == "VP8 " || id == "ALPH") {
+			// The decoder allocates what the chunk declares before it
+			// reads: a 70-byte file declaring 128 MiB of partitions.
+			return 0, fmt.Errorf("%w: webp: chunk %q of %d bytes runs past the end of the file", ErrFormat, id, n)
+		}
 		data := img[i+8 : i+8+int(min(n, int64(len(img)-i-8)))]
 		switch id {
 		case "VP8 ":
