@@ -130,6 +130,39 @@ func lumaRow(m image.Image) func(y int, row []byte) {
 				row[x] = uint8((lum(q[0], q[1], q[2])*a + 255*(255-a) + 127) / 255)
 			}
 		}
+	// 16-bit and CMYK images: their colours' RGBA methods by value, which
+	// allocate nothing (At returns an interface, an allocation a pixel:
+	// 105 MiB of garbage for a 16-bit PNG at the size limit).
+	case *image.Gray16:
+		return func(y int, row []byte) {
+			p := m.Pix[m.PixOffset(b.Min.X, y):]
+			for x := range w {
+				v := uint32(p[2*x])<<8 | uint32(p[2*x+1])
+				row[x] = gray16(v, v, v, 0xffff)
+			}
+		}
+	case *image.CMYK:
+		return func(y int, row []byte) {
+			p := m.Pix[m.PixOffset(b.Min.X, y):]
+			for x := range w {
+				q := p[4*x : 4*x+4 : 4*x+4]
+				row[x] = gray16(color.CMYK{C: q[0], M: q[1], Y: q[2], K: q[3]}.RGBA())
+			}
+		}
+	case *image.RGBA64:
+		return func(y int, row []byte) {
+			p := m.Pix[m.PixOffset(b.Min.X, y):]
+			for x := range w {
+				row[x] = gray16(color.RGBA64{R: be16(p[8*x:]), G: be16(p[8*x+2:]), B: be16(p[8*x+4:]), A: be16(p[8*x+6:])}.RGBA())
+			}
+		}
+	case *image.NRGBA64:
+		return func(y int, row []byte) {
+			p := m.Pix[m.PixOffset(b.Min.X, y):]
+			for x := range w {
+				row[x] = gray16(color.NRGBA64{R: be16(p[8*x:]), G: be16(p[8*x+2:]), B: be16(p[8*x+4:]), A: be16(p[8*x+6:])}.RGBA())
+			}
+		}
 	case *image.Paletted:
 		var lut [256]uint8
 		for i, c := range m.Palette {
@@ -161,11 +194,15 @@ func lum(r, g, b uint8) uint32 {
 }
 
 // grayOf is the luma of c composited over white.
-func grayOf(c color.Color) uint8 {
-	r, g, b, a := c.RGBA() // premultiplied, 16-bit
+func grayOf(c color.Color) uint8 { return gray16(c.RGBA()) }
+
+// gray16 is the luma of a premultiplied 16-bit colour over white.
+func gray16(r, g, b, a uint32) uint8 {
 	l := (19595*r + 38470*g + 7471*b + 1<<15) >> 16
 	return uint8((l + 0xffff - a) >> 8)
 }
+
+func be16(p []byte) uint16 { return uint16(p[0])<<8 | uint16(p[1]) }
 
 // half shrinks src by 2 in each direction (2×2 box average) into dst.
 func half(src plane, dst []byte) plane {
