@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -358,17 +359,25 @@ func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	})
 }
 
+// noFields refuses a body with any field: a route that takes none (an
+// empty body or an empty object is fine), so a misspelt or misplaced field
+// is not taken silently.
+func noFields(ctx *fasthttp.RequestCtx) error {
+	if len(ctx.PostBody()) == 0 {
+		return nil
+	}
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return err
+	}
+	var fe api.FieldErrors
+	f.only(&fe)
+	return fe.Err()
+}
+
 func (s *Server) resetQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	if len(ctx.PostBody()) > 0 { // reset takes no fields; an empty object is fine
-		f, err := jsonFields(ctx.PostBody())
-		if err != nil {
-			return nil, err
-		}
-		var fe api.FieldErrors
-		f.only(&fe)
-		if err := fe.Err(); err != nil {
-			return nil, err
-		}
+	if err := noFields(ctx); err != nil {
+		return nil, err
 	}
 	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) { return q.Branch.LimitQuota, true, nil })
 }
@@ -459,6 +468,9 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 // branch, under /bank-accounts it is the calling branch.
 func (s *Server) linkAccount(link bool) handler {
 	return func(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+		if err := noFields(ctx); err != nil {
+			return nil, err
+		}
 		br := c.branchID
 		if br == "" {
 			br = param(ctx, "branch")
@@ -497,7 +509,13 @@ func param(ctx *fasthttp.RequestCtx, name string) string {
 	return v
 }
 
-func jsonInto(f fields, name string, v any) error { return json.Unmarshal(f.json[name], v) }
+// jsonInto decodes field name into v, refusing a field v does not have
+// (an account's name with a misspelt "en").
+func jsonInto(f fields, name string, v any) error {
+	d := json.NewDecoder(bytes.NewReader(f.json[name]))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
 
 func limitField(f fields, name string) (*int64, string) {
 	if f.null(name) {

@@ -539,6 +539,9 @@ func TestConformance(t *testing.T) {
 		st.do(t, req{method: "PUT", path: "/bank-accounts/" + id + "/link", header: bearer(kMain)}, 200, "")
 		st.do(t, req{method: "PUT", path: "/v2/bank-accounts/acc-1/link", header: bearer(kMain)}, 200, "")
 		st.do(t, req{method: "PUT", path: "/v2/bank-accounts/acc-none/link", header: bearer(kMain)}, 404, "BANK_ACCOUNT_NOT_FOUND")
+		// Fields the route does not have are refused, not ignored.
+		st.do(t, req{method: "PUT", path: "/bank-accounts/" + id + "/link", body: []byte(`{"unlink":true}`), header: bearer(kMain)}, 400, "VALIDATION_ERROR")
+		st.do(t, post("/v2/bank-accounts", map[string]any{"bankCode": "004", "bankNumber": "5550001111", "name": map[string]any{"th": "ร้าน", "eng": "SHOP"}}, bearer(kMain)...), 400, "VALIDATION_ERROR")
 	})
 
 	t.Run("b2b", func(t *testing.T) {
