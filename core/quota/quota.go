@@ -43,11 +43,9 @@ type Counter struct {
 
 // In returns c as seen in the period starting at period: Used is zero when c
 // was last written in an earlier period, so a new period starts fresh
-// without any job resetting counters. A counter written in a later period
-// (the clock stepped back across a period's start) stays in it: the
-// period it has used cannot start afresh.
+// without any job resetting counters.
 func (c Counter) In(period int64) Counter {
-	if c.Period < period {
+	if c.Period != period {
 		c.Period, c.Used = period, 0
 	}
 	return c
