@@ -184,7 +184,7 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 			// A private or internal address would refuse every async
 			// submit of the branch (spec 6.1 rule 2); a name is judged at
 			// each submit and delivery.
-			fe.Add("webhookUrl", "must not point at a private or internal address")
+			fe.Add("webhookUrl", "must name a public server: not a private or internal address, nor a malformed host")
 		} else {
 			b.WebhookURL = &u
 		}

@@ -341,8 +341,6 @@ func TestEmitAfterClose(t *testing.T) {
 	}
 }
 
-// TestUsageEventsWithConsume: a verification's usage event is in the
-// outbox when Consume returns, told whether quota was consumed; with the
 // TestUsageEventInItsPeriod: a verification at the very end of a billing
 // period has its event dated in the period its unit was counted in, even
 // when the clock passes the period's start meanwhile (here: at every read),
@@ -402,14 +400,24 @@ func TestExpireSlips(t *testing.T) {
 	}
 	consume("OLD1")
 	consume("OLD2")
+	// As written by a build before the index: built when opened.
+	st.Close()
+	editFile(t, path, func(tx *bolt.Tx) error {
+		return errors.Join(dropBuckets(tx, "slips-by-age"), tx.Bucket([]byte("meta")).Delete([]byte("slips-indexed")))
+	})
+	st, err := store.Open(path, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	consume("OLD3") // indexed as it is recorded
 	c.add(2 * time.Hour)
 	consume("NEW1")
-	st = reopenWithout(t, st, path, c, "slips-by-age") // as written by a build before the index
 	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 1); err != nil || n != 1 {
 		t.Fatalf("ExpireSlips(max 1) = %d, %v; want 1", n, err)
 	}
-	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 1 {
-		t.Fatalf("ExpireSlips = %d, %v; want the other old one", n, err)
+	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 2 {
+		t.Fatalf("ExpireSlips = %d, %v; want the other two old ones", n, err)
 	}
 	if got := consume("OLD1"); got.Seen != nil || !got.Charged {
 		t.Errorf("a slip verified again after its record expired: %+v, want new and charged", got)
@@ -422,6 +430,8 @@ func TestExpireSlips(t *testing.T) {
 	}
 }
 
+// TestUsageEventsWithConsume: a verification's usage event is in the
+// outbox when Consume returns, told whether quota was consumed; with the
 // outbox full the verification still succeeds, its event kept if it
 // consumed quota (the ledger must equal core's counters), else dropped and
 // counted.

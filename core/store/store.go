@@ -142,7 +142,6 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 			}
 		}
 		countJobs := tx.Bucket(bucketJobsUnfinished) == nil
-		indexSlips := tx.Bucket(bucketSlipsByAge) == nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -158,13 +157,11 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 				return err
 			}
 		}
-		if indexSlips {
-			if err := indexAllSlips(tx); err != nil {
-				return err
-			}
-		}
 		return tx.Bucket(bucketMeta).Put([]byte("schema"), []byte(strconv.Itoa(schemaVersion)))
 	})
+	if err == nil {
+		err = indexSlips(db)
+	}
 	var waiting int
 	if err == nil {
 		err = db.View(func(tx *bolt.Tx) error {

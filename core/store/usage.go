@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -232,14 +233,51 @@ func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
 	})
 }
 
-// indexAllSlips builds bucketSlipsByAge for a store written before it.
-func indexAllSlips(tx *bolt.Tx) error {
-	age := tx.Bucket(bucketSlipsByAge)
-	return tx.Bucket(bucketSlips).ForEach(func(k, v []byte) error {
-		var rec SlipRecord
-		if err := json.Unmarshal(v, &rec); err != nil {
+// indexSlips builds bucketSlipsByAge for the slip records of a store
+// written before it, in transactions of indexChunk records (millions of
+// records in one would hold all their index pages in memory at once),
+// resuming where a start cut short left it: meta "slips-indexed" holds the
+// last record indexed, and is "done" at the end. A record that does not
+// decode is left out of the index (it is never expired), not fatal.
+func indexSlips(db *bolt.DB) error {
+	key := []byte("slips-indexed")
+	for {
+		done := false
+		err := db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			from := meta.Get(key)
+			if string(from) == "done" {
+				done = true
+				return nil
+			}
+			age, c := tx.Bucket(bucketSlipsByAge), tx.Bucket(bucketSlips).Cursor()
+			k, v := c.First()
+			if from != nil {
+				if k, v = c.Seek(from); k != nil && bytes.Equal(k, from) {
+					k, v = c.Next()
+				}
+			}
+			var last []byte
+			for n := 0; k != nil && n < indexChunk; k, v = c.Next() {
+				var rec SlipRecord
+				if json.Unmarshal(v, &rec) == nil {
+					if err := age.Put(timeKey(rec.FirstAt*1000, string(k)), nil); err != nil {
+						return err
+					}
+				}
+				last, n = k, n+1
+			}
+			if k == nil {
+				done = true
+				return meta.Put(key, []byte("done"))
+			}
+			return meta.Put(key, bytes.Clone(last))
+		})
+		if err != nil || done {
 			return err
 		}
-		return age.Put(timeKey(rec.FirstAt*1000, string(k)), nil)
-	})
+	}
 }
+
+// indexChunk is how many slip records indexSlips indexes a transaction.
+const indexChunk = 50_000

@@ -467,7 +467,9 @@ func (g *Gateway) reject(ctx *fasthttp.RequestCtx, x *exchange, v api.Version, c
 
 // InHead reports whether raw (RequestHeader.RawHeaders: the header lines
 // as received, without a chunked body's trailer) has a field named name,
-// in any case, spaces before its colon or not.
+// in any case, spaces between the name and its colon or not. A line that
+// starts with a space or a tab continues the previous field's value
+// (obs-fold): it names no field, whatever it holds.
 func InHead(raw, name []byte) bool {
 	for len(raw) > 0 {
 		line := raw
@@ -476,7 +478,10 @@ func InHead(raw, name []byte) bool {
 		} else {
 			raw = nil
 		}
-		if k, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(k), name) {
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+			continue
+		}
+		if k, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimRight(k, " \t"), name) {
 			return true
 		}
 	}

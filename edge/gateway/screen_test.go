@@ -54,6 +54,8 @@ func TestCredentialInTrailerIgnored(t *testing.T) {
 		status              int
 	}{
 		{"key in the trailer", "", "X-API-Key: " + keyMain + "\r\n", 401},
+		// A folded line (obs-fold) continues X-Foo's value: no key in the head.
+		{"key in the trailer, a folded look-alike in the head", "X-Foo: a\r\n X-API-Key: " + keyMain + "\r\n", "X-API-Key: " + keyMain + "\r\n", 401},
 		{"key in the head", "X-API-Key: " + keyMain + "\r\n", "", 200},
 	} {
 		sig := e.signed(keyMain, secretA, "POST", "/v2/qr/generate", body, 0, "")
