@@ -132,12 +132,12 @@ func (s *Server) getBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 // branchFields are the fields of branch create and PATCH.
 var branchFields = []string{"name", "active", "ipAllow", "webhookUrl", "webhookSecret", "limitQuota"}
 
-// applyBranch validates the branch fields of f and applies them to b,
-// naming every failing field.
 // maxIPAllow bounds a branch's IP allow list: it travels in every auth
 // record the edges fetch.
 const maxIPAllow = 1000
 
+// applyBranch validates the branch fields of f and applies them to b,
+// naming every failing field.
 func (s *Server) applyBranch(f fields, b *store.Branch) error {
 	var fe api.FieldErrors
 	f.only(&fe, branchFields...)

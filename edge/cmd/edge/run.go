@@ -152,6 +152,9 @@ func reopenOnHangup(ctx context.Context, access *accesslog.Log, log *slog.Logger
 	}
 }
 
+// contentLength is the field closeOnAmbiguousFraming looks for.
+var contentLength = []byte("Content-Length")
+
 // closeOnAmbiguousFraming closes the connection after a request that
 // carries both Transfer-Encoding: chunked and Content-Length, which
 // fasthttp reads by Transfer-Encoding but would keep reading after
@@ -161,8 +164,6 @@ func reopenOnHangup(ctx context.Context, access *accesslog.Log, log *slog.Logger
 // connection. It runs once the header is read, before the body (which
 // turns the framing into a plain length). Fast path: a request that is not
 // chunked costs one compare.
-var contentLength = []byte("Content-Length")
-
 func closeOnAmbiguousFraming(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if h.ContentLength() == -1 && gateway.InHead(h.RawHeaders(), contentLength) {
 		h.SetConnectionClose()
