@@ -606,12 +606,6 @@ func (j *Jobs) RunDue() (time.Time, error) {
 
 // Expire removes the jobs past their retention.
 func (j *Jobs) Expire() (int, error) {
-	total := 0
-	for {
-		n, err := j.Store.ExpireJobs(j.Now().Add(-j.Retention), 1000)
-		total += n
-		if err != nil || n < 1000 {
-			return total, err
-		}
-	}
+	cutoff := j.Now().Add(-j.Retention)
+	return store.InBatches(func(max int) (int, error) { return j.Store.ExpireJobs(cutoff, max) })
 }

@@ -172,6 +172,22 @@ func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
 	})
 }
 
+// InBatches runs expire (ExpireJobs or ExpireSlips, bound to a cutoff)
+// with batches of 1,000 until one removes fewer, so the writes of
+// verifications are not held up behind one long transaction meanwhile. It
+// returns how many it removed in all.
+func InBatches(expire func(max int) (int, error)) (int, error) {
+	const batch = 1000
+	total := 0
+	for {
+		n, err := expire(batch)
+		total += n
+		if err != nil || n < batch {
+			return total, err
+		}
+	}
+}
+
 // expireByAge removes, oldest first, up to max entries of index (timeKey
 // of a creation time, then an id) created before cutoff, calling drop to
 // remove what each names, in one transaction. It returns how many it

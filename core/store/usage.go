@@ -31,6 +31,9 @@ type SlipRecord struct {
 	Job string `json:"job,omitempty"`
 }
 
+// ageKey is the key of the record stored under key in bucketSlipsByAge.
+func (r *SlipRecord) ageKey(key []byte) []byte { return timeKey(r.FirstAt*1000, string(key)) }
+
 // FirstSeenBy reports whether job first recorded the slip.
 func (r *SlipRecord) FirstSeenBy(job string) bool { return job != "" && r.Job == job }
 
@@ -126,7 +129,7 @@ func (s *Store) Consume(v Verification) (Consumed, error) {
 			}
 			rec = *out.Seen
 			rec.Branches = append(slices.Clip(rec.Branches), v.BranchID)
-		} else if err := tx.Bucket(bucketSlipsByAge).Put(timeKey(rec.FirstAt*1000, string(slipKey)), nil); err != nil {
+		} else if err := tx.Bucket(bucketSlipsByAge).Put(rec.ageKey(slipKey), nil); err != nil {
 			return err
 		}
 		return putJSON(slips, string(slipKey), rec)
@@ -261,7 +264,7 @@ func indexSlips(db *bolt.DB) error {
 			for n := 0; k != nil && n < indexChunk; k, v = c.Next() {
 				var rec SlipRecord
 				if json.Unmarshal(v, &rec) == nil {
-					if err := age.Put(timeKey(rec.FirstAt*1000, string(k)), nil); err != nil {
+					if err := age.Put(rec.ageKey(k), nil); err != nil {
 						return err
 					}
 				}

@@ -181,7 +181,8 @@ func expire(ctx context.Context, j *jobs.Jobs, st *store.Store, slipRetention ti
 			log.Info("removed expired jobs", "jobs", n)
 		}
 		if slipRetention > 0 {
-			if n, err := expireSlips(st, time.Now().Add(-slipRetention)); err != nil {
+			cutoff := time.Now().Add(-slipRetention)
+			if n, err := store.InBatches(func(max int) (int, error) { return st.ExpireSlips(cutoff, max) }); err != nil {
 				log.Error("removing expired slip records failed; trying again", "err", err)
 			} else if n > 0 {
 				log.Info("removed expired slip records", "slips", n)
@@ -210,17 +211,4 @@ func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
 		}
 	}
 	return sandbox.New(sc, time.Now)
-}
-
-// expireSlips removes the slip records first verified before cutoff, in
-// transactions of 1,000 so verifications are not held up meanwhile.
-func expireSlips(st *store.Store, cutoff time.Time) (int, error) {
-	total := 0
-	for {
-		n, err := st.ExpireSlips(cutoff, 1000)
-		total += n
-		if err != nil || n < 1000 {
-			return total, err
-		}
-	}
 }
