@@ -153,14 +153,14 @@ func lumaRow(m image.Image) func(y int, row []byte) {
 		return func(y int, row []byte) {
 			p := m.Pix[m.PixOffset(b.Min.X, y):]
 			for x := range w {
-				row[x] = gray16(color.RGBA64{R: be16(p[8*x:]), G: be16(p[8*x+2:]), B: be16(p[8*x+4:]), A: be16(p[8*x+6:])}.RGBA())
+				row[x] = gray16(px16(p[8*x:]).RGBA())
 			}
 		}
 	case *image.NRGBA64:
 		return func(y int, row []byte) {
 			p := m.Pix[m.PixOffset(b.Min.X, y):]
 			for x := range w {
-				row[x] = gray16(color.NRGBA64{R: be16(p[8*x:]), G: be16(p[8*x+2:]), B: be16(p[8*x+4:]), A: be16(p[8*x+6:])}.RGBA())
+				row[x] = gray16(color.NRGBA64(px16(p[8*x:])).RGBA())
 			}
 		}
 	case *image.Paletted:
@@ -200,6 +200,12 @@ func grayOf(c color.Color) uint8 { return gray16(c.RGBA()) }
 func gray16(r, g, b, a uint32) uint8 {
 	l := (19595*r + 38470*g + 7471*b + 1<<15) >> 16
 	return uint8((l + 0xffff - a) >> 8)
+}
+
+// px16 reads a pixel of 16-bit big-endian R, G, B, A samples, as
+// image.RGBA64 and image.NRGBA64 store them.
+func px16(p []byte) color.RGBA64 {
+	return color.RGBA64{R: be16(p), G: be16(p[2:]), B: be16(p[4:]), A: be16(p[6:])}
 }
 
 func be16(p []byte) uint16 { return uint16(p[0])<<8 | uint16(p[1]) }
