@@ -97,7 +97,7 @@ func TestFieldErrors(t *testing.T) {
 func TestRenderOK(t *testing.T) {
 	b1, _ := RenderOK(V1, map[string]int{"a": 1})
 	b2, _ := RenderOK(V2, map[string]int{"a": 1})
-	if string(b1) != `{"status":200,"message":"success","data":{"a":1}}` || string(b2) != `{"success":true,"data":{"a":1}}` {
+	if string(b1) != `{"status":200,"message":"success","data":{"a":1}}` || string(b2) != `{"success":true,"message":"success","data":{"a":1}}` {
 		t.Errorf("got %s and %s", b1, b2)
 	}
 }

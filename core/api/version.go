@@ -12,6 +12,10 @@ const (
 	V2 Version = 2
 )
 
+// V1Prefix is the path prefix under which every v1 route also answers, as
+// the commercial API the spec describes serves them.
+const V1Prefix = "/api/v1"
+
 // String returns "v1" or "v2".
 func (v Version) String() string {
 	if v == V1 {
@@ -32,9 +36,13 @@ type v1Body struct {
 }
 
 type v2OK struct {
-	Success bool `json:"success"`
-	Data    any  `json:"data"`
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+	Data    any    `json:"data"`
 }
+
+// okMessage is the message of every success.
+const okMessage = "success"
 
 // RenderError returns the HTTP status and body of e for a client of version
 // v: {status, message[, data]} with the v1 code as message, or
@@ -63,12 +71,13 @@ func V2Body(e *Error) (int, ErrorBody) {
 
 // RenderOK returns the body of a successful response carrying data:
 // {status: 200, message: "success", data} for v1 (spec: every v1 body has
-// a message, an error's its code), {success: true, data} for v2.
+// a message, an error's its code), {success: true, message: "success",
+// data} for v2.
 func RenderOK(v Version, data any) ([]byte, error) {
 	if v == V1 {
-		return json.Marshal(v1Body{Status: 200, Message: "success", Data: data})
+		return json.Marshal(v1Body{Status: 200, Message: okMessage, Data: data})
 	}
-	return json.Marshal(v2OK{Success: true, Data: data})
+	return json.Marshal(v2OK{Success: true, Message: okMessage, Data: data})
 }
 
 // mustMarshal encodes values made only of strings and numbers, which cannot

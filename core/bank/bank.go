@@ -80,11 +80,29 @@ type BankRef struct {
 	Short string `json:"short"`
 }
 
-// Account is a party's account as the slip prints it.
+// Account is a party's account as the slip prints it. Proxy is set when
+// the bank reports the PromptPay proxy the transfer went through.
 type Account struct {
-	Name AccountName `json:"name"`
-	Bank AccountBank `json:"bank"`
+	Name  AccountName `json:"name"`
+	Bank  AccountBank `json:"bank"`
+	Proxy *Proxy      `json:"proxy,omitempty"`
 }
+
+// Proxy is a PromptPay proxy (spec 2.1's account, as the banks report it):
+// its type and its partly masked value.
+type Proxy struct {
+	Type    string `json:"type"` // NATID, MSISDN, EWALLETID, EMAIL or BILLERID
+	Account string `json:"account"`
+}
+
+// The proxy types a bank reports.
+const (
+	ProxyNationalID = "NATID"
+	ProxyPhone      = "MSISDN"
+	ProxyEWallet    = "EWALLETID"
+	ProxyEmail      = "EMAIL"
+	ProxyBiller     = "BILLERID"
+)
 
 // AccountName is an account holder's name; the English form may be absent.
 type AccountName struct {

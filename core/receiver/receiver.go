@@ -228,3 +228,32 @@ func Matches(party Party, acc Account, promptPay bool, mode Mode) bool {
 	}
 	return name && number
 }
+
+// Account types a bank account has (the matchedAccount of a v2 answer).
+const (
+	Personal = "PERSONAL"
+	Juristic = "JURISTIC"
+)
+
+// ValidAccountType reports whether t is Personal or Juristic.
+func ValidAccountType(t string) bool { return t == Personal || t == Juristic }
+
+// juristicMarks are the words that only a juristic person's name holds:
+// company, partnership, foundation, association and cooperative, in Thai and
+// English.
+var juristicMarks = []string{"บริษัท", "บจก", "บมจ", "หจก", "ห้างหุ้นส่วน", "จำกัด", "มูลนิธิ", "สมาคม", "สหกรณ์",
+	"company", "co.", "ltd", "limited", "plc", "pcl", "corp", "inc.", "foundation", "association", "cooperative", "partnership"}
+
+// AccountType tells an account holder's type from the names: Juristic when
+// either holds a word of a company, partnership, foundation, association
+// or cooperative, Personal otherwise. It is the type of an account created
+// without one.
+func AccountType(nameTH, nameEN string) string {
+	name := strings.ToLower(nameTH + " " + nameEN)
+	for _, m := range juristicMarks {
+		if strings.Contains(name, m) {
+			return Juristic
+		}
+	}
+	return Personal
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/core/receiver"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
 )
@@ -68,6 +69,7 @@ type BankAccount struct {
 	BankCode   string            `json:"bankCode"`
 	BankNumber string            `json:"bankNumber"`
 	Name       store.AccountName `json:"name"`
+	Type       string            `json:"type"` // PERSONAL or JURISTIC; empty: as the name tells
 	Branches   []string          `json:"branches"`
 }
 
@@ -167,6 +169,9 @@ func (f File) check() error {
 		}
 		for _, a := range s.BankAccounts {
 			unique("bank account", a.ID)
+			if a.Type != "" && !receiver.ValidAccountType(a.Type) {
+				bad("bank account %s: type %q is not PERSONAL or JURISTIC", a.ID, a.Type)
+			}
 			if _, ok := bank.Lookup(a.BankCode); !ok {
 				bad("bank account %s: unknown bankCode %q", a.ID, a.BankCode)
 			}
@@ -216,7 +221,7 @@ func (f File) Records(box *secret.Box) store.Records {
 		for _, a := range s.BankAccounts {
 			r.Accounts = append(r.Accounts, store.BankAccount{
 				ID: a.ID, ServiceID: s.ID, BankCode: a.BankCode, BankNumber: a.BankNumber,
-				Name: a.Name, Branches: a.Branches, Active: true,
+				Name: a.Name, Type: a.Type, Branches: a.Branches, Active: true,
 			})
 		}
 	}

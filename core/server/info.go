@@ -7,25 +7,17 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/store"
 )
 
-// Info is the application and quota information of GET /v2/info and
-// GET /me. Quota records have the shape of spec 2.2.
+// Info is the application and quota information of GET /v2/info. Quota
+// records have the shape of spec 2.2; the commercial API's names
+// (application.autoRenew and .quota, branch.isActive and .quota, account,
+// product) stand beside them, null where the platform keeps no such value.
 type Info struct {
-	Application struct {
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		State string `json:"state"`
-	} `json:"application"`
-	Branch struct {
-		ID             string `json:"id"`
-		Name           string `json:"name"`
-		Main           bool   `json:"main"`
-		LimitQuota     *int64 `json:"limitQuota"`
-		UsedQuota      int64  `json:"usedQuota"`
-		TotalUsedQuota int64  `json:"totalUsedQuota"`
-	} `json:"branch"`
-	Service struct {
+	Application InfoApplication `json:"application"`
+	Branch      InfoBranch      `json:"branch"`
+	Service     struct {
 		LimitQuota     int64 `json:"limitQuota"`
 		UsedQuota      int64 `json:"usedQuota"`
 		TotalUsedQuota int64 `json:"totalUsedQuota"`
@@ -37,28 +29,128 @@ type Info struct {
 		Start string `json:"start"`
 		End   string `json:"end"`
 	} `json:"period"`
+	Account InfoAccount `json:"account"`
+	Product InfoProduct `json:"product"`
 }
 
-func (s *Server) info(_ *fasthttp.RequestCtx, c caller) (any, error) {
+// InfoApplication is the calling branch's service.
+type InfoApplication struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	AutoRenew struct {
+		Expired   bool    `json:"expired"`
+		Quota     bool    `json:"quota"` // the quota renews each period: always true
+		CreatedAt *string `json:"createdAt"`
+		ExpiresAt *string `json:"expiresAt"`
+	} `json:"autoRenew"`
+	Quota struct {
+		Used      int64 `json:"used"`
+		Max       int64 `json:"max"`
+		Remaining int64 `json:"remaining"` // the service's, whatever the branch's limit
+		TotalUsed int64 `json:"totalUsed"`
+	} `json:"quota"`
+}
+
+// InfoBranch is the calling branch.
+type InfoBranch struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	Main           bool   `json:"main"`
+	IsActive       bool   `json:"isActive"`
+	LimitQuota     *int64 `json:"limitQuota"`
+	UsedQuota      int64  `json:"usedQuota"`
+	TotalUsedQuota int64  `json:"totalUsedQuota"`
+	Quota          struct {
+		Used      int64 `json:"used"`
+		TotalUsed int64 `json:"totalUsed"`
+	} `json:"quota"`
+}
+
+// InfoAccount is the account holder: the platform keeps no contact email
+// yet (null) and no credit balance (0).
+type InfoAccount struct {
+	Email  *string `json:"email"`
+	Credit int64   `json:"credit"`
+}
+
+// InfoProduct is the service's plan: the platform names no plans yet
+// (null).
+type InfoProduct struct {
+	Name *string `json:"name"`
+}
+
+// Me is the data of GET /me (v1), in the commercial API's names.
+type Me struct {
+	Application string `json:"application"` // the service's name
+	UsedQuota   int64  `json:"usedQuota"`   // the service's, this period
+	MaxQuota    *int64 `json:"maxQuota"`    // the service's limit; null: none
+	// RemainingQuota is what this key can still verify this period: the
+	// smaller of its branch's and its service's remaining; null when
+	// neither has a limit.
+	RemainingQuota *int64  `json:"remainingQuota"`
+	ExpiredAt      *string `json:"expiredAt"`     // null: the service has no end date
+	CurrentCredit  int64   `json:"currentCredit"` // 0: the platform keeps no credit balance
+}
+
+// usage is a caller's records and this period's counters.
+type usage struct {
+	sv store.Service
+	br store.Branch
+	u  store.Usage
+}
+
+// remaining is how many more verifications the branch may make this
+// period, under both its own and its service's limit.
+func (x usage) remaining() int64 {
+	r := max(0, x.sv.QuotaLimit-x.u.Service.Used)
+	if x.br.LimitQuota != nil {
+		r = max(0, min(r, *x.br.LimitQuota-x.u.Branch.Used))
+	}
+	return r
+}
+
+func (s *Server) usage(c caller) (usage, error) {
 	sv, br, err := s.store.Identity(c.serviceID, c.branchID)
 	if err != nil {
-		return nil, api.E(api.InvalidAPIKey)
+		return usage{}, api.E(api.InvalidAPIKey)
 	}
 	u, err := s.store.Usage(sv, br.ID)
 	if err != nil {
-		return nil, api.Internal(err)
+		return usage{}, api.Internal(err)
 	}
+	return usage{sv, br, u}, nil
+}
+
+func (s *Server) info(_ *fasthttp.RequestCtx, c caller) (any, error) {
+	x, err := s.usage(c)
+	if err != nil {
+		return nil, err
+	}
+	sv, br, u := x.sv, x.br, x.u
 	var in Info
-	in.Application.ID, in.Application.Name, in.Application.State = sv.ID, sv.Name, sv.State
-	in.Branch.ID, in.Branch.Name, in.Branch.Main = br.ID, br.Name, br.Main
-	in.Branch.LimitQuota, in.Branch.UsedQuota, in.Branch.TotalUsedQuota = br.LimitQuota, u.Branch.Used, u.Branch.Total
+	a := &in.Application
+	a.ID, a.Name, a.State = sv.ID, sv.Name, sv.State
+	a.AutoRenew.Expired, a.AutoRenew.Quota = sv.State == store.StateExpired, true
+	a.Quota.Used, a.Quota.Max, a.Quota.TotalUsed = u.Service.Used, sv.QuotaLimit, u.Service.Total
+	a.Quota.Remaining = max(0, sv.QuotaLimit-u.Service.Used)
+	b := &in.Branch
+	b.ID, b.Name, b.Main, b.IsActive = br.ID, br.Name, br.Main, br.Active
+	b.LimitQuota, b.UsedQuota, b.TotalUsedQuota = br.LimitQuota, u.Branch.Used, u.Branch.Total
+	b.Quota.Used, b.Quota.TotalUsed = u.Branch.Used, u.Branch.Total
 	in.Service.LimitQuota, in.Service.UsedQuota, in.Service.TotalUsedQuota = sv.QuotaLimit, u.Service.Used, u.Service.Total
-	in.RemainingQuota = max(0, sv.QuotaLimit-u.Service.Used)
-	if br.LimitQuota != nil {
-		in.RemainingQuota = max(0, min(in.RemainingQuota, *br.LimitQuota-u.Branch.Used))
-	}
+	in.RemainingQuota = x.remaining()
 	start := time.Unix(u.PeriodStart, 0).In(quota.Bangkok)
 	in.Period.Start = start.Format(time.RFC3339)
 	in.Period.End = quota.PeriodEnd(start, sv.CycleAnchorDay).Format(time.RFC3339)
 	return in, nil
+}
+
+func (s *Server) me(_ *fasthttp.RequestCtx, c caller) (any, error) {
+	x, err := s.usage(c)
+	if err != nil {
+		return nil, err
+	}
+	limit, remaining := x.sv.QuotaLimit, x.remaining()
+	return Me{Application: x.sv.Name, UsedQuota: x.u.Service.Used, MaxQuota: &limit, RemainingQuota: &remaining}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/core/receiver"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -388,6 +389,7 @@ type AccountView struct {
 	BankCode   string            `json:"bankCode"`
 	BankNumber string            `json:"bankNumber"`
 	Name       store.AccountName `json:"name"`
+	Type       string            `json:"type"`
 	Branches   []string          `json:"branches"`
 	Active     bool              `json:"active"`
 }
@@ -396,7 +398,8 @@ func accountView(a store.BankAccount) AccountView {
 	if a.Branches == nil {
 		a.Branches = []string{}
 	}
-	return AccountView{ID: a.ID, BankCode: a.BankCode, BankNumber: a.BankNumber, Name: a.Name, Branches: a.Branches, Active: a.Active}
+	return AccountView{ID: a.ID, BankCode: a.BankCode, BankNumber: a.BankNumber, Name: a.Name, Type: a.AccountType(),
+		Branches: a.Branches, Active: a.Active}
 }
 
 // listAccounts lists the service's accounts (b2b) or those linked to the
@@ -423,7 +426,7 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 		return nil, err
 	}
 	var fe api.FieldErrors
-	allowed := []string{"bankCode", "bankNumber", "name"}
+	allowed := []string{"bankCode", "bankNumber", "name", "type"}
 	if c.branchID == "" {
 		allowed = append(allowed, "branches")
 	}
@@ -439,6 +442,13 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 	}
 	if err := jsonInto(f, "name", &a.Name); err != nil || strings.TrimSpace(a.Name.TH) == "" {
 		f.want(&fe, "name", "{th, en?} with the Thai name")
+	}
+	if f.has("type") {
+		if t, ok := f.str("type"); ok && receiver.ValidAccountType(t) {
+			a.Type = t
+		} else {
+			fe.Add("type", "must be PERSONAL or JURISTIC")
+		}
 	}
 	if f.has("branches") {
 		if err := jsonInto(f, "branches", &a.Branches); err != nil {

@@ -35,7 +35,9 @@ const urlTooLong = "must be at most 8192 characters"
 var (
 	v2Fields     = []string{"payload", "url", "base64", "remark", "checkDuplicate", "matchAmount"}
 	v2BankFields = append(v2Fields[:len(v2Fields):len(v2Fields)], "matchAccount", "bankAccountId", "bankCode", "extraVerify", "matchMode")
-	v1Fields     = []string{"payload", "url", "base64", "checkDuplicate"}
+	// v1 names its base64 field image, as the commercial API does; base64
+	// and data (the name of a later edition of its docs) are synonyms.
+	v1Fields = []string{"payload", "url", "image", "base64", "data", "checkDuplicate"}
 )
 
 // fields reads request fields from a JSON object, or from form or query
@@ -179,23 +181,28 @@ func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.R
 		}
 		r.Source.URL = s
 	}
-	if f.has("base64") {
+	for _, name := range base64Fields(allowed) {
+		if !f.has(name) {
+			continue
+		}
 		sources++
-		if s, ok := f.str("base64"); !ok || s == "" {
-			fe.Add("base64", "must be a non-empty string")
+		if s, ok := f.str(name); !ok || s == "" {
+			fe.Add(name, "must be a non-empty string")
 		} else if img, err := decodeBase64(s); err != nil {
 			return r, err
 		} else if img == nil {
-			fe.Add("base64", "is not valid base64")
+			fe.Add(name, "is not valid base64")
 		} else {
 			r.Source.Image = img
 		}
 	}
 	switch {
+	case sources == 0 && c.version == api.V1:
+		fe.Add("payload", "one of payload, image (base64), url or a file is required")
 	case sources == 0:
 		fe.Add("payload", "one of payload, url, base64 or an image is required")
 	case sources > 1:
-		fe.Add("payload", "give only one of payload, url, base64 or an image")
+		fe.Add("payload", "give only one slip source (payload, url, base64, image or a file)")
 	}
 	if f.has("remark") {
 		s, ok := f.str("remark")
@@ -233,6 +240,14 @@ func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.R
 		return r, err
 	}
 	return r, parseReceiver(f, &r)
+}
+
+// base64Fields are the fields of allowed that carry an image as base64.
+func base64Fields(allowed []string) []string {
+	if slices.Contains(allowed, "image") {
+		return []string{"image", "base64", "data"}
+	}
+	return []string{"base64"}
 }
 
 // parseReceiver reads the receiver check of a v2 bank verification:

@@ -88,16 +88,22 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.POST("/v2/qr/generate", s.guard(api.V2, anyone, s.generateQR))
 	r.POST("/v2/verify/bank", s.guard(api.V2, branch, s.verifyBank))
 	r.POST("/v2/verify/wallet", s.guard(api.V2, branch, s.verifyWallet))
+	r.POST("/v2/verify/truewallet", s.guard(api.V2, branch, s.verifyWallet))
 	r.GET("/v2/info", s.guard(api.V2, branch, s.info))
 	if s.jobs != nil {
 		r.POST("/v2/verify/bank/async", s.guard(api.V2, branch, s.submitAsync))
 		r.POST("/v2/verify/bank/async/batch", s.guard(api.V2, branch, s.submitBatch))
 		r.GET("/v2/verify/bank/jobs/{job}", s.guard(api.V2, branch, s.pollJob))
 	}
-	r.GET("/verify", s.guard(api.V1, branch, s.verifyBank))
-	r.POST("/verify", s.guard(api.V1, branch, s.verifyBank))
-	r.POST("/verify/wallet", s.guard(api.V1, branch, s.verifyWallet))
-	r.GET("/me", s.guard(api.V1, branch, s.info))
+	// Every v1 route also answers under /api/v1, the commercial API's
+	// prefix: a client's base URL changes only its host.
+	for _, prefix := range []string{"", api.V1Prefix} {
+		r.GET(prefix+"/verify", s.guard(api.V1, branch, s.verifyBank))
+		r.POST(prefix+"/verify", s.guard(api.V1, branch, s.verifyBank))
+		r.POST(prefix+"/verify/wallet", s.guard(api.V1, branch, s.verifyWallet))
+		r.POST(prefix+"/verify/truewallet", s.guard(api.V1, branch, s.verifyWallet))
+		r.GET(prefix+"/me", s.guard(api.V1, branch, s.me))
+	}
 	s.manageRoutes(r)
 	r.GET(api.PathBranchAuth+"{digest}", s.guard(api.V2, anyone, s.branchAuth))
 	r.GET(api.PathClientAuth+"{digest}", s.guard(api.V2, anyone, s.clientAuth))
@@ -218,20 +224,32 @@ func (s *Server) bankList(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	return s.banks, nil
 }
 
+// verifyBank answers v2 with the verification data, v1 with the slip
+// itself.
 func (s *Server) verifyBank(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	req, err := parseVerify(ctx, c, true)
 	if err != nil {
 		return nil, err
 	}
-	return fetchTimed(ctx, req, s.verifier.Bank)
+	res, err := fetchTimed(ctx, req, s.verifier.Bank)
+	if err != nil || c.version == api.V2 {
+		return res, err
+	}
+	return res.RawSlip, nil
 }
 
+// verifyWallet answers v2 with the verification data, v1 with the wallet
+// slip itself.
 func (s *Server) verifyWallet(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	req, err := parseVerify(ctx, c, false)
 	if err != nil {
 		return nil, err
 	}
-	return fetchTimed(ctx, req, s.verifier.Wallet)
+	res, err := fetchTimed(ctx, req, s.verifier.Wallet)
+	if err != nil || c.version == api.V2 {
+		return res, err
+	}
+	return res.RawSlip, nil
 }
 
 // fetchTimed runs verify for req and, when it fetched an image from the

@@ -61,7 +61,8 @@ var listed = sandbox.Slip{
 			Bank: bank.AccountBank{Type: "BANKAC", Account: "xxx-x-x1234-x"}}},
 	Receiver: bank.Receiver{Bank: bank.BankRef{ID: "014", Name: "Siam Commercial Bank", Short: "SCB"},
 		Account: bank.Account{Name: bank.AccountName{TH: "บริษัท ทดสอบสลิป จำกัด", EN: "SLIP TEST CO LTD"},
-			Bank: bank.AccountBank{Type: "BANKAC", Account: "xxx-x-x5678-x"}}},
+			Bank:  bank.AccountBank{Type: "BANKAC", Account: "xxx-x-x5678-x"},
+			Proxy: &bank.Proxy{Type: bank.ProxyBiller, Account: "xxxxxxxxx5678"}}},
 }
 
 func startCore(t testing.TB, mutate func(*store.Records)) *core {
@@ -393,21 +394,28 @@ func TestDuplicatesV1(t *testing.T) {
 	c := startCore(t, nil)
 	p := bankPayload("002", "V1DUPREF0001")
 	a := c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: map[string]any{"payload": p, "checkDuplicate": true}})
-	if a.body["status"] != 200.0 || get(a.body, "data", "rawSlip", "transRef") != "V1DUPREF0001" {
+	if a.status != 200 || get(a.body, "data", "transRef") != "V1DUPREF0001" || get(a.body, "data", "payload") != p {
 		t.Fatalf("v1 success body: %s", a.raw)
 	}
+	first := a.body["data"].(map[string]any)
 	a = c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: map[string]any{"payload": p, "checkDuplicate": true}})
 	a.v1err(t, 400, "duplicate_slip")
 	d, _ := a.body["data"].(map[string]any)
-	if d["payload"] != p || d["transRef"] != "V1DUPREF0001" || d["amount"] == nil {
-		t.Errorf("duplicate_slip data lacks payload, transRef or amount: %s", a.raw)
+	// The full slip as first verified, and when.
+	for k, v := range first {
+		if fmt.Sprint(d[k]) != fmt.Sprint(v) {
+			t.Errorf("duplicate_slip data %s = %v, want %v as first verified", k, d[k], v)
+		}
+	}
+	if d["firstVerifiedAt"] != "2026-11-22T10:00:00+07:00" {
+		t.Errorf("duplicate_slip firstVerifiedAt = %v", d["firstVerifiedAt"])
 	}
 	if u, _, _ := c.usage(t, "br-main"); u != 1 {
 		t.Errorf("duplicate_slip consumed quota: used %v", u)
 	}
 	// Without checkDuplicate the verification is answered and charged.
 	a = c.do(t, call{method: "GET", path: "/verify?payload=" + p + "&checkDuplicate=false", branch: "br-main"})
-	if a.status != 200 || get(a.body, "data", "isDuplicate") != true {
+	if a.status != 200 || get(a.body, "data", "transRef") != "V1DUPREF0001" {
 		t.Fatalf("v1 GET without checkDuplicate: %s", a.raw)
 	}
 	if u, _, _ := c.usage(t, "br-main"); u != 2 {
@@ -422,20 +430,34 @@ func TestWallet(t *testing.T) {
 	p := slip.Wallet{EventType: "P2P", TransactionID: "50001234567890", Date: "20112026"}.Encode()
 	d := c.do(t, call{method: "POST", path: "/v2/verify/wallet", branch: "br-main",
 		body: map[string]any{"payload": p, "remark": "w", "matchAmount": 1}}).data(t)
-	for _, k := range []string{"transactionId", "amount", "date", "sender", "receiver", "isDuplicate", "isAmountMatched", "remark"} {
+	// v2: the bank wrapper around the wallet slip.
+	for _, k := range []string{"isDuplicate", "matchedAccount", "amountInSlip", "amountInOrder", "isAmountMatched", "remark", "rawSlip"} {
 		if _, ok := d[k]; !ok {
 			t.Errorf("wallet answer lacks %s: %v", k, d)
 		}
 	}
-	if d["transactionId"] != "50001234567890" || d["isDuplicate"] != false || d["remark"] != "w" {
+	raw, _ := d["rawSlip"].(map[string]any)
+	if raw["transactionId"] != "50001234567890" || d["isDuplicate"] != false || d["remark"] != "w" || d["matchedAccount"] != nil ||
+		d["amountInSlip"] != raw["amount"] || d["amountInOrder"] != 1.0 || get(d, "rawSlip", "sender", "name") == nil {
 		t.Errorf("wallet answer: %v", d)
 	}
-	d = c.do(t, call{method: "POST", path: "/v2/verify/wallet", branch: "br-main", body: map[string]any{"payload": p}}).data(t)
-	if d["isDuplicate"] != true {
+	// /v2/verify/truewallet is the same route: the same slip, now a
+	// self-duplicate.
+	d = c.do(t, call{method: "POST", path: "/v2/verify/truewallet", branch: "br-main", body: map[string]any{"payload": p}}).data(t)
+	if d["isDuplicate"] != true || get(d, "rawSlip", "transactionId") != "50001234567890" {
 		t.Errorf("wallet duplicate not marked: %v", d)
 	}
-	if u, _, _ := c.usage(t, "br-main"); u != 1 {
-		t.Errorf("wallet: used %v, want 1 (self-duplicate free)", u)
+	// v1: the flat wallet slip, on every v1 wallet path.
+	p2 := slip.Wallet{EventType: "P2P", TransactionID: "50001234567891", Date: "20112026"}.Encode()
+	for _, path := range []string{"/verify/wallet", "/verify/truewallet", "/api/v1/verify/wallet", "/api/v1/verify/truewallet"} {
+		a := c.do(t, call{method: "POST", path: path, branch: "br-main", body: map[string]any{"payload": p2}})
+		if a.status != 200 || get(a.body, "data", "transactionId") != "50001234567891" || get(a.body, "data", "amount") == nil ||
+			get(a.body, "data", "receiver", "phone") == nil || get(a.body, "data", "rawSlip") != nil {
+			t.Errorf("v1 %s: %s", path, a.raw)
+		}
+	}
+	if u, _, _ := c.usage(t, "br-main"); u != 5 {
+		t.Errorf("wallet: used %v, want 5 (a v2 self-duplicate free, every v1 charged)", u)
 	}
 	a := c.do(t, call{method: "POST", path: "/verify/wallet", branch: "br-main", body: map[string]any{"payload": p, "checkDuplicate": true}})
 	a.v1err(t, 400, "duplicate_slip")
@@ -664,9 +686,13 @@ func TestQuotaPeriodRollover(t *testing.T) {
 	if u, tot, _ := c.usage(t, "br-main"); u != 1 || tot != 2 {
 		t.Errorf("after rollover: used %v total %v; want 1 and 2", u, tot)
 	}
-	d := c.do(t, call{method: "GET", path: "/me", branch: "br-main"})
-	if d.body["status"] != 200.0 || get(d.body, "data", "period", "start") != "2026-12-01T00:00:00+07:00" {
-		t.Errorf("/me: %s", d.raw)
+	d := c.do(t, call{method: "GET", path: "/v2/info", branch: "br-main"}).data(t)
+	if get(d, "period", "start") != "2026-12-01T00:00:00+07:00" {
+		t.Errorf("/v2/info: %v", d)
+	}
+	me := c.do(t, call{method: "GET", path: "/me", branch: "br-main"})
+	if me.body["status"] != 200.0 || get(me.body, "data", "usedQuota") != 1.0 || get(me.body, "data", "remainingQuota") != 0.0 {
+		t.Errorf("/me: %s", me.raw)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/slipverify/slipverify/core/receiver"
 )
 
 // Service is a client account (application).
@@ -61,14 +63,25 @@ type B2BClient struct {
 }
 
 // BankAccount is a receiving account of a service, linked to branches.
+// Type is receiver.Personal or receiver.Juristic; empty (an account
+// created without one) means the type its name tells.
 type BankAccount struct {
 	ID         string      `json:"id"`
 	ServiceID  string      `json:"serviceId"`
 	BankCode   string      `json:"bankCode"`
 	BankNumber string      `json:"bankNumber"`
 	Name       AccountName `json:"name"`
+	Type       string      `json:"type,omitempty"`
 	Branches   []string    `json:"branches"`
 	Active     bool        `json:"active"`
+}
+
+// AccountType returns the account's type: as given, or as its name tells.
+func (a BankAccount) AccountType() string {
+	if a.Type != "" {
+		return a.Type
+	}
+	return receiver.AccountType(a.Name.TH, a.Name.EN)
 }
 
 // AccountName is an account holder's Thai and English name.

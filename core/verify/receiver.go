@@ -19,8 +19,41 @@ type ReceiverCheck struct {
 	MatchMode   string // PROMPTPAY only: NAME, NUMBER or NAME_NUMBER
 }
 
+// MatchedAccount is the linked account a receiver check found, as a v2
+// answer shows it.
+type MatchedAccount struct {
+	ID         string      `json:"id"`
+	Bank       MatchedBank `json:"bank"`
+	NameTH     string      `json:"nameTh"`
+	NameEN     string      `json:"nameEn"`
+	Type       string      `json:"type"` // receiver.Personal or receiver.Juristic
+	BankNumber string      `json:"bankNumber"`
+}
+
+// MatchedBank is the bank of a MatchedAccount.
+type MatchedBank struct {
+	Code      string `json:"code"`
+	ShortCode string `json:"shortCode"`
+	NameTH    string `json:"nameTh"`
+	NameEN    string `json:"nameEn"`
+}
+
+// matchedAccount returns how a v2 answer shows a.
+func matchedAccount(a store.BankAccount) *MatchedAccount {
+	info, _ := bank.Lookup(a.BankCode)
+	return &MatchedAccount{
+		ID:         a.ID,
+		Bank:       MatchedBank{Code: info.Code, ShortCode: info.Short, NameTH: info.NameTH, NameEN: info.NameEN},
+		NameTH:     a.Name.TH,
+		NameEN:     a.Name.EN,
+		Type:       a.AccountType(),
+		BankNumber: a.BankNumber,
+	}
+}
+
 // candidate is an account to compare the receiver with, and how.
 type candidate struct {
+	stored    store.BankAccount
 	acc       receiver.Account
 	promptPay bool
 	mode      receiver.Mode
@@ -67,6 +100,7 @@ func ruleCheck(rc *ReceiverCheck, a store.BankAccount) (candidate, error) {
 	}
 	info, _ := bank.Lookup(code)
 	c := candidate{
+		stored:    a,
 		acc:       receiver.Account{BankCode: code, Number: a.BankNumber, NameTH: a.Name.TH, NameEN: a.Name.EN},
 		promptPay: code == bank.PromptPay,
 	}
@@ -89,14 +123,14 @@ func ruleCheck(rc *ReceiverCheck, a store.BankAccount) (candidate, error) {
 	return c, nil
 }
 
-// accountMatched reports whether the verified slip's receiver is one of
-// the candidates.
-func accountMatched(cs []candidate, to bank.Receiver) bool {
+// accountMatched returns the first candidate the verified slip's receiver
+// is, or nil.
+func accountMatched(cs []candidate, to bank.Receiver) *MatchedAccount {
 	p := receiver.Party{BankID: to.Bank.ID, Account: to.Account.Bank.Account, NameTH: to.Account.Name.TH, NameEN: to.Account.Name.EN}
 	for _, c := range cs {
 		if receiver.Matches(p, c.acc, c.promptPay, c.mode) {
-			return true
+			return matchedAccount(c.stored)
 		}
 	}
-	return false
+	return nil
 }

@@ -56,38 +56,55 @@ type Verifier struct {
 	Now      func() time.Time // the time of the usage events of refused attempts (a verified slip's is the store's, that of its quota period); nil: time.Now
 }
 
-// RawSlip is the slip record of a bank verification (spec 2.1 rawSlip).
+// RawSlip is the slip record of a bank verification (spec 2.1 rawSlip):
+// the data of a v1 success.
 type RawSlip struct {
 	Payload string `json:"payload"`
 	bank.Slip
 }
 
-// BankResult is the verification data of a bank slip (spec 2.1).
+// BankResult is the verification data of a bank slip (spec 2.1), the data
+// of a v2 success and of a successful callback.
 type BankResult struct {
-	Remark          string  `json:"remark"`
-	IsDuplicate     bool    `json:"isDuplicate"`
-	AmountInSlip    float64 `json:"amountInSlip"`
-	IsAmountMatched bool    `json:"isAmountMatched"`
+	Remark      string `json:"remark"`
+	IsDuplicate bool   `json:"isDuplicate"`
+	// MatchedAccount is the linked account a receiver check found; null
+	// when none was asked for or none matched.
+	MatchedAccount *MatchedAccount `json:"matchedAccount"`
+	AmountInSlip   float64         `json:"amountInSlip"`
+	// AmountInOrder echoes the request's matchAmount.
+	AmountInOrder   *float64 `json:"amountInOrder,omitempty"`
+	IsAmountMatched bool     `json:"isAmountMatched"`
 	// IsAccountMatched is set when the request asked for a receiver check.
 	IsAccountMatched *bool   `json:"isAccountMatched,omitempty"`
 	RawSlip          RawSlip `json:"rawSlip"`
 }
 
-// WalletResult is the verification data of a wallet slip.
+// WalletResult is the verification data of a wallet slip: the bank
+// wrapper around the wallet slip (v2). A wallet slip has no receiver
+// check, so MatchedAccount is always null.
 type WalletResult struct {
-	bank.WalletSlip
-	IsDuplicate     bool   `json:"isDuplicate"`
-	IsAmountMatched bool   `json:"isAmountMatched"`
-	Remark          string `json:"remark"`
+	Remark          string          `json:"remark"`
+	IsDuplicate     bool            `json:"isDuplicate"`
+	MatchedAccount  *MatchedAccount `json:"matchedAccount"`
+	AmountInSlip    float64         `json:"amountInSlip"`
+	AmountInOrder   *float64        `json:"amountInOrder,omitempty"`
+	IsAmountMatched bool            `json:"isAmountMatched"`
+	RawSlip         bank.WalletSlip `json:"rawSlip"`
 }
 
-// Duplicate is the data of a v1 duplicate_slip refusal.
-type Duplicate struct {
-	Payload         string  `json:"payload"`
-	TransRef        string  `json:"transRef"`
-	Amount          float64 `json:"amount"`
-	Date            string  `json:"date"`
-	FirstVerifiedAt string  `json:"firstVerifiedAt"`
+// BankDuplicate is the data of a v1 duplicate_slip refusal of a bank slip:
+// the slip as first verified, and when.
+type BankDuplicate struct {
+	RawSlip
+	FirstVerifiedAt string `json:"firstVerifiedAt"`
+}
+
+// WalletDuplicate is the data of a v1 duplicate_slip refusal of a wallet
+// slip.
+type WalletDuplicate struct {
+	bank.WalletSlip
+	FirstVerifiedAt string `json:"firstVerifiedAt"`
 }
 
 // Bank verifies a bank slip.
@@ -117,8 +134,9 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 			s, err := v.Upstream.Bank(ctx, p.BankCode, p.TransRef)
 			return RawSlip{Payload: payload, Slip: s}, err
 		},
-		func() Duplicate {
-			return Duplicate{Payload: payload, TransRef: raw.TransRef, Amount: raw.Amount.Amount, Date: raw.Date}
+		func(firstAt string) any {
+			raw.Payload = payload
+			return BankDuplicate{RawSlip: raw, FirstVerifiedAt: firstAt}
 		})
 	if err != nil {
 		return BankResult{}, err
@@ -128,11 +146,13 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 		Remark:          r.Remark,
 		IsDuplicate:     seen,
 		AmountInSlip:    raw.Amount.Amount,
+		AmountInOrder:   r.MatchAmount,
 		IsAmountMatched: amountMatches(r.MatchAmount, raw.Amount.Amount),
 		RawSlip:         raw,
 	}
 	if r.Receiver != nil {
-		m := accountMatched(cands, raw.Receiver)
+		res.MatchedAccount = accountMatched(cands, raw.Receiver)
+		m := res.MatchedAccount != nil
 		res.IsAccountMatched = &m
 	}
 	return res, nil
@@ -153,17 +173,17 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err e
 	var ws bank.WalletSlip
 	seen, err := v.settle(ctx, r, api.KindWallet, store.SlipKey("wallet", p.TransactionID), &ws, &reported,
 		func(ctx context.Context) (any, error) { return v.Upstream.Wallet(ctx, p.TransactionID) },
-		func() Duplicate {
-			return Duplicate{Payload: payload, TransRef: ws.TransactionID, Amount: ws.Amount, Date: ws.Date}
-		})
+		func(firstAt string) any { return WalletDuplicate{WalletSlip: ws, FirstVerifiedAt: firstAt} })
 	if err != nil {
 		return WalletResult{}, err
 	}
 	return WalletResult{
-		WalletSlip:      ws,
-		IsDuplicate:     seen,
-		IsAmountMatched: amountMatches(r.MatchAmount, ws.Amount),
 		Remark:          r.Remark,
+		IsDuplicate:     seen,
+		AmountInSlip:    ws.Amount,
+		AmountInOrder:   r.MatchAmount,
+		IsAmountMatched: amountMatches(r.MatchAmount, ws.Amount),
+		RawSlip:         ws,
 	}, nil
 }
 
@@ -171,11 +191,12 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err e
 // the caller's state, the duplicate rules, the bank lookup (only for a slip
 // the service has not verified before) and the atomic consumption of quota.
 // It decodes the verified slip into out and reports whether the slip was
-// verified before. dup builds a v1 duplicate_slip answer from out. When the
+// verified before. dup builds a v1 duplicate_slip answer from out and the
+// time the slip was first verified. When the
 // verification consumes, its usage event goes out with the consumption and
 // settle sets *reported.
 func (v *Verifier) settle(ctx context.Context, r Request, kind, key string, out any, reported *bool,
-	lookup func(context.Context) (any, error), dup func() Duplicate) (bool, error) {
+	lookup func(context.Context) (any, error), dup func(firstAt string) any) (bool, error) {
 	sv, br, err := v.Store.Identity(r.ServiceID, r.BranchID)
 	if err != nil {
 		return false, identityError(err)
@@ -192,9 +213,8 @@ func (v *Verifier) settle(ctx context.Context, r Request, kind, key string, out 
 		if err := json.Unmarshal(seen.Result, out); err != nil {
 			return internal(err)
 		}
-		d := dup()
-		d.FirstVerifiedAt = time.Unix(seen.FirstAt, 0).In(quota.Bangkok).Format(time.RFC3339)
-		return &api.Error{Code: api.DuplicateSlip, Data: d}
+		first := time.Unix(seen.FirstAt, 0).In(quota.Bangkok).Format(time.RFC3339)
+		return &api.Error{Code: api.DuplicateSlip, Data: dup(first)}
 	}
 	var result []byte
 	switch {

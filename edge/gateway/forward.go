@@ -165,7 +165,7 @@ func (g *Gateway) coreUp() bool {
 }
 
 var (
-	healthOK       = []byte(`{"success":true,"data":{"status":"ok","tier":"edge","core":"ok"}}`)
+	healthOK       = []byte(`{"success":true,"message":"success","data":{"status":"ok","tier":"edge","core":"ok"}}`)
 	healthDown     = []byte(`{"success":false,"error":{"code":"API_SERVER_ERROR","message":"core is unreachable"}}`)
 	healthDraining = []byte(`{"success":false,"error":{"code":"API_SERVER_ERROR","message":"edge is shutting down"}}`)
 )

@@ -47,15 +47,24 @@ var Routes = []Route{
 
 	{Method: "POST", Path: "/v2/verify/bank", Version: api.V2, Auth: AuthBranch, Budget: BankBudget, Image: true},
 	{Method: "POST", Path: "/v2/verify/wallet", Version: api.V2, Auth: AuthBranch, Budget: WalletBudget, Image: true},
+	{Method: "POST", Path: "/v2/verify/truewallet", Version: api.V2, Auth: AuthBranch, Budget: WalletBudget, Image: true},
 	{Method: "GET", Path: "/v2/info", Version: api.V2, Auth: AuthBranch},
 	{Method: "POST", Path: "/v2/verify/bank/async", Version: api.V2, Auth: AuthBranch, Image: true},
 	{Method: "POST", Path: "/v2/verify/bank/async/batch", Version: api.V2, Auth: AuthBranch},
 	{Method: "GET", Path: "/v2/verify/bank/jobs/{job}", Version: api.V2, Auth: AuthBranch},
 
+	// Every v1 route also answers under api.V1Prefix (the commercial API's
+	// paths), with the same auth, budget and answers.
 	{Method: "GET", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},
 	{Method: "POST", Path: "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget, Image: true},
 	{Method: "POST", Path: "/verify/wallet", Version: api.V1, Auth: AuthBearer, Budget: WalletBudget, Image: true},
+	{Method: "POST", Path: "/verify/truewallet", Version: api.V1, Auth: AuthBearer, Budget: WalletBudget, Image: true},
 	{Method: "GET", Path: "/me", Version: api.V1, Auth: AuthBearer},
+	{Method: "GET", Path: api.V1Prefix + "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget},
+	{Method: "POST", Path: api.V1Prefix + "/verify", Version: api.V1, Auth: AuthBearer, Budget: BankBudget, Image: true},
+	{Method: "POST", Path: api.V1Prefix + "/verify/wallet", Version: api.V1, Auth: AuthBearer, Budget: WalletBudget, Image: true},
+	{Method: "POST", Path: api.V1Prefix + "/verify/truewallet", Version: api.V1, Auth: AuthBearer, Budget: WalletBudget, Image: true},
+	{Method: "GET", Path: api.V1Prefix + "/me", Version: api.V1, Auth: AuthBearer},
 
 	{Method: "GET", Path: "/banks", Version: api.V2, Auth: AuthBranch},
 	{Method: "GET", Path: "/v2/banks", Version: api.V2, Auth: AuthBranch},

@@ -433,6 +433,12 @@ func TestConformance(t *testing.T) {
 		w := slip.Wallet{EventType: "P2P", TransactionID: "50012345678901", Date: "20112026"}.Encode()
 		st.do(t, post(p, map[string]any{"payload": w, "matchAmount": 1}, bearer(kMain)...), 200, "")
 		st.do(t, post(p, map[string]any{"payload": w}, bearer(kMain)...), 200, "")
+		// The commercial API's path: the same route, the same slip.
+		tw := st.do(t, post("/v2/verify/truewallet", map[string]any{"payload": w}, bearer(kMain)...), 200, "")
+		if d, _ := tw["data"].(map[string]any); d["isDuplicate"] != true {
+			t.Errorf("/v2/verify/truewallet is not the wallet route: %v", tw)
+		}
+		st.do(t, post("/v2/verify/truewallet", map[string]any{"payload": w}), 401, "MISSING_API_KEY")
 		st.do(t, post(p, map[string]any{"payload": payload("004", listedRef)}, bearer(kMain)...), 404, "SLIP_NOT_FOUND")
 		st.do(t, post(p, map[string]any{"payload": w, "matchAccount": true}, bearer(kMain)...), 400, "VALIDATION_ERROR")
 		st.do(t, post(p, map[string]any{"payload": w}, bearer(kOff)...), 403, "BRANCH_INACTIVE")
@@ -515,6 +521,29 @@ func TestConformance(t *testing.T) {
 		st.do(t, post("/verify/wallet", map[string]any{"payload": w, "checkDuplicate": true}, bearer(kMain)...), 200, "")
 		st.do(t, post("/verify/wallet", map[string]any{"payload": w, "checkDuplicate": true}, bearer(kMain)...), 400, "duplicate_slip")
 		st.do(t, post("/verify/wallet", map[string]any{"payload": w}, bearer(kIP)...), 403, "access_denied")
+		st.do(t, post("/verify/truewallet", map[string]any{"payload": w, "checkDuplicate": true}, bearer(kMain)...), 400, "duplicate_slip")
+		w2 := slip.Wallet{EventType: "P2P", TransactionID: "50012345678903", Date: "21112026"}.Encode()
+		st.do(t, post("/verify/truewallet", map[string]any{"payload": w2}, bearer(kMain)...), 200, "")
+	})
+
+	// Every v1 route also answers under /api/v1, the same in every way.
+	t.Run("api/v1", func(t *testing.T) {
+		const v1 = "/api/v1"
+		st.do(t, get(v1+"/me", bearer(kMain)...), 200, "")
+		st.do(t, get(v1+"/me"), 401, "unauthorized")
+		st.do(t, get(v1+"/verify?payload="+payload("004", listedRef), bearer(kMain)...), 200, "")
+		st.do(t, get(v1+"/verify?payload=abc", bearer(kMain)...), 400, "invalid_payload")
+		again := fresh()
+		st.do(t, post(v1+"/verify", map[string]any{"payload": again, "checkDuplicate": true}, bearer(kMain)...), 200, "")
+		st.do(t, post(v1+"/verify", map[string]any{"payload": again, "checkDuplicate": true}, bearer(kMain)...), 400, "duplicate_slip")
+		st.do(t, post(v1+"/verify", map[string]any{"payload": fresh()}, bearer(kTiny)...), 403, "quota_exceeded")
+		w := slip.Wallet{EventType: "P2P", TransactionID: "50012345678904", Date: "21112026"}.Encode()
+		st.do(t, post(v1+"/verify/wallet", map[string]any{"payload": w}, bearer(kMain)...), 200, "")
+		st.do(t, post(v1+"/verify/truewallet", map[string]any{"payload": w, "checkDuplicate": true}, bearer(kMain)...), 400, "duplicate_slip")
+		w = slip.Wallet{EventType: "P2P", TransactionID: "50012345678905", Date: "21112026"}.Encode()
+		st.do(t, post(v1+"/verify/truewallet", map[string]any{"payload": w}, bearer(kMain)...), 200, "")
+		st.do(t, post(v1+"/verify/truewallet", map[string]any{"payload": w}, bearer(kIP)...), 403, "access_denied")
+		st.do(t, post(v1+"/verify", map[string]any{"payload": "x"}, bearer(kMain)...), 400, "invalid_payload")
 	})
 
 	t.Run("utility", func(t *testing.T) {

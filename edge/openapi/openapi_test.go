@@ -248,7 +248,9 @@ func TestErrorCodesMatchCatalog(t *testing.T) {
 				}
 				ae := api.E(row.Code)
 				if row.Code == api.DuplicateSlip {
-					ae.Data = verify.Duplicate{Payload: "p", TransRef: "r", Amount: 1, Date: "2026-11-20T10:00:00+07:00", FirstVerifiedAt: "2026-11-20T10:05:00+07:00"}
+					ae.Data = verify.WalletDuplicate{WalletSlip: bank.WalletSlip{TransactionID: "50012345678901", Amount: 1,
+						Date: "2026-11-20T10:00:00+07:00", Sender: bank.WalletParty{Name: "a"}, Receiver: bank.WalletParty{Name: "b"}},
+						FirstVerifiedAt: "2026-11-20T10:05:00+07:00"}
 				}
 				st, body := api.RenderError(v, ae)
 				if err := s.ValidateResponse(e.Method, e.Path, st, body); err != nil {
@@ -397,7 +399,7 @@ func TestHealthBodies(t *testing.T) {
 			status int
 			body   string
 		}{
-			{200, `{"success":true,"data":{"status":"ok","tier":"edge","core":"ok"}}`},
+			{200, `{"success":true,"message":"success","data":{"status":"ok","tier":"edge","core":"ok"}}`},
 			{503, `{"success":false,"error":{"code":"API_SERVER_ERROR","message":"core is unreachable"}}`},
 			{503, `{"success":false,"error":{"code":"API_SERVER_ERROR","message":"edge is shutting down"}}`},
 		} {

@@ -81,12 +81,15 @@ func TestCoreTypesValidate(t *testing.T) {
 	bare.RawSlip.Sender.Bank.Name = ""            // some banks report only id and short
 	bare.RawSlip.Receiver.Account.Name.EN = ""    // English name absent
 	bare.RawSlip.Receiver.MerchantID = ptr("M-1") // a merchant
-	wallet := verify.WalletResult{
-		WalletSlip: bank.WalletSlip{TransactionID: "50012345678901", Amount: 50, Date: "2026-11-20T09:12:00+07:00",
-			Sender:   bank.WalletParty{Name: "สมชาย ใ***", Phone: "081-xxx-1234"},
-			Receiver: bank.WalletParty{Name: "ร้าน กาแฟ ดอยสูง", Phone: "089-xxx-5678"}},
-		IsAmountMatched: true, Remark: "r",
-	}
+	full.MatchedAccount = &verify.MatchedAccount{ID: "acc-1", Bank: verify.MatchedBank{Code: "014", ShortCode: "SCB",
+		NameTH: "ธนาคารไทยพาณิชย์", NameEN: "Siam Commercial Bank"}, NameTH: "บริษัท ทดสอบสลิป จำกัด", NameEN: "SLIP TEST CO LTD",
+		Type: "JURISTIC", BankNumber: "1234567890"}
+	full.AmountInOrder = ptr(100.5)
+	full.RawSlip.Receiver.Account.Proxy = &bank.Proxy{Type: bank.ProxyPhone, Account: "xxx-xxx-5678"}
+	walletSlip := bank.WalletSlip{TransactionID: "50012345678901", Amount: 50, Date: "2026-11-20T09:12:00+07:00",
+		Sender:   bank.WalletParty{Name: "สมชาย ใ***"},
+		Receiver: bank.WalletParty{Name: "ร้าน กาแฟ ดอยสูง", Phone: "089-xxx-5678"}}
+	wallet := verify.WalletResult{RawSlip: walletSlip, AmountInSlip: 50, AmountInOrder: ptr(50.0), IsAmountMatched: true, Remark: "r"}
 	var info server.Info
 	info.Application.ID, info.Application.Name, info.Application.State = "svc", "Shop", "active"
 	info.Branch.ID, info.Branch.Name, info.Branch.Main, info.Branch.UsedQuota = "br-main", "Main", true, 3
@@ -95,6 +98,7 @@ func TestCoreTypesValidate(t *testing.T) {
 	info.Period.Start, info.Period.End = "2026-11-01T00:00:00+07:00", "2026-12-01T00:00:00+07:00"
 	limited := info
 	limited.Branch.LimitQuota = ptr(int64(10))
+	me := server.Me{Application: "Shop", UsedQuota: 3, MaxQuota: ptr(int64(1000)), RemainingQuota: ptr(int64(997)), ExpiredAt: ptr("2027-01-01T00:00:00+07:00")}
 
 	quota := server.QuotaRecord{ID: "br-1", Name: "Sub", LimitQuota: ptr(int64(200)), UsedQuota: 15, TotalUsedQuota: 80}
 	branch := server.BranchView{ID: "br-1", Name: "Sub", Active: true, IPAllow: []string{"*"}, QuotaRecord: quota}
@@ -102,7 +106,7 @@ func TestCoreTypesValidate(t *testing.T) {
 	hooked.WebhookURL, hooked.HasWebhookSecret = ptr("https://shop.example/hook"), true
 	created := branch
 	created.Key = "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f"
-	account := server.AccountView{ID: "acc-1", BankCode: "004", BankNumber: "1234567890", Branches: []string{},
+	account := server.AccountView{ID: "acc-1", BankCode: "004", BankNumber: "1234567890", Type: "PERSONAL", Branches: []string{},
 		Active: true}
 	account.Name.TH = "ร้าน"
 
@@ -114,12 +118,17 @@ func TestCoreTypesValidate(t *testing.T) {
 	}{
 		{"POST", "/v2/verify/bank", 200, api.V2, full},
 		{"POST", "/v2/verify/bank", 200, api.V2, bare},
-		{"POST", "/verify", 200, api.V1, bare},
-		{"GET", "/verify?payload=x", 200, api.V1, bare},
+		{"POST", "/verify", 200, api.V1, bare.RawSlip},
+		{"GET", "/verify?payload=x", 200, api.V1, full.RawSlip},
+		{"GET", "/api/v1/verify?payload=x", 200, api.V1, full.RawSlip},
 		{"POST", "/v2/verify/wallet", 200, api.V2, wallet},
-		{"POST", "/verify/wallet", 200, api.V1, wallet},
+		{"POST", "/v2/verify/truewallet", 200, api.V2, verify.WalletResult{RawSlip: walletSlip}},
+		{"POST", "/verify/wallet", 200, api.V1, walletSlip},
+		{"POST", "/api/v1/verify/truewallet", 200, api.V1, walletSlip},
 		{"GET", "/v2/info", 200, api.V2, info},
-		{"GET", "/me", 200, api.V1, limited},
+		{"GET", "/v2/info", 200, api.V2, limited},
+		{"GET", "/me", 200, api.V1, me},
+		{"GET", "/api/v1/me", 200, api.V1, server.Me{Application: "Shop"}},
 		{"GET", "/banks", 200, api.V2, bank.Banks()},
 		{"GET", "/v2/banks", 200, api.V2, bank.Banks()},
 		{"POST", "/qr/generate", 200, api.V2, server.QR{Payload: "000201", Image: "iVBORw0KGgo="}},
@@ -154,10 +163,10 @@ func TestCoreTypesValidate(t *testing.T) {
 func TestValidatorFindsDrift(t *testing.T) {
 	s := load(t)
 	v2 := render(t, api.V2, bankResult())
-	v1 := render(t, api.V1, bankResult())
+	v1 := render(t, api.V1, bankResult().RawSlip)
 	dup := func() []byte {
-		_, b := api.RenderError(api.V1, &api.Error{Code: api.DuplicateSlip, Data: verify.Duplicate{
-			Payload: "p", TransRef: "r", Amount: 1, Date: "2026-11-20T10:00:00+07:00", FirstVerifiedAt: "2026-11-20T10:05:00+07:00"}})
+		_, b := api.RenderError(api.V1, &api.Error{Code: api.DuplicateSlip, Data: verify.BankDuplicate{
+			RawSlip: bankResult().RawSlip, FirstVerifiedAt: "2026-11-20T10:05:00+07:00"}})
 		return b
 	}()
 	_, notFound := api.RenderError(api.V2, api.E(api.SlipNotFound))
@@ -198,7 +207,10 @@ func TestValidatorFindsDrift(t *testing.T) {
 		{"const", "POST", "/v2/verify/bank", 200, mutate(t, v2, func(m map[string]any) {
 			m["success"] = false
 		}), "success: want true, got false"},
-		{"v1 body on a v2 route", "POST", "/v2/verify/bank", 200, v1, "success: missing required property; message: property not allowed; status: property not allowed"},
+		{"v1 body on a v2 route", "POST", "/v2/verify/bank", 200, v1, "success: missing required property; data.remark: missing required property"},
+		{"v2 data on a v1 route", "POST", "/verify", 200, mutate(t, v1, func(m map[string]any) {
+			m["data"] = map[string]any{"rawSlip": m["data"]}
+		}), "data.payload: missing required property"},
 		{"bad enum", "POST", "/v2/verify/bank", 404, mutate(t, notFound, func(m map[string]any) {
 			at(m, "error")["code"] = "SLIP_MISSING"
 		}), `error.code: "SLIP_MISSING" is not one of`},
