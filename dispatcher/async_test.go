@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,6 +122,33 @@ func verifySignature(body []byte, header, secret string) bool {
 	mac.Write(body)
 	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
 	return hmac.Equal([]byte(header), []byte(want))
+}
+
+// nodeStringify returns a function that gives back
+// JSON.stringify(JSON.parse(body)) as node writes it. Without node the
+// test is skipped, except in CI (CI set), where it fails: CI installs node
+// (.ci/run).
+func nodeStringify(t *testing.T) func(body []byte) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node not installed: CI installs it (.ci/run)")
+		}
+		t.Skip("node not installed (apt-get install nodejs)")
+	}
+	return func(body []byte) []byte {
+		t.Helper()
+		cmd := exec.Command(bin, "-e", `process.stdout.write(JSON.stringify(JSON.parse(require("fs").readFileSync(0, "utf8"))))`)
+		cmd.Stdin = bytes.NewReader(body)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("node: %v\n%s", err, stderr.String())
+		}
+		return out
+	}
 }
 
 // stack is broker, core, dispatcher and edge as real processes.
@@ -287,6 +315,28 @@ func TestAsyncEndToEnd(t *testing.T) {
 		}
 		if a := s.poll(t, keyOther, job); a.status != 404 || a.code() != "JOB_NOT_FOUND" {
 			t.Fatalf("another branch polled: %d %s", a.status, a.raw)
+		}
+	})
+
+	t.Run("a receiver that signs JSON.stringify(JSON.parse(body)) verifies", func(t *testing.T) {
+		// Receivers in the wild re-serialise the parsed body and sign that
+		// (spec 6.3 says to sign the raw bytes): the body must be what
+		// JavaScript writes back, here with what HTML escaping, Go's
+		// escaping of U+2028 and JSON's own escapes touch.
+		stringify := nodeStringify(t)
+		remark := "ชำระ <ค่า> & \"ทดสอบ\" C:\\ใบเสร็จ\tแถว\u2028ใหม่"
+		job := s.submit(t, keyMain, map[string]any{"payload": freshPayload(), "callbackUrl": rcv.url("/ok"), "remark": remark})
+		s.settled(t, rcv, keyMain, job, 1, "done")
+		d := rcv.deliveries(job)[0]
+		if data, _ := d.payload["data"].(map[string]any); data["remark"] != remark {
+			t.Fatalf("remark %q in %s", data["remark"], d.body)
+		}
+		js := stringify(d.body)
+		if !bytes.Equal(js, d.body) {
+			t.Fatalf("JSON.stringify(JSON.parse(body)) differs from the body sent:\n sent %s\n node %s", d.body, js)
+		}
+		if !verifySignature(js, d.signature, webhookSecret) {
+			t.Fatalf("signature %q does not verify over the re-serialised body %s", d.signature, js)
 		}
 	})
 

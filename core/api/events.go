@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+)
 
 // Kafka topics (ARCHITECTURE.md); the key of each topic's records is named
 // beside it.
@@ -50,9 +55,10 @@ type JobMessage struct {
 }
 
 // Callback asks the dispatcher to deliver a job's result (slip.results).
-// Body is the exact webhook body; Signature is the X-Service-Signature
-// value, empty when the branch has no webhook secret. A redelivery repeats
-// Body and Signature byte for byte.
+// Body is the exact webhook body (WebhookPayload.Body); Signature is the
+// value of the signature header (SignatureHeader, or the name the
+// dispatcher is configured with), empty when the branch has no webhook
+// secret. A redelivery repeats Body and Signature byte for byte.
 type Callback struct {
 	EventID   string `json:"eventId"`
 	JobID     string `json:"jobId"`
@@ -78,7 +84,8 @@ type WebhookOutcome struct {
 	Deferred bool `json:"deferred,omitempty"`
 }
 
-// WebhookPayload is the body of a result callback (spec 6.2).
+// WebhookPayload is the body of a result callback (spec 6.2); Body
+// encodes it.
 type WebhookPayload struct {
 	JobID     string     `json:"jobId"`
 	BatchID   *string    `json:"batchId"`
@@ -88,13 +95,78 @@ type WebhookPayload struct {
 	Timestamp string     `json:"timestamp"`
 }
 
+// Body returns the bytes of the callback that carries p: compact JSON,
+// written as JavaScript's JSON.stringify writes it, so that a receiver
+// that signs JSON.stringify(JSON.parse(body)) instead of the raw body
+// (spec 6.3 says not to, but receivers in the wild do) gets back the bytes
+// core signed, and its check passes.
+//
+// Go's encoder differs from JSON.stringify only in what it escapes: "<",
+// ">" and "&" (HTML escaping, turned off here), U+2028 and U+2029, and the
+// U+FFFD it writes for a byte of invalid UTF-8; JSON.stringify writes all
+// of them as themselves. The rest already agrees for what a payload holds:
+// "\b", "\f", "\n", "\r", "\t" and "\u00xx" (lower-case hex) for the other
+// control characters, numbers in ECMAScript's shortest form, struct fields
+// in their declared order. Left as Go writes them, since no payload field
+// carries one: -0 (JSON.stringify writes 0), integers beyond 2^53, and map
+// keys that look like array indexes (which JavaScript puts first).
+func (p WebhookPayload) Body() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return unescapeSeparators(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+}
+
+// unescapeSeparators rewrites, in place, the escapes \u2028, \u2029 and
+// \ufffd of Go's JSON output b as the characters themselves (3 bytes of
+// UTF-8 for the 6 of the escape). Go's JSON has a backslash only inside a
+// string, where each one starts an escape, so reading escape after escape
+// is exact: "\\u2028" (a backslash, then the text u2028) is the escape
+// "\\" and text that is left alone.
+func unescapeSeparators(b []byte) []byte {
+	w := 0
+	for r := 0; r < len(b); {
+		if b[r] != '\\' {
+			b[w] = b[r]
+			w, r = w+1, r+1
+			continue
+		}
+		if b[r+1] != 'u' { // "\\", "\"", "\n", ...
+			w += copy(b[w:], b[r:r+2])
+			r += 2
+			continue
+		}
+		var c rune
+		switch string(b[r+2 : r+6]) {
+		case "2028":
+			c = '\u2028'
+		case "2029":
+			c = '\u2029'
+		case "fffd":
+			c = utf8.RuneError
+		}
+		if c == 0 { // "\u00xx": a control character
+			w += copy(b[w:], b[r:r+6])
+		} else {
+			w += utf8.EncodeRune(b[w:], c) // w <= r: over bytes already read
+		}
+		r += 6
+	}
+	return b[:w]
+}
+
 // ErrorBody is the {code, message} of an error object.
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
-// SignatureHeader carries the HMAC-SHA256 of a callback body (spec 6.3).
+// SignatureHeader carries the HMAC-SHA256 of a callback body (spec 6.3):
+// the default name; a deployment may name it otherwise
+// (SLIP_WEBHOOK_SIGNATURE_HEADER, read by the dispatcher).
 const SignatureHeader = "X-Service-Signature"
 
 // ConfigEvent tells the edges that records of a service changed

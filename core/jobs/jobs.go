@@ -437,7 +437,7 @@ func (j *Jobs) finish(job *store.Job, status, result string, data any, e *api.Er
 	if job.BatchID != "" {
 		p.BatchID = &job.BatchID
 	}
-	body, err := json.Marshal(p)
+	body, err := p.Body()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -594,6 +595,140 @@ func TestHandleJobFinishedAtStop(t *testing.T) {
 		t.Errorf("usage: %+v, want one billable success", u)
 	}
 	e.doneOnce(id)
+}
+
+// jsQuote is what JavaScript's JSON.stringify writes for the string that
+// JSON.parse reads from Go's encoding of s (ECMAScript's QuoteJSONString):
+// a byte of invalid UTF-8 reads as U+FFFD, as range reads it; '"', '\\'
+// and the control characters \b, \f, \n, \r, \t are escaped short, the
+// other control characters as \u00xx in lower case; everything else,
+// "<>&", U+2028 and U+2029 among it, is written as itself. (Lone
+// surrogates, which JSON.stringify also escapes, are not in Go strings.)
+func jsQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range s {
+		switch c {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if c < 0x20 {
+				fmt.Fprintf(&b, `\u%04x`, c)
+			} else {
+				b.WriteRune(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// remarks are client texts a callback echoes back: Thai with the
+// characters HTML escaping touches, quotes, backslashes (one before text
+// that reads like an escape), line and paragraph separators, control
+// characters and invalid UTF-8.
+var remarks = []string{
+	"order 7",
+	`ชำระ <ค่า> & "ทดสอบ"`,
+	`C:\ใบเสร็จ\u2028 <b>&amp;</b>`,
+	"</script><!-- -->",
+	"line\u2028separator\u2029paragraph",
+	"tab\tnew line\ncarriage\rback\bfeed\f",
+	"\x00\x01\x1f\x7f",
+	"bad \xff\xfe bytes, a real \ufffd, ✓ and 😀",
+	"",
+}
+
+type remarked struct {
+	Remark string  `json:"remark"`
+	Amount float64 `json:"amountInSlip"`
+}
+
+// webhookBody is Body of a payload whose data holds remark, and the bytes
+// JSON.stringify(JSON.parse(body)) gives back in JavaScript.
+func webhookBody(t testing.TB, remark string) (got, js string) {
+	t.Helper()
+	batch := "batch-1"
+	p := api.WebhookPayload{JobID: "job-1", BatchID: &batch, Status: "failed",
+		Data:      remarked{remark, 1000.5},
+		Error:     &api.ErrorBody{Code: "VALIDATION_ERROR", Message: remark},
+		Timestamp: "2026-11-22T10:00:00Z"}
+	body, err := p.Body()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body), `{"jobId":"job-1","batchId":"batch-1","status":"failed","data":{"remark":` + jsQuote(remark) +
+		`,"amountInSlip":1000.5},"error":{"code":"VALIDATION_ERROR","message":` + jsQuote(remark) + `},"timestamp":"2026-11-22T10:00:00Z"}`
+}
+
+// TestWebhookBodyAsJavaScriptWritesIt: a callback body is compact JSON,
+// byte for byte what JSON.stringify(JSON.parse(body)) writes, so that a
+// receiver that signs the re-serialised body still verifies the signature
+// (the dispatcher's TestAsyncEndToEnd checks it against node itself).
+func TestWebhookBodyAsJavaScriptWritesIt(t *testing.T) {
+	for _, remark := range remarks {
+		if got, js := webhookBody(t, remark); got != js {
+			t.Errorf("remark %q:\n got %s\nwant %s", remark, got, js)
+		}
+	}
+}
+
+// FuzzWebhookBody: for any remark, Body is what JSON.stringify writes and
+// reads back as the remark.
+func FuzzWebhookBody(f *testing.F) {
+	for _, r := range remarks {
+		f.Add(r)
+	}
+	f.Fuzz(func(t *testing.T, remark string) {
+		got, js := webhookBody(t, remark)
+		if got != js {
+			t.Errorf("remark %q:\n got %s\nwant %s", remark, got, js)
+		}
+		var back struct {
+			Data struct{ Remark string } `json:"data"`
+		}
+		// It reads back as sent, but for U+FFFD in place of each byte
+		// of invalid UTF-8 (as []rune reads them).
+		if err := json.Unmarshal([]byte(got), &back); err != nil || back.Data.Remark != string([]rune(remark)) {
+			t.Errorf("remark %q reads back as %q (%v)", remark, back.Data.Remark, err)
+		}
+	})
+}
+
+// TestHandleJobCallbackBody: the callback of a job whose remark has
+// characters JSON may escape carries them as JSON.stringify writes them,
+// and the signature is over those bytes.
+func TestHandleJobCallbackBody(t *testing.T) {
+	e := setup(t)
+	remark := "ชำระ <ค่า> & \"ทดสอบ\" \\ \u2028"
+	req := payload("REMARKREF001")
+	req.Remark = remark
+	if _, err := e.j.Submit(context.Background(), "svc", "br", []verify.Request{req}, "", false); err != nil {
+		t.Fatal(err)
+	}
+	e.handle(e.takeOne(api.TopicJobs))
+	cb, body := callback(t, e.takeOne(api.TopicResults))
+	if !strings.Contains(cb.Body, `"remark":`+jsQuote(remark)+`,`) || strings.Contains(cb.Body, `\u`) || strings.HasSuffix(cb.Body, "\n") {
+		t.Errorf("callback body %s, want the remark as %s", cb.Body, jsQuote(remark))
+	}
+	if data, _ := body["data"].(map[string]any); data["remark"] != remark {
+		t.Errorf("remark reads back as %q", data["remark"])
+	}
+	if cb.Signature != sign(cb.Body) {
+		t.Errorf("signature %q does not verify over the body sent", cb.Signature)
+	}
 }
 
 // TestHandleJobNoSecret: a branch without a webhook secret gets unsigned

@@ -6,8 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/textproto"
+	"slices"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/stream"
@@ -28,6 +33,9 @@ type Config struct {
 	SlotWait    time.Duration // longest a delivery waits for its slots
 	EgressAllow string        // private ranges callbacks may reach
 	EgressCA    string        // extra CA roots (PEM) for https callbacks
+	// SignatureHeader names the header of every callback's signature, one
+	// name for the deployment (spec 6.3's X-Service-Signature by default).
+	SignatureHeader string
 	envflag.Common
 }
 
@@ -42,6 +50,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_DISPATCHER_SLOT_WAIT", "slot-wait", "2s", "longest a callback waits for a slot of its service and its host; then it is deferred (sent again later, not counted as an attempt)", &c.SlotWait),
 		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
 		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs and callbacks", &c.EgressCA),
+		envflag.Def("SLIP_WEBHOOK_SIGNATURE_HEADER", "webhook-signature-header", api.SignatureHeader, "name of the header that carries each callback's signature (sha256=<hex>), the same for every callback", &c.SignatureHeader),
 	}
 }
 
@@ -95,5 +104,32 @@ func (c Config) Validate() error {
 	if err := egress.CheckCAFile(c.EgressCA); err != nil {
 		bad("SLIP_EGRESS_CA_FILE: %v", err)
 	}
+	if err := checkSignatureHeader(c.SignatureHeader); err != nil {
+		bad("SLIP_WEBHOOK_SIGNATURE_HEADER: %v", err)
+	}
 	return errors.Join(errs...)
+}
+
+// reservedHeaders are the headers a signature cannot be named after: those
+// the dispatcher sets on every callback, and those of HTTP's own framing
+// and connection, which Go's transport writes itself (dropping or
+// replacing a value of the request's), so a signature under one of them
+// would not arrive, or would break the request.
+var reservedHeaders = []string{"Content-Type", "User-Agent",
+	"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Te", "Connection", "Keep-Alive",
+	"Proxy-Connection", "Upgrade", "Expect"}
+
+// checkSignatureHeader refuses a name that is not an HTTP header name (a
+// token: letters, digits and !#$%&'*+-.^_`|~) or that is reserved. Case
+// does not matter: header names are case-insensitive, and Go writes them
+// in canonical form (X-Service-Signature) on HTTP/1.1.
+func checkSignatureHeader(name string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("%q is not an HTTP header name: a name has one or more letters, digits or !#$%%&'*+-.^_`|~, and no spaces or colon", name)
+	}
+	canon := textproto.CanonicalMIMEHeaderKey(name)
+	if slices.Contains(reservedHeaders, canon) {
+		return fmt.Errorf("%s is set by the dispatcher or by HTTP itself; choose a name of its own, such as %s", canon, api.SignatureHeader)
+	}
+	return nil
 }

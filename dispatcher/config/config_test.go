@@ -80,3 +80,45 @@ func TestValidate(t *testing.T) {
 	f(map[string]string{"SLIP_DISPATCHER_WORKERS": "10001"}, "SLIP_DISPATCHER_WORKERS")
 	f(map[string]string{"SLIP_DISPATCHER_WORKERS": "2000000000"}, "SLIP_DISPATCHER_WORKERS")
 }
+
+// TestSignatureHeader: the signature's header is X-Service-Signature
+// unless the deployment names another, from the variable or the flag; a
+// name that is not an HTTP header name, or that the dispatcher or HTTP
+// itself sets, is refused at start, naming the variable.
+func TestSignatureHeader(t *testing.T) {
+	f := func(args []string, env map[string]string, want string) {
+		t.Helper()
+		c, err := Load(args, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%v %v refused: %v", args, env, err)
+		}
+		if c.SignatureHeader != want {
+			t.Errorf("%v %v: header %q, want %q", args, env, c.SignatureHeader, want)
+		}
+	}
+	f(nil, nil, "X-Service-Signature")
+	f(nil, map[string]string{"SLIP_WEBHOOK_SIGNATURE_HEADER": ""}, "X-Service-Signature") // set empty: unset
+	f(nil, map[string]string{"SLIP_WEBHOOK_SIGNATURE_HEADER": "X-Webhook-Signature"}, "X-Webhook-Signature")
+	f(nil, map[string]string{"SLIP_WEBHOOK_SIGNATURE_HEADER": "x-hub-signature-256"}, "x-hub-signature-256")
+	f([]string{"-webhook-signature-header=X-Slip-Signature"}, map[string]string{"SLIP_WEBHOOK_SIGNATURE_HEADER": "X-Webhook-Signature"}, "X-Slip-Signature")
+
+	bad := func(name string) {
+		t.Helper()
+		check(t, nil, map[string]string{"SLIP_WEBHOOK_SIGNATURE_HEADER": name}, "SLIP_WEBHOOK_SIGNATURE_HEADER")
+	}
+	bad("X Service Signature")
+	bad("X-Service-Signature:")
+	bad(" X-Service-Signature")
+	bad("X-Signature\r\nX-Injected: 1")
+	bad("X-Sígnature")
+	bad("X-(Signature)")
+	bad("content-type")
+	bad("User-Agent")
+	bad("Content-Length")
+	bad("Host")
+	bad("TE")
+	check(t, []string{"-webhook-signature-header="}, nil, "SLIP_WEBHOOK_SIGNATURE_HEADER")
+}

@@ -54,6 +54,9 @@ type Dispatcher struct {
 	Now        func() time.Time
 	Log        *slog.Logger
 	Backoff    time.Duration // wait before retrying a failed outcome write
+	// SignatureHeader names the header that carries a callback's
+	// signature; "" is api.SignatureHeader.
+	SignatureHeader string
 
 	services, hosts slots
 }
@@ -139,7 +142,11 @@ func (d *Dispatcher) deliver(ctx context.Context, cb api.Callback) (api.WebhookO
 	defer release()
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"slipverify-webhook/1"}}
 	if cb.Signature != "" {
-		header.Set(api.SignatureHeader, cb.Signature)
+		name := d.SignatureHeader
+		if name == "" {
+			name = api.SignatureHeader
+		}
+		header.Set(name, cb.Signature)
 	}
 	start := d.Now()
 	status, err := d.Egress.Post(ctx, cb.URL, []byte(cb.Body), header)

@@ -117,6 +117,46 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
+// TestSignatureHeader: the signature arrives at a real receiver under the
+// header name the deployment set (X-Service-Signature when it set none),
+// and under no other; an unsigned callback carries no signature header.
+func TestSignatureHeader(t *testing.T) {
+	got := make(chan http.Header, 1)
+	srv, client := tlsReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	o := outcomes{got: make(chan api.WebhookOutcome, 1)}
+	f := func(configured string, signature string, want string) {
+		t.Helper()
+		d := &deliver.Dispatcher{Egress: client, Outcomes: o, PerHost: 1, SignatureHeader: configured, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+		raw, _ := json.Marshal(api.Callback{EventID: "ev1", JobID: "job1", Delivery: 1, URL: srv.URL + "/hook", Body: `{"jobId":"job1"}`, Signature: signature})
+		if err := d.Handle(context.Background(), kafka.Message{Value: raw}); err != nil {
+			t.Fatal(err)
+		}
+		if out := <-o.got; !out.OK {
+			t.Fatalf("delivery with header %q: %+v", configured, out)
+		}
+		h := <-got
+		var signed []string
+		for name, v := range h {
+			if strings.HasPrefix(strings.Join(v, ","), "sha256=") {
+				signed = append(signed, name)
+			}
+		}
+		switch {
+		case want == "" && len(signed) != 0:
+			t.Errorf("configured %q: unsigned callback arrived with signature headers %v", configured, signed)
+		case want != "" && (len(signed) != 1 || h.Get(want) != signature):
+			t.Errorf("configured %q: signature headers %v (%s: %q), want %s only", configured, signed, want, h.Get(want), want)
+		}
+	}
+	f("", "sha256=0a1b", "X-Service-Signature")
+	f("X-Webhook-Signature", "sha256=0a1b", "X-Webhook-Signature")
+	f("x-hub-signature-256", "sha256=0a1b", "X-Hub-Signature-256") // names are case-insensitive; Go sends the canonical case
+	f("X-Webhook-Signature", "", "")
+}
+
 // gatePoster holds every delivery to slow.example until released, and
 // answers 204 at once for every other host.
 type gatePoster struct {

@@ -44,7 +44,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	brokers := stream.Brokers(cfg.KafkaAddr)
 	w := stream.NewWriter(brokers)
 	defer w.Close()
-	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: cfg.PerService, PerHost: cfg.PerHost, SlotWait: cfg.SlotWait, Now: time.Now, Log: log, Backoff: time.Second}
+	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: cfg.PerService, PerHost: cfg.PerHost, SlotWait: cfg.SlotWait,
+		SignatureHeader: cfg.SignatureHeader, Now: time.Now, Log: log, Backoff: time.Second}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	log.Info("delivering", "addr", ln.Addr().String(), "kafka", cfg.KafkaAddr, "version", version)
+	log.Info("delivering", "addr", ln.Addr().String(), "kafka", cfg.KafkaAddr, "signatureHeader", cfg.SignatureHeader, "version", version)
 	err = stream.Resume(ctx, log, "callbacks consumer", time.Second, func(ctx context.Context) error {
 		r := stream.NewReader(brokers, api.TopicResults, "slip-dispatcher")
 		defer r.Close()
