@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/receiver"
 )
 
@@ -23,11 +24,11 @@ type Service struct {
 	Rate           Rate   `json:"rate"`
 }
 
-// Service states.
+// Service states (core/api's, the edge reads them too).
 const (
-	StateActive  = "active"
-	StateExpired = "expired"
-	StateBanned  = "banned"
+	StateActive  = api.StateActive
+	StateExpired = api.StateExpired
+	StateBanned  = api.StateBanned
 )
 
 // Rate is a service plan's verification rate per budget, in requests per

@@ -341,10 +341,7 @@ func branchPrincipal(a api.BranchAuth) (*Principal, error) {
 		ServiceID: a.ServiceID, BranchID: a.BranchID, IPAllow: ips,
 		RateBank: float64(a.RateBank), RateWall: float64(a.RateWallet),
 		BankKey: a.BranchID + "/bank", WalletKey: a.BranchID + "/wallet",
-		Refusal: refusal(a.UserBanned, a.ServiceState),
-	}
-	if p.Refusal == 0 && !a.BranchActive {
-		p.Refusal = api.BranchInactive
+		Refusal: api.CallerRefusal(a.UserBanned, a.ServiceState, a.BranchActive),
 	}
 	if a.SigningSecret != "" {
 		p.Signer, p.NonceClient = authn.NewSigner(a.SigningSecret), nonceScope(a.SigningSecret)
@@ -356,7 +353,7 @@ func clientPrincipal(a api.ClientAuth) *Principal {
 	p := &Principal{
 		ServiceID: a.ServiceID, ClientID: a.ClientID, IPAllow: iplist.MustParse("*"),
 		Signer: authn.NewSigner(a.Secret), NonceClient: nonceScope(a.Secret),
-		Refusal: refusal(a.UserBanned, a.ServiceState),
+		Refusal: api.CallerRefusal(a.UserBanned, a.ServiceState, true),
 	}
 	for _, name := range a.Permissions {
 		p.Perms |= api.PermissionBit(name)
@@ -372,18 +369,4 @@ func clientPrincipal(a api.ClientAuth) *Principal {
 func nonceScope(secret string) string {
 	sum := sha256.Sum256([]byte("slip nonce scope\x00" + secret))
 	return hex.EncodeToString(sum[:16])
-}
-
-// refusal returns the condition refusing every request of a service, in the
-// order core checks them.
-func refusal(userBanned bool, state string) api.Code {
-	switch {
-	case userBanned:
-		return api.UserBanned
-	case state == "banned":
-		return api.ServiceBanned
-	case state == "expired":
-		return api.ServiceExpired
-	}
-	return 0
 }
