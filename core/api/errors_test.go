@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // The codes of spec section 7 and the decisions of ARCHITECTURE.md: every
@@ -122,6 +123,33 @@ func TestInternal(t *testing.T) {
 		got := Internal(c.err)
 		if got.Code != c.want || !errors.Is(got, c.err) && got != quota {
 			t.Errorf("%s: Internal(%v) = %v (cause %v), want %v", c.name, c.err, got.Code, got.Cause, c.want)
+		}
+	}
+}
+
+// TestUsageEventJSON: AppendJSON writes what encoding/json writes.
+func TestUsageEventJSON(t *testing.T) {
+	for _, e := range []UsageEvent{
+		{EventID: "e1", OccurredAt: time.Date(2026, 11, 1, 0, 0, 0, 123456789, time.UTC), ServiceID: "svc<1>", BranchID: "br",
+			Kind: KindBank, API: "v2", Mode: ModeAsync, Outcome: "QUOTA_EXCEEDED", Billable: true, JobID: "j1"},
+		{OccurredAt: time.Date(2026, 11, 1, 7, 0, 0, 0, time.FixedZone("ICT", 7*3600))},
+	} {
+		want, _ := json.Marshal(e)
+		if got := e.AppendJSON(nil); string(got) != string(want) {
+			t.Errorf("AppendJSON %s\nencoding/json %s", got, want)
+		}
+	}
+}
+
+// TestRenderOKAppender: data that appends itself renders as
+// encoding/json renders it.
+func TestRenderOKAppender(t *testing.T) {
+	e := UsageEvent{EventID: "e1", Kind: KindBank}
+	for _, v := range []Version{V1, V2} {
+		got, _ := RenderOK(v, &e)
+		want, _ := RenderOK(v, struct{ UsageEvent }{e}) // the same fields, through reflection
+		if string(got) != string(want) {
+			t.Errorf("%v: %s, want %s", v, got, want)
 		}
 	}
 }

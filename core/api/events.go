@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 	"unicode/utf8"
+
+	"github.com/slipverify/slipverify/core/jsonw"
 )
 
 // Kafka topics (ARCHITECTURE.md); the key of each topic's records is named
@@ -34,6 +36,30 @@ type UsageEvent struct {
 	Outcome    string    `json:"outcome"` // "success" or the v2 error code
 	Billable   bool      `json:"billable"`
 	JobID      string    `json:"jobId,omitempty"` // async attempts
+}
+
+// AppendJSON appends e as encoding/json writes it, without reflection: a
+// usage event is written for every verification, in the store's write
+// transaction.
+func (e *UsageEvent) AppendJSON(b []byte) []byte {
+	b = jsonw.Field(b, "eventId", true)
+	b = jsonw.String(b, e.EventID)
+	b = jsonw.Field(b, "occurredAt", false)
+	b = append(b, '"')
+	b = e.OccurredAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	for _, f := range [...]struct{ name, v string }{{"serviceId", e.ServiceID}, {"branchId", e.BranchID}, {"kind", e.Kind},
+		{"api", e.API}, {"mode", e.Mode}, {"outcome", e.Outcome}} {
+		b = jsonw.Field(b, f.name, false)
+		b = jsonw.String(b, f.v)
+	}
+	b = jsonw.Field(b, "billable", false)
+	b = jsonw.Bool(b, e.Billable)
+	if e.JobID != "" {
+		b = jsonw.Field(b, "jobId", false)
+		b = jsonw.String(b, e.JobID)
+	}
+	return append(b, '}')
 }
 
 // Usage event values.

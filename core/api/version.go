@@ -41,6 +41,12 @@ type v2OK struct {
 	Data    any    `json:"data"`
 }
 
+// Appender is data that appends its own JSON encoding, as encoding/json
+// would write it: RenderOK writes it without reflection.
+type Appender interface {
+	AppendJSON(b []byte) []byte
+}
+
 // okMessage is the message of every success.
 const okMessage = "success"
 
@@ -74,6 +80,15 @@ func V2Body(e *Error) (int, ErrorBody) {
 // a message, an error's its code), {success: true, message: "success",
 // data} for v2.
 func RenderOK(v Version, data any) ([]byte, error) {
+	if a, ok := data.(Appender); ok {
+		b := make([]byte, 0, 1024)
+		if v == V1 {
+			b = append(b, `{"status":200,"message":"`+okMessage+`","data":`...)
+		} else {
+			b = append(b, `{"success":true,"message":"`+okMessage+`","data":`...)
+		}
+		return append(a.AppendJSON(b), '}'), nil
+	}
 	if v == V1 {
 		return json.Marshal(v1Body{Status: 200, Message: okMessage, Data: data})
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -111,15 +112,14 @@ func (x usage) remaining() int64 {
 }
 
 func (s *Server) usage(c caller) (usage, error) {
-	sv, br, err := s.store.Identity(c.serviceID, c.branchID)
-	if err != nil {
+	snap, err := s.store.Snapshot(c.serviceID, c.branchID, "")
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return usage{}, api.E(api.InvalidAPIKey)
-	}
-	u, err := s.store.Usage(sv, br.ID)
-	if err != nil {
+	case err != nil:
 		return usage{}, api.Internal(err)
 	}
-	return usage{sv, br, u}, nil
+	return usage{snap.Service, snap.Branch, snap.Usage}, nil
 }
 
 func (s *Server) info(_ *fasthttp.RequestCtx, c caller) (any, error) {

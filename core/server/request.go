@@ -324,42 +324,97 @@ func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error)
 	return f, nil, err
 }
 
+// errNotObject refuses a body that is not one JSON object.
+var errNotObject = api.Errorf(api.Validation, "body: must be a JSON object")
+
 // jsonFields reads a JSON object body. A field given twice is refused,
 // naming it: JSON parsers disagree on which value counts, so such a body
-// means different things to different readers.
+// means different things to different readers. The values are body's
+// bytes, not copies: fields lives no longer than the request.
 func jsonFields(body []byte) (fields, error) {
-	notObject := api.Errorf(api.Validation, "body: must be a JSON object")
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return fields{}, notObject
+	if !json.Valid(body) { // the walk below relies on it
+		return fields{}, errNotObject
 	}
-	f := fields{json: map[string]json.RawMessage{}}
+	i := skipSpace(body, 0)
+	if body[i] != '{' {
+		return fields{}, errNotObject
+	}
+	f := fields{json: make(map[string]json.RawMessage, 8)}
 	var fe api.FieldErrors
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fields{}, notObject
+	for i = skipSpace(body, i+1); body[i] != '}'; {
+		end := stringEnd(body, i)
+		name := string(body[i+1 : end-1])
+		if !plainASCII(body[i:end]) { // escapes, or text encoding/json would mend
+			json.Unmarshal(body[i:end], &name) // valid: cannot fail
 		}
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return fields{}, notObject
-		}
+		i = skipSpace(body, skipSpace(body, end)+1) // past the colon
+		vend := valueEnd(body, i)
 		if _, dup := f.json[name]; dup {
 			fe.Add(name, "given more than once")
 		}
-		f.json[name] = v
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return fields{}, notObject
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fields{}, notObject // data after the object
+		f.json[name] = body[i:vend:vend]
+		if i = skipSpace(body, vend); body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
 	}
 	if err := fe.Err(); err != nil {
 		return fields{}, err
 	}
 	return f, nil
+}
+
+// The walk of jsonFields over valid JSON: i is at the start of a token.
+
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string that starts at i.
+func stringEnd(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// valueEnd returns the index after the value that starts at i.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[i])) {
+		i++
+	}
+	return i
 }
 
 // only records every field not in allowed as unknown.

@@ -151,12 +151,12 @@ func TestSchemaVersions(t *testing.T) {
 		t.Errorf("upgraded from 1, the branch's unfinished job not counted: %v", err)
 	}
 	st.Close()
-	setSchema("4")
+	setSchema("5")
 	if st, err := store.Open(path, c.now); err == nil {
 		st.Close()
-		t.Fatal("a file of layout 4 opened")
-	} else if !strings.Contains(err.Error(), "schema version 4") {
-		t.Errorf("refusing layout 4: %v", err)
+		t.Fatal("a file of layout 5 opened")
+	} else if !strings.Contains(err.Error(), "schema version 5") {
+		t.Errorf("refusing layout 5: %v", err)
 	}
 }
 

@@ -364,13 +364,10 @@ func TestUsageEventInItsPeriod(t *testing.T) {
 	}
 	reads.Store(0)
 	var at time.Time
-	if _, err := st.Consume(store.Verification{ServiceID: "svc", BranchID: "br", SlipKey: store.SlipKey("bank", "004", "EDGE1"),
-		Result: []byte(`{}`), Policy: store.FreeSelfDuplicate, Usage: func(_ bool, t time.Time) store.Message {
-			at = t
-			return store.Message{Topic: "slip.usage", Key: "svc", Value: []byte("e")}
-		}}); err != nil {
-		t.Fatal(err)
-	}
+	applyV2(t, st, "EDGE1", func(_ bool, t time.Time) store.Message {
+		at = t
+		return store.Message{Topic: "slip.usage", Key: "svc", Value: []byte("e")}
+	})
 	if !at.Before(end) {
 		t.Fatalf("the event is dated %v, in the next period; the unit was counted in the one ending %v", at, end)
 	}
@@ -389,15 +386,7 @@ func TestExpireSlips(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	consume := func(ref string) store.Consumed {
-		t.Helper()
-		got, err := st.Consume(store.Verification{ServiceID: "svc", BranchID: "br", SlipKey: store.SlipKey("bank", "004", ref),
-			Result: []byte(`{}`), Policy: store.FreeSelfDuplicate})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	consume := func(ref string) applied { t.Helper(); return applyV2(t, st, ref, nil) }
 	consume("OLD1")
 	consume("OLD2")
 	// As written by a build before the index: built when opened.
@@ -446,15 +435,7 @@ func TestUsageEventsWithConsume(t *testing.T) {
 	usage := func(charged bool, _ time.Time) store.Message {
 		return store.Message{Topic: "slip.usage", Key: "svc", Value: fmt.Appendf(nil, "charged=%v", charged)}
 	}
-	consume := func(slip string) store.Consumed {
-		t.Helper()
-		c, err := st.Consume(store.Verification{ServiceID: "svc", BranchID: "br", SlipKey: store.SlipKey("bank", "004", slip),
-			Result: []byte(`{}`), Policy: store.FreeSelfDuplicate, Usage: usage})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	consume := func(ref string) applied { t.Helper(); return applyV2(t, st, ref, usage) }
 	if c := consume("REF1"); !c.Charged {
 		t.Fatal("a new slip was not charged")
 	}
@@ -484,11 +465,35 @@ func TestUsageEventsWithConsume(t *testing.T) {
 	if msgs := outbox(t, st, 10); len(msgs) != 3 || string(msgs[2].Value) != "charged=true" {
 		t.Errorf("outbox: %+v, want the billable event last", msgs)
 	}
-	u, err := st.Usage(store.Service{ID: "svc", CycleAnchorDay: 1}, "br")
+	snap, err := st.Snapshot("svc", "br", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Service.Used != 2 || u.Branch.Used != 2 {
+	if u := snap.Usage; u.Service.Used != 2 || u.Branch.Used != 2 {
 		t.Errorf("quota used: service %d branch %d, want 2 and 2", u.Service.Used, u.Branch.Used)
 	}
+}
+
+// applied is what applyV2 did: the slip's record before it, and whether it
+// charged.
+type applied struct {
+	Seen    *store.SlipRecord
+	Charged bool
+}
+
+// applyV2 applies a v2 verification of slip ref by branch br of svc as the
+// verification rule decides it (core/verify.Decide): the branch's own
+// duplicate free, anything else charged.
+func applyV2(t *testing.T, st *store.Store, ref string, usage func(bool, time.Time) store.Message) applied {
+	t.Helper()
+	var out applied
+	snap, err := st.Apply("svc", "br", store.SlipKey("bank", "004", ref), func(s store.Snapshot) (store.Effect, error) {
+		out.Charged = s.Slip == nil || !s.Slip.VerifiedBy("br")
+		return store.Effect{Charge: out.Charged, Result: []byte(`{}`), Usage: usage}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Seen = snap.Slip
+	return out
 }

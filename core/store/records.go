@@ -180,23 +180,6 @@ func hasService(tx *bolt.Tx, r Records, id string) bool {
 }
 
 // Identity returns the service and branch a request acts for. It fails with
-// ErrNotFound when either is unknown or the branch is not the service's.
-func (s *Store) Identity(serviceID, branchID string) (sv Service, br Branch, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
-		if err := getJSON(tx.Bucket(bucketServices), serviceID, &sv); err != nil {
-			return err
-		}
-		if err := getJSON(tx.Bucket(bucketBranches), branchID, &br); err != nil {
-			return err
-		}
-		if br.ServiceID != sv.ID {
-			return ErrNotFound
-		}
-		return nil
-	})
-	return sv, br, err
-}
-
 // serviceSeqKey orders a service's B2B clients by creation.
 func serviceSeqKey(serviceID string, seq uint64) []byte {
 	k := append([]byte(serviceID), 0, 0, 0, 0, 0, 0, 0, 0, 0)

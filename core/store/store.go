@@ -31,8 +31,10 @@ var (
 // schemaVersion is the layout this build writes. 2 added the counts of
 // each branch's unfinished jobs, which a build of 1 would open and not
 // keep: it refuses a file of 2, and this build upgrades a file of 1. 3
-// added the slip records' index by age (bucketSlipsByAge), likewise.
-const schemaVersion = 3
+// added the slip records' index by age (bucketSlipsByAge), likewise. 4
+// writes slip records in a binary form (SlipRecord.encode), which a build
+// of 3 could not read; records of before stay JSON and are read as such.
+const schemaVersion = 4
 
 var (
 	bucketMeta     = []byte("meta")
@@ -106,6 +108,8 @@ type Store struct {
 
 	closing sync.RWMutex // Close waits for Emits in progress
 	closed  bool
+
+	records decoded // services and branches, decoded once while unchanged
 }
 
 type op struct {
@@ -239,12 +243,7 @@ func (s *Store) commit() {
 				break drain
 			}
 		}
-		err := s.update(func(tx *bolt.Tx) error {
-			for _, o := range batch {
-				o.err = o.fn(tx)
-			}
-			return s.enqueue(tx, msgs...)
-		})
+		err := s.runBatch(batch, msgs)
 		if err != nil && len(msgs) > 0 {
 			s.dropped.Add(int64(len(msgs)))
 		}
@@ -254,7 +253,42 @@ func (s *Store) commit() {
 		}
 		armed = false
 		for _, o := range batch {
-			o.done <- errors.Join(err, o.err)
+			if o.err != nil {
+				o.done <- o.err // it wrote nothing: the transaction's fate is not its
+				continue
+			}
+			o.done <- err
+		}
+	}
+}
+
+// errOpFailed stops a batch's transaction at the first op that fails.
+var errOpFailed = errors.New("store: an op of the batch failed")
+
+// runBatch runs the ops of a batch and the emitted msgs in one transaction.
+// An op that fails leaves no write behind, whatever else shares the
+// transaction: the transaction is rolled back at once and run again
+// without it, until every op left succeeds. So each op's fn runs on the
+// state the ops before it left, and may run more than once: it must set
+// its results from the transaction alone.
+func (s *Store) runBatch(batch []*op, msgs []Message) error {
+	for i := range batch {
+		batch[i].err = nil
+	}
+	for {
+		err := s.update(func(tx *bolt.Tx) error {
+			for _, o := range batch {
+				if o.err != nil {
+					continue // failed in an earlier run
+				}
+				if o.err = o.fn(tx); o.err != nil {
+					return errOpFailed
+				}
+			}
+			return s.enqueue(tx, msgs...)
+		})
+		if !errors.Is(err, errOpFailed) {
+			return err
 		}
 	}
 }
@@ -324,9 +358,8 @@ func (e WriteError) Error() string   { return "store: write failed: " + e.Err.Er
 func (e WriteError) Unwrap() error   { return e.Err }
 func (e WriteError) Temporary() bool { return true }
 
-// write runs fn in a write transaction shared with other writers. fn must
-// check everything before it writes: a failing fn does not roll back its
-// own writes, since the transaction holds other callers' writes too.
+// write runs fn in a write transaction shared with other writers. When fn
+// fails, nothing it wrote is kept (see runBatch); fn may run more than once.
 func (s *Store) write(fn func(tx *bolt.Tx) error) error {
 	o := &op{fn: fn, done: make(chan error, 1)}
 	select {

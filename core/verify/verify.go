@@ -14,6 +14,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/jsonw"
 	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/store"
@@ -61,7 +62,23 @@ type Verifier struct {
 type RawSlip struct {
 	Payload string `json:"payload"`
 	bank.Slip
+	enc []byte // its encoding as remembered, when it is that: written as is
 }
+
+// AppendJSON appends the slip as the store remembers it, when it is that
+// record (an answer encodes the slip once), else as encoding/json writes
+// it.
+func (s RawSlip) AppendJSON(b []byte) []byte {
+	if s.enc != nil {
+		return append(b, s.enc...)
+	}
+	b = append(b, `{"payload":`...)
+	b = jsonw.String(b, s.Payload)
+	return append(s.Slip.AppendFields(append(b, ',')), '}')
+}
+
+// MarshalJSON is AppendJSON, for encoding/json.
+func (s RawSlip) MarshalJSON() ([]byte, error) { return s.AppendJSON(nil), nil }
 
 // BankResult is the verification data of a bank slip (spec 2.1), the data
 // of a v2 success and of a successful callback.
@@ -80,6 +97,36 @@ type BankResult struct {
 	RawSlip          RawSlip `json:"rawSlip"`
 }
 
+// AppendJSON appends r as encoding/json writes it (TestBankResultJSON),
+// the slip as remembered.
+func (r BankResult) AppendJSON(b []byte) []byte {
+	b = jsonw.Field(b, "remark", true)
+	b = jsonw.String(b, r.Remark)
+	b = jsonw.Field(b, "isDuplicate", false)
+	b = jsonw.Bool(b, r.IsDuplicate)
+	b = jsonw.Field(b, "matchedAccount", false)
+	if r.MatchedAccount == nil {
+		b = append(b, "null"...)
+	} else {
+		m, _ := json.Marshal(r.MatchedAccount) // strings only: cannot fail
+		b = append(b, m...)
+	}
+	b = jsonw.Field(b, "amountInSlip", false)
+	b = jsonw.Float(b, r.AmountInSlip)
+	if r.AmountInOrder != nil {
+		b = jsonw.Field(b, "amountInOrder", false)
+		b = jsonw.Float(b, *r.AmountInOrder)
+	}
+	b = jsonw.Field(b, "isAmountMatched", false)
+	b = jsonw.Bool(b, r.IsAmountMatched)
+	if r.IsAccountMatched != nil {
+		b = jsonw.Field(b, "isAccountMatched", false)
+		b = jsonw.Bool(b, *r.IsAccountMatched)
+	}
+	b = jsonw.Field(b, "rawSlip", false)
+	return append(r.RawSlip.AppendJSON(b), '}')
+}
+
 // WalletResult is the verification data of a wallet slip: the bank
 // wrapper around the wallet slip (v2). A wallet slip has no receiver
 // check, so MatchedAccount is always null.
@@ -96,7 +143,8 @@ type WalletResult struct {
 // BankDuplicate is the data of a v1 duplicate_slip refusal of a bank slip:
 // the slip as first verified, and when.
 type BankDuplicate struct {
-	RawSlip
+	Payload string `json:"payload"`
+	bank.Slip
 	FirstVerifiedAt string `json:"firstVerifiedAt"`
 }
 
@@ -128,23 +176,28 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 			return BankResult{}, err
 		}
 	}
-	var raw RawSlip
-	seen, err := v.settle(ctx, r, api.KindBank, store.SlipKey("bank", p.BankCode, p.TransRef), &raw, &reported,
-		func(ctx context.Context) (any, error) {
+	got, err := settle(ctx, v, r, store.SlipKey("bank", p.BankCode, p.TransRef), &reported, kind[RawSlip]{
+		name: api.KindBank,
+		lookup: func(ctx context.Context) (RawSlip, error) {
 			s, err := v.Upstream.Bank(ctx, p.BankCode, p.TransRef)
 			return RawSlip{Payload: payload, Slip: s}, err
 		},
-		func(firstAt string) any {
-			raw.Payload = payload
-			return BankDuplicate{RawSlip: raw, FirstVerifiedAt: firstAt}
-		})
+		duplicate: func(s RawSlip, firstAt string) any {
+			return BankDuplicate{Payload: s.Payload, Slip: s.Slip, FirstVerifiedAt: firstAt}
+		},
+	})
 	if err != nil {
 		return BankResult{}, err
 	}
-	raw.Payload = payload
+	raw := got.slip
+	if raw.Payload == payload {
+		raw.enc = got.encoded // the answer is the record; else the payload as sent
+	} else {
+		raw.Payload = payload
+	}
 	res := BankResult{
 		Remark:          r.Remark,
-		IsDuplicate:     seen,
+		IsDuplicate:     got.duplicate,
 		AmountInSlip:    raw.Amount.Amount,
 		AmountInOrder:   r.MatchAmount,
 		IsAmountMatched: amountMatches(r.MatchAmount, raw.Amount.Amount),
@@ -170,16 +223,20 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err e
 	if err != nil {
 		return WalletResult{}, api.E(api.InvalidPayload)
 	}
-	var ws bank.WalletSlip
-	seen, err := v.settle(ctx, r, api.KindWallet, store.SlipKey("wallet", p.TransactionID), &ws, &reported,
-		func(ctx context.Context) (any, error) { return v.Upstream.Wallet(ctx, p.TransactionID) },
-		func(firstAt string) any { return WalletDuplicate{WalletSlip: ws, FirstVerifiedAt: firstAt} })
+	got, err := settle(ctx, v, r, store.SlipKey("wallet", p.TransactionID), &reported, kind[bank.WalletSlip]{
+		name:   api.KindWallet,
+		lookup: func(ctx context.Context) (bank.WalletSlip, error) { return v.Upstream.Wallet(ctx, p.TransactionID) },
+		duplicate: func(s bank.WalletSlip, firstAt string) any {
+			return WalletDuplicate{WalletSlip: s, FirstVerifiedAt: firstAt}
+		},
+	})
 	if err != nil {
 		return WalletResult{}, err
 	}
+	ws := got.slip
 	return WalletResult{
 		Remark:          r.Remark,
-		IsDuplicate:     seen,
+		IsDuplicate:     got.duplicate,
 		AmountInSlip:    ws.Amount,
 		AmountInOrder:   r.MatchAmount,
 		IsAmountMatched: amountMatches(r.MatchAmount, ws.Amount),
@@ -187,81 +244,117 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err e
 	}, nil
 }
 
-// settle runs the part of a verification common to every kind of slip:
-// the caller's state, the duplicate rules, the bank lookup (only for a slip
-// the service has not verified before) and the atomic consumption of quota.
-// It decodes the verified slip into out and reports whether the slip was
-// verified before. dup builds a v1 duplicate_slip answer from out and the
-// time the slip was first verified. When the
-// verification consumes, its usage event goes out with the consumption and
-// settle sets *reported.
-func (v *Verifier) settle(ctx context.Context, r Request, kind, key string, out any, reported *bool,
-	lookup func(context.Context) (any, error), dup func(firstAt string) any) (bool, error) {
-	sv, br, err := v.Store.Identity(r.ServiceID, r.BranchID)
-	if err != nil {
-		return false, identityError(err)
-	}
-	if err := checkState(sv, br); err != nil {
-		return false, err
-	}
-	policy := policyOf(r)
-	seen, err := v.Store.Slip(r.ServiceID, key)
-	if err != nil {
-		return false, internal(err)
-	}
-	refuse := func(seen *store.SlipRecord) error {
-		if err := json.Unmarshal(seen.Result, out); err != nil {
-			return internal(err)
+// kind is what settle needs of a kind of slip (T: its verified record).
+type kind[T any] struct {
+	name      string                           // api.KindBank or api.KindWallet
+	lookup    func(context.Context) (T, error) // asks the bank
+	duplicate func(s T, firstAt string) any    // the data of a v1 duplicate_slip
+}
+
+// settled is a verification's verified slip: as the service remembers it
+// (encoded) and decoded, and whether the answer says isDuplicate.
+type settled[T any] struct {
+	slip      T
+	encoded   []byte
+	duplicate bool
+}
+
+// errStaleDecision retries a verification whose slip record was removed
+// (by SLIP_SLIP_RETENTION) between its decision and its write.
+var errStaleDecision = errors.New("verify: the slip's record went between the decision and the write")
+
+// settle runs what every kind of verification shares: Decide on a
+// snapshot, the bank lookup when it says so, and the effect written by
+// Store.Apply, decided again on the state it is written into. When the
+// effect (with its usage event) is written, it sets *reported.
+func settle[T any](ctx context.Context, v *Verifier, r Request, key string, reported *bool, k kind[T]) (settled[T], error) {
+	for {
+		got, err := settleOnce(ctx, v, r, key, reported, k)
+		if !errors.Is(err, errStaleDecision) {
+			return got, err
 		}
-		first := time.Unix(seen.FirstAt, 0).In(quota.Bangkok).Format(time.RFC3339)
-		return &api.Error{Code: api.DuplicateSlip, Data: dup(first)}
 	}
-	var result []byte
+}
+
+func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, reported *bool, k kind[T]) (settled[T], error) {
+	var got settled[T]
+	snap, err := v.Store.Snapshot(r.ServiceID, r.BranchID, key)
+	if err != nil {
+		return got, identityError(err)
+	}
+	d := Decide(snap, r)
 	switch {
-	case seen != nil && policy == store.RefuseDuplicate:
-		return true, refuse(seen)
-	case seen != nil && policy == store.FreeSelfDuplicate && seen.VerifiedBy(r.BranchID):
-		// Fast path: a self-duplicate is free and already known.
-		if err := json.Unmarshal(seen.Result, out); err != nil {
-			return true, internal(err)
+	case d.Refuse != 0:
+		return got, refusal(d.Refuse, snap.Slip, k)
+	case !d.Lookup && !d.Charge: // free, answered from the record: nothing to write
+		return fromRecord(snap.Slip, d, k)
+	case d.Lookup:
+		if got.slip, err = k.lookup(ctx); err != nil {
+			return got, bankError(err)
 		}
-		return !seen.FirstSeenBy(r.JobID), nil
-	case seen != nil:
-		result = seen.Result
-	default:
-		// Slow path: ask the bank, but not when the answer could not be charged.
-		if err := v.quotaLeft(sv, br); err != nil {
-			return false, err
-		}
-		s, err := lookup(ctx)
-		if err != nil {
-			return false, bankError(err)
-		}
-		if result, err = json.Marshal(s); err != nil {
-			return false, internal(err)
+		if got.encoded, err = encode(got.slip); err != nil {
+			return got, internal(err)
 		}
 	}
-	c, err := v.Store.Consume(store.Verification{
-		ServiceID: r.ServiceID, BranchID: r.BranchID, SlipKey: key, Result: result, Policy: policy,
-		JobID: r.JobID,
-		Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, kind, api.OutcomeOK, charged, at) },
+	snap, err = v.Store.Apply(r.ServiceID, r.BranchID, key, func(now store.Snapshot) (store.Effect, error) {
+		if d = Decide(now, r); d.Refuse != 0 {
+			return store.Effect{}, refusal(d.Refuse, now.Slip, k)
+		}
+		if d.Lookup && got.encoded == nil {
+			return store.Effect{}, errStaleDecision
+		}
+		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID,
+			Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, k.name, api.OutcomeOK, charged, at) }}, nil
 	})
-	*reported = err == nil
 	switch {
-	case errors.Is(err, store.ErrDuplicate):
-		return true, refuse(c.Seen)
-	case errors.Is(err, store.ErrQuotaExceeded):
-		return false, api.E(api.QuotaExceeded)
+	case errors.Is(err, errStaleDecision):
+		return got, err
+	case errors.Is(err, store.ErrNotFound):
+		return got, identityError(err)
 	case err != nil:
-		return false, internal(err)
+		var e *api.Error
+		if errors.As(err, &e) {
+			return got, err
+		}
+		return got, internal(err)
 	}
-	if c.Seen != nil {
-		result = c.Seen.Result // the first verification's answer stands
+	*reported = true
+	if d.Lookup {
+		got.duplicate = d.Duplicate
+		return got, nil
 	}
-	if err := json.Unmarshal(result, out); err != nil {
-		return false, internal(err)
+	return fromRecord(snap.Slip, d, k) // the first verification's answer stands
+}
+
+// encode is the encoding of a verified slip as remembered.
+func encode(v any) ([]byte, error) {
+	if a, ok := v.(api.Appender); ok {
+		return a.AppendJSON(make([]byte, 0, 1024)), nil
 	}
-	return c.Seen != nil && !c.Seen.FirstSeenBy(r.JobID), nil
+	return json.Marshal(v)
+}
+
+// fromRecord answers from the slip's record.
+func fromRecord[T any](rec *store.SlipRecord, d Decision, k kind[T]) (settled[T], error) {
+	got := settled[T]{encoded: rec.Result, duplicate: d.Duplicate}
+	if err := json.Unmarshal(rec.Result, &got.slip); err != nil {
+		return got, internal(err)
+	}
+	return got, nil
+}
+
+// refusal is the error of a refused verification: a v1 duplicate_slip
+// carries the slip as first verified.
+func refusal[T any](code api.Code, rec *store.SlipRecord, k kind[T]) error {
+	if code != api.DuplicateSlip {
+		return api.E(code)
+	}
+	var s T
+	if err := json.Unmarshal(rec.Result, &s); err != nil {
+		return internal(err)
+	}
+	first := time.Unix(rec.FirstAt, 0).In(quota.Bangkok).Format(time.RFC3339)
+	return &api.Error{Code: api.DuplicateSlip, Data: k.duplicate(s, first)}
 }
 
 // report emits the usage event of an attempt whose event did not go out
@@ -301,38 +394,22 @@ func (v *Verifier) usage(r Request, kind, outcome string, billable bool, at time
 		EventID: uuid.NewString(), OccurredAt: at.UTC(), ServiceID: r.ServiceID, BranchID: r.BranchID,
 		Kind: kind, API: r.Version.String(), Mode: mode, Outcome: outcome, Billable: billable, JobID: r.JobID,
 	}
-	value, err := json.Marshal(ev)
-	if err != nil {
-		panic(err) // strings, a bool and a time always encode
-	}
-	return store.Message{Topic: api.TopicUsage, Key: r.ServiceID, Value: value}
+	return store.Message{Topic: api.TopicUsage, Key: r.ServiceID, Value: ev.AppendJSON(make([]byte, 0, 256))}
 }
 
 // Admit refuses a verification the caller could not make now: an unknown
-// or refused service or branch, or quota already used up. It returns the
-// branch it read. Async submit asks before it accepts jobs.
+// or refused service or branch, or quota already used up (Decide, for a
+// slip not seen). It returns the branch it read. Async submit asks before
+// it accepts jobs.
 func (v *Verifier) Admit(serviceID, branchID string) (store.Branch, error) {
-	sv, br, err := v.Store.Identity(serviceID, branchID)
+	snap, err := v.Store.Snapshot(serviceID, branchID, "")
 	if err != nil {
-		return br, identityError(err)
+		return snap.Branch, identityError(err)
 	}
-	if err := checkState(sv, br); err != nil {
-		return br, err
+	if d := Decide(snap, Request{ServiceID: serviceID, BranchID: branchID}); d.Refuse != 0 {
+		return snap.Branch, api.E(d.Refuse)
 	}
-	return br, v.quotaLeft(sv, br)
-}
-
-// quotaLeft refuses with QUOTA_EXCEEDED when the service or the branch has
-// used up its quota of the current period.
-func (v *Verifier) quotaLeft(sv store.Service, br store.Branch) error {
-	u, err := v.Store.Usage(sv, br.ID)
-	if err != nil {
-		return internal(err)
-	}
-	if !u.Service.Allows(&sv.QuotaLimit) || !u.Branch.Allows(br.LimitQuota) {
-		return api.E(api.QuotaExceeded)
-	}
-	return nil
+	return snap.Branch, nil
 }
 
 // payload returns the QR payload of src.
@@ -349,31 +426,6 @@ func (v *Verifier) payload(ctx context.Context, src Source, accept func(string) 
 // IsBankSlip reports whether p is a well-formed bank slip payload.
 func IsBankSlip(p string) bool   { _, err := slip.ParseBank(p); return err == nil }
 func isWalletSlip(p string) bool { _, err := slip.ParseWallet(p); return err == nil }
-
-func policyOf(r Request) store.Policy {
-	switch {
-	case r.Version == api.V2:
-		return store.FreeSelfDuplicate
-	case r.CheckDuplicate:
-		return store.RefuseDuplicate
-	}
-	return store.ChargeAlways
-}
-
-// checkState refuses callers whose service or branch may not verify.
-func checkState(sv store.Service, br store.Branch) error {
-	switch {
-	case sv.UserBanned:
-		return api.E(api.UserBanned)
-	case sv.State == store.StateBanned:
-		return api.E(api.ServiceBanned)
-	case sv.State == store.StateExpired:
-		return api.E(api.ServiceExpired)
-	case !br.Active:
-		return api.E(api.BranchInactive)
-	}
-	return nil
-}
 
 func identityError(err error) error {
 	if errors.Is(err, store.ErrNotFound) {

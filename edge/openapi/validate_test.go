@@ -166,7 +166,7 @@ func TestValidatorFindsDrift(t *testing.T) {
 	v1 := render(t, api.V1, bankResult().RawSlip)
 	dup := func() []byte {
 		_, b := api.RenderError(api.V1, &api.Error{Code: api.DuplicateSlip, Data: verify.BankDuplicate{
-			RawSlip: bankResult().RawSlip, FirstVerifiedAt: "2026-11-20T10:05:00+07:00"}})
+			Payload: bankResult().RawSlip.Payload, Slip: bankResult().RawSlip.Slip, FirstVerifiedAt: "2026-11-20T10:05:00+07:00"}})
 		return b
 	}()
 	_, notFound := api.RenderError(api.V2, api.E(api.SlipNotFound))

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/slipverify/slipverify/core/quota"
+)
+
+// Snapshot is everything a verification's decision reads, from one
+// transaction at one time: the caller's service and branch, the slip's
+// record and this period's counters.
+type Snapshot struct {
+	Service Service
+	Branch  Branch
+	// Slip is the service's record of the slip; nil when it never
+	// verified it (or when no slip was asked for).
+	Slip  *SlipRecord
+	Usage Usage
+	// At is the snapshot's time: the period its counters are of, and, in
+	// Apply, the time of the verification's record and usage event.
+	At time.Time
+}
+
+// QuotaLeft reports whether the service and the branch may both consume
+// one more unit in the snapshot's period.
+func (s *Snapshot) QuotaLeft() bool {
+	return s.Usage.Service.Allows(&s.Service.QuotaLimit) && s.Usage.Branch.Allows(s.Branch.LimitQuota)
+}
+
+// Snapshot reads what a verification of slipKey by a branch needs ("" for
+// no slip). It fails with ErrNotFound for an unknown service or branch, or
+// a branch of another service.
+func (s *Store) Snapshot(serviceID, branchID, slipKey string) (Snapshot, error) {
+	var snap Snapshot
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		snap, err = s.snapshot(tx, serviceID, branchID, slipKey)
+		return err
+	})
+	return snap, err
+}
+
+func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string) (Snapshot, error) {
+	snap := Snapshot{At: s.now()}
+	sv, err := s.records.service(tx, serviceID)
+	if err != nil {
+		return snap, err
+	}
+	br, err := s.records.branch(tx, branchID)
+	if err != nil {
+		return snap, err
+	}
+	if br.ServiceID != sv.ID {
+		return snap, ErrNotFound
+	}
+	snap.Service, snap.Branch = *sv, *br
+	if slipKey != "" {
+		if raw := tx.Bucket(bucketSlips).Get(slipRecordKey(serviceID, slipKey)); raw != nil {
+			if snap.Slip, err = decodeSlipRecord(raw); err != nil {
+				return snap, err
+			}
+		}
+	}
+	period := quota.PeriodStart(snap.At, sv.CycleAnchorDay).Unix()
+	q := tx.Bucket(bucketQuota)
+	snap.Usage = Usage{Service: readCounter(q, "s/"+serviceID).In(period), Branch: readCounter(q, "b/"+branchID).In(period),
+		PeriodStart: period}
+	return snap, nil
+}
+
+func slipRecordKey(serviceID, slipKey string) []byte {
+	return []byte(serviceID + "\x00" + slipKey)
+}
+
+// Effect is what a verification writes once it is decided.
+type Effect struct {
+	// Charge takes one unit of the branch's and the service's quota.
+	Charge bool
+	// Result is the verified slip, remembered when the service has no
+	// record of it (a record of the slip is always kept: created, or the
+	// branch added to it).
+	Result []byte
+	// JobID is the async job verifying, remembered with a new record.
+	JobID string
+	// Usage returns the verification's usage event, told whether it was
+	// charged and at what time: it is written with the effect, so core's
+	// counters and the ledger agree on the verification's period.
+	Usage func(charged bool, at time.Time) Message
+}
+
+var errNoResult = errors.New("store: a new slip record needs a result")
+
+// Apply decides a verification again on a fresh snapshot, in the write
+// transaction, and writes the effect decide returns: the charge, the slip's
+// record and the usage event. When decide fails, Apply writes nothing and
+// returns its error. It returns the snapshot decide saw.
+func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(Snapshot) (Effect, error)) (Snapshot, error) {
+	var snap Snapshot
+	err := s.write(func(tx *bolt.Tx) error {
+		var err error
+		if snap, err = s.snapshot(tx, serviceID, branchID, slipKey); err != nil {
+			return err
+		}
+		e, err := decide(snap)
+		if err != nil {
+			return err
+		}
+		return s.apply(tx, &snap, slipKey, e)
+	})
+	return snap, err
+}
+
+func (s *Store) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) error {
+	if e.Charge {
+		svc, brc := snap.Usage.Service, snap.Usage.Branch
+		svc.Period, brc.Period = snap.Usage.PeriodStart, snap.Usage.PeriodStart
+		svc.Used, svc.Total = svc.Used+1, svc.Total+1
+		brc.Used, brc.Total = brc.Used+1, brc.Total+1
+		q := tx.Bucket(bucketQuota)
+		if err := errors.Join(writeCounter(q, "s/"+snap.Service.ID, svc), writeCounter(q, "b/"+snap.Branch.ID, brc)); err != nil {
+			return err
+		}
+	}
+	if e.Usage != nil {
+		if err := s.enqueueUsage(tx, e.Usage(e.Charge, snap.At), e.Charge); err != nil {
+			return err
+		}
+	}
+	key := slipRecordKey(snap.Service.ID, slipKey)
+	rec := snap.Slip
+	switch {
+	case rec != nil && rec.VerifiedBy(snap.Branch.ID):
+		return nil
+	case rec != nil:
+		rec = &SlipRecord{FirstAt: rec.FirstAt, Branches: append(slices.Clip(rec.Branches), snap.Branch.ID), Result: rec.Result, Job: rec.Job}
+	case e.Result == nil:
+		return errNoResult
+	default:
+		rec = &SlipRecord{FirstAt: snap.At.Unix(), Branches: []string{snap.Branch.ID}, Result: e.Result, Job: e.JobID}
+		if err := tx.Bucket(bucketSlipsByAge).Put(rec.ageKey(key), nil); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketSlips).Put(key, rec.encode(make([]byte, 0, 64+len(rec.Result))))
+}
+
+// enqueueUsage adds a usage event to the outbox. The event of an attempt
+// that consumed quota always goes in, in the transaction that consumed it,
+// so the ledger can equal core's counters: past the outbox limit only the
+// disk bounds them (and a full disk refuses the verification, consuming
+// nothing). Any other event is dropped and counted when the outbox is full:
+// a verification never fails for want of room to report it.
+func (s *Store) enqueueUsage(tx *bolt.Tx, m Message, billable bool) error {
+	if !billable && s.outboxLen.Load()+s.enqueued >= s.outboxLimit {
+		s.dropped.Add(1)
+		return nil
+	}
+	return s.enqueue(tx, m)
+}
+
+// decoded keeps the service and branch records decoded: a verification
+// reads both, and decoding their JSON was most of its cost. An entry is
+// used only while its record's bytes are what they were when it was
+// decoded, so a record changed by any writer is decoded anew.
+type decoded struct {
+	services recordCache[Service]
+	branches recordCache[Branch]
+}
+
+func (d *decoded) service(tx *bolt.Tx, id string) (*Service, error) {
+	return d.services.read(tx.Bucket(bucketServices), id)
+}
+
+func (d *decoded) branch(tx *bolt.Tx, id string) (*Branch, error) {
+	return d.branches.read(tx.Bucket(bucketBranches), id)
+}
+
+// recordCache holds decoded records of one kind by id.
+type recordCache[T any] struct {
+	m sync.Map // id → *cachedRecord[T]
+	n atomic.Int64
+}
+
+type cachedRecord[T any] struct {
+	raw []byte
+	v   T
+}
+
+// maxDecoded bounds the entries of each kind; past it, the records not
+// held are decoded on every read (the cache is an optimisation, not a
+// store).
+const maxDecoded = 100_000
+
+// read returns the decoded record stored under id in b. The value is
+// shared: callers copy it before they change it.
+func (c *recordCache[T]) read(b *bolt.Bucket, id string) (*T, error) {
+	raw := b.Get([]byte(id))
+	if raw == nil {
+		return nil, ErrNotFound
+	}
+	if e, ok := c.m.Load(id); ok {
+		if r := e.(*cachedRecord[T]); bytes.Equal(r.raw, raw) {
+			return &r.v, nil
+		}
+	}
+	r := &cachedRecord[T]{raw: bytes.Clone(raw)}
+	if err := json.Unmarshal(raw, &r.v); err != nil {
+		return nil, err
+	}
+	if _, loaded := c.m.Swap(id, r); !loaded && c.n.Add(1) > maxDecoded {
+		c.m.Delete(id)
+		c.n.Add(-1)
+	}
+	return &r.v, nil
+}
