@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/profiling"
 	"github.com/slipverify/slipverify/core/verify"
 )
 
@@ -51,6 +52,19 @@ func (m *coreMetrics) answered(e *api.Error, start time.Time) {
 		m.byCode[e.Code].Inc()
 	}
 	m.duration.UpdateDuration(start)
+}
+
+// profile serves the Go runtime's profiles (/debug/pprof/) beside
+// /metrics. Core has one listener, the edge's, internal, and the edge
+// forwards no such path to it. Unlike /metrics a profile needs the edge
+// token, as every route but /health and /metrics does: it shows more of
+// the process than its counters, and a CPU profile or trace costs CPU.
+func (s *Server) profile(ctx *fasthttp.RequestCtx) {
+	if !s.fromEdge(ctx) {
+		s.refuse(ctx, api.V2)
+		return
+	}
+	profiling.Serve(ctx)
 }
 
 func (s *Server) writeMetrics(ctx *fasthttp.RequestCtx) {

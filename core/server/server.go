@@ -82,6 +82,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.GET("/health", s.health)
 	r.GET("/v2/health", s.health)
 	r.GET("/metrics", s.writeMetrics)
+	r.GET("/debug/pprof/{name:*}", s.profile)
 	r.GET("/banks", s.guard(api.V2, anyone, s.bankList))
 	r.GET("/v2/banks", s.guard(api.V2, anyone, s.bankList))
 	r.POST("/qr/generate", s.guard(api.V2, anyone, s.generateQR))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/fastlog"
+	"github.com/slipverify/slipverify/core/profiling"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/config"
@@ -102,6 +103,13 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 					return
 				}
 				c.SetBodyString("ready\n")
+				return
+			}
+			if profiling.Is(c.Path()) {
+				// Profiles for go tool pprof: here, on the private
+				// listener, never on the public one (the gateway's routes
+				// answer anything else NOT_FOUND).
+				profiling.Serve(c)
 				return
 			}
 			c.SetContentType("text/plain; version=0.0.4")
