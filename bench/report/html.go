@@ -20,15 +20,16 @@ func (r *Report) WriteHTML(path string) error {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"num":       num,
-	"slotWait":  func(s *Scenario) string { return capitalize(slotWait(s)) },
-	"errShare":  errShare,
-	"overTime":  overTime,
-	"vsLoad":    vsLoad,
-	"limitLine": limitLine,
-	"codes":     func(s *Scenario) string { return countList(s.ErrorCounts()) },
-	"statuses":  func(cb *Callbacks) string { return countList(statusCounts(cb)) },
-	"span":      func(s *Scenario) float64 { return max(s.Callbacks.Seconds, s.Elapsed) },
+	"num":           num,
+	"slotWait":      func(s *Scenario) string { return capitalize(slotWait(s)) },
+	"errShare":      errShare,
+	"overTime":      overTime,
+	"vsLoad":        vsLoad,
+	"limitLine":     limitLine,
+	"codes":         func(s *Scenario) string { return countList(s.ErrorCounts()) },
+	"statuses":      func(cb *Callbacks) string { return countList(statusCounts(cb)) },
+	"span":          func(s *Scenario) float64 { return max(s.Callbacks.Seconds, s.Elapsed) },
+	"settleSummary": func(r *Report) string { return r.settleSummary() },
 	"capacity": func(r *Report) string {
 		var b strings.Builder
 		r.Capacity.Print(&b)
@@ -54,6 +55,7 @@ Numbers from a shared machine are noisy: compare ratios between runs, not absolu
 <tr><td><a href="#{{.Name}}">{{.Name}}</a></td><td>{{.Load}}</td><td>{{printf "%.0f" .Throughput}}</td><td>{{printf "%.0f" .Verifications}}</td><td>{{num .Latency.P50}}</td><td>{{num .Latency.P90}}</td><td>{{num .Latency.P99}}</td><td>{{num .Latency.P999}}</td><td>{{num .Latency.Max}}</td><td>{{num .OKLatency.P50}}</td><td>{{num .OKLatency.P99}}</td><td>{{errShare .}}</td></tr>{{end}}{{end}}
 </table>
 <p class="about">p50 … max: every completed request, refusals included; ok p50 and ok p99: successful requests only.</p>
+{{with settleSummary .}}<p>Settling: {{.}}.</p>{{end}}
 {{if .Capacity}}<h2>Capacity model</h2><pre>{{capacity .}}</pre>{{end}}
 {{range .Notes}}<p class="about">{{.}}</p>{{end}}
 {{range .Scenarios}}{{if not .Pending}}
@@ -66,7 +68,8 @@ Send→answer p50 {{num .Service.P50}} ms, p99 {{num .Service.P99}} ms; generato
 {{if .Duplicates}}Answered as duplicates: {{.Duplicates}} of {{.OK}} successful.{{end}}
 {{with .Callbacks}}<br>Callbacks: {{.Stats.Delivered}} of {{.Stats.Expected}} delivered, {{.Stats.Succeeded}} successful ({{.Missing}} missing, {{.Stats.Repeats}} repeats, {{.Stats.BadSig}} bad signatures); submit→callback p50 {{num .Latency.P50}} ms, p99 {{num .Latency.P99}} ms, max {{num .Latency.Max}} ms.
 {{with statuses .}}By status: {{.}}.{{end}}{{end}}
-{{if .Callbacks}}Verif/s is successful callbacks over {{printf "%.1f" (span .)}} s, from the start to the last of them.{{end}}</p>
+{{if .Callbacks}}Verif/s is successful callbacks over {{printf "%.1f" (span .)}} s, from the start to the last of them.{{end}}
+{{with .Settle}}<br>{{if .Settled}}After it the stack {{.}}.{{else}}<strong>After it the stack {{.}}.</strong>{{end}}{{end}}</p>
 <div class="charts">{{overTime .}}{{vsLoad .}}{{limitLine .}}</div>
 {{end}}{{end}}
 </body></html>

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +48,9 @@ type Report struct {
 	Scenarios []*Scenario      `json:"scenarios"`
 	Capacity  *capacity.Output `json:"capacity,omitempty"`
 	Notes     []string         `json:"notes,omitempty"`
+	// Settling says, when the run let the stack settle after each
+	// scenario (Scenario.Settle), what it waited for: "core outbox 0, …".
+	Settling string `json:"settling,omitempty"`
 }
 
 // Host is the machine the run was made on.
@@ -165,12 +170,80 @@ type Scenario struct {
 	Series    []Point           `json:"series"`
 	Steps     []Step            `json:"steps"`
 	Callbacks *Callbacks        `json:"callbacks,omitempty"`
+	// Settle is how the stack settled after the scenario, before the next
+	// one began (nil: the run did not wait for it).
+	Settle *Settle `json:"settle,omitempty"`
 	// CPU is the CPU seconds each process used during the scenario
 	// (the stack's tiers, and "loadgen" for the generator itself).
 	CPU map[string]float64 `json:"cpuSeconds,omitempty"`
 	// PerCore is successful verifications per CPU-second of each tier: the
 	// throughput one fully busy core of it sustains at this mix.
 	PerCore map[string]float64 `json:"perCore,omitempty"`
+}
+
+// Settle is the wait after a scenario until the stack was settled
+// (Report.Settling says what that means), so that the work the scenario
+// left queued, and limits it lowered, are not charged to the next one.
+type Settle struct {
+	// Seconds is from the scenario's end (its last answer, or callback) to
+	// the first reading of the settled state that then held, or to the
+	// bound when it never did.
+	Seconds float64 `json:"seconds"`
+	Settled bool    `json:"settled"`
+	// Left is what was not settled when the bound was reached.
+	Left []string `json:"left,omitempty"`
+}
+
+// String puts s in words: "settled after 0.4 s", or "did not settle
+// within 60 s: usage Kafka lag 1200 (want 0)".
+func (s *Settle) String() string {
+	secs := strconv.FormatFloat(math.Round(s.Seconds*10)/10, 'f', -1, 64)
+	if s.Settled {
+		return "settled after " + secs + " s"
+	}
+	out := "did not settle within " + secs + " s"
+	if len(s.Left) > 0 {
+		out += ": " + strings.Join(s.Left, ", ")
+	}
+	return out
+}
+
+// settleSummary sums up the waits after the scenarios, or returns "" when
+// the run made none.
+func (r *Report) settleSummary() string {
+	var n int
+	var lo, hi float64
+	var not []string
+	for _, s := range r.Scenarios {
+		st := s.Settle
+		if st == nil {
+			continue
+		}
+		if !st.Settled {
+			not = append(not, s.Name)
+			continue
+		}
+		if n == 0 || st.Seconds < lo {
+			lo = st.Seconds
+		}
+		hi = max(hi, st.Seconds)
+		n++
+	}
+	if n == 0 && len(not) == 0 {
+		return ""
+	}
+	what := "the stack to settle"
+	if r.Settling != "" {
+		what = r.Settling
+	}
+	out := "after each scenario the suite waited for " + what + " before the next began; the stack settled"
+	switch {
+	case len(not) == 0:
+		return out + fmt.Sprintf(" after all %d, in %.1f–%.1f s", n, lo, hi)
+	case n > 0:
+		out += fmt.Sprintf(" after %d, in %.1f–%.1f s, but", n, lo, hi)
+	}
+	return out + " NOT after " + strings.Join(not, ", ") + ", so the scenario after each may carry its backlog"
 }
 
 // FromResult builds a scenario's report from a load run; units is the

@@ -370,3 +370,60 @@ func TestSlotWaitReported(t *testing.T) {
 		t.Errorf("a run that never reached the cap says it did:\n%s", b.String())
 	}
 }
+
+// TestSettleReported: the waits after the scenarios are in the table (a
+// summary with the rule, and one line per scenario), the HTML and the JSON,
+// a scenario after which the stack did not settle marked as such; a run
+// that did not wait says nothing of it.
+func TestSettleReported(t *testing.T) {
+	a, b, c := run(t, time.Millisecond), run(t, time.Millisecond), run(t, time.Millisecond)
+	a.Name, b.Name, c.Name = "bank-v2", "overload", "bank-v1"
+	a.Settle = &Settle{Seconds: 0.4, Settled: true}
+	b.Settle = &Settle{Seconds: 60, Left: []string{"edge rate factor 0.6 (want 1)"}}
+	c.Settle = &Settle{Seconds: 2.25, Settled: true}
+	r := &Report{Version: Version, Created: time.Now(), Scenarios: []*Scenario{a, b, c}, Settling: "edge rate factor 1"}
+	var tb strings.Builder
+	r.Table(&tb)
+	for _, want := range []string{
+		"settling: after each scenario the suite waited for edge rate factor 1 before the next began; the stack settled after 2, in 0.4–2.2 s, but NOT after overload, so the scenario after each may carry its backlog.",
+		"bank-v2: send→answer",
+		"after it the stack settled after 0.4 s\n",
+		"after it the stack did not settle within 60 s: edge rate factor 0.6 (want 1)\n",
+	} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+	dir := t.TempDir()
+	if err := r.WriteHTML(filepath.Join(dir, "a.html")); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "a.html"))
+	for _, want := range []string{"Settling: after each scenario the suite waited for edge rate factor 1", "After it the stack settled after 0.4 s.",
+		"<strong>After it the stack did not settle within 60 s: edge rate factor 0.6 (want 1).</strong>"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	if err := r.WriteJSON(filepath.Join(dir, "a.json")); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(filepath.Join(dir, "a.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := back.Find("overload").Settle; back.Settling != r.Settling || s == nil || s.Settled || s.Seconds != 60 || len(s.Left) != 1 {
+		t.Errorf("read back: %q %+v", back.Settling, s)
+	}
+
+	all := &Report{Version: Version, Scenarios: []*Scenario{a, c}}
+	if got := all.settleSummary(); got != "after each scenario the suite waited for the stack to settle before the next began; the stack settled after all 2, in 0.4–2.2 s" {
+		t.Errorf("summary %q", got)
+	}
+	none := &Report{Version: Version, Scenarios: []*Scenario{run(t, time.Millisecond)}}
+	tb.Reset()
+	none.Table(&tb)
+	if strings.Contains(tb.String(), "settl") {
+		t.Errorf("a run without settling reports it:\n%s", tb.String())
+	}
+}

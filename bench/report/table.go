@@ -26,6 +26,9 @@ func (r *Report) Table(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\np50 … max ms: every completed request, refusals included; ok p50, ok p99: successful requests only.")
+	if sum := r.settleSummary(); sum != "" {
+		fmt.Fprintf(w, "settling: %s.\n", sum)
+	}
 	for _, s := range r.Scenarios {
 		if s.Pending != "" {
 			fmt.Fprintf(w, "\n%s: pending: %s\n", s.Name, s.Pending)
@@ -70,6 +73,9 @@ func (r *Report) Table(w io.Writer) {
 		}
 		if lo, hi := limitRange(s); hi > 0 {
 			line += fmt.Sprintf("\n  X-RateLimit-Limit seen: %d..%d", lo, hi)
+		}
+		if st := s.Settle; st != nil {
+			line += "\n  after it the stack " + st.String()
 		}
 		fmt.Fprintln(w, line)
 	}

@@ -43,6 +43,11 @@ type Options struct {
 type Stack struct {
 	// Edge is the edge's address (host:port), the only one clients use.
 	Edge string
+	// EdgeMetrics, Core and Usage are the addresses (host:port) of the
+	// edge's metrics listener, core's listener and the usage tier's, each
+	// serving GET /metrics: what the bench reads to tell a settled stack.
+	EdgeMetrics, Core, Usage string
+
 	cmd  *exec.Cmd
 	log  *os.File // the stack's combined output
 	done chan error
@@ -93,6 +98,7 @@ func Start(o Options) (*Stack, error) {
 	env := append(os.Environ(), "SLIP_DATA_DIR="+o.DataDir, "SLIP_SEED="+seed, "SLIP_EDGE_DRAIN=100ms")
 	// Every listener of every tier on a free port, so the bench never meets
 	// another stack on this machine.
+	addr := map[string]string{}
 	for _, name := range []string{"SLIP_EDGE_ADDR", "SLIP_CORE_ADDR", "SLIP_EDGE_METRICS_ADDR", "SLIP_KAFKA_ADDR",
 		"SLIP_CLICKHOUSE_ADDR", "SLIP_CLICKHOUSE_HTTP_ADDR", "SLIP_USAGE_ADDR", "SLIP_DISPATCHER_ADDR"} {
 		a, err := freeAddr()
@@ -100,16 +106,15 @@ func Start(o Options) (*Stack, error) {
 			return nil, err
 		}
 		env = append(env, name+"="+a)
-		if name == "SLIP_EDGE_ADDR" {
-			s.Edge = a
-		}
+		addr[name] = a
 	}
 	env = append(env, o.Env...)
 	for _, kv := range o.Env {
-		if v, ok := strings.CutPrefix(kv, "SLIP_EDGE_ADDR="); ok {
-			s.Edge = v
+		if name, v, ok := strings.Cut(kv, "="); ok && addr[name] != "" {
+			addr[name] = v
 		}
 	}
+	s.Edge, s.EdgeMetrics, s.Core, s.Usage = addr["SLIP_EDGE_ADDR"], addr["SLIP_EDGE_METRICS_ADDR"], addr["SLIP_CORE_ADDR"], addr["SLIP_USAGE_ADDR"]
 	s.cmd = exec.Command("make", "-s", "run")
 	s.cmd.Dir = o.Repo
 	s.cmd.Env = env

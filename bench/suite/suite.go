@@ -1,7 +1,8 @@
 // Package suite runs scenarios and the bench's standard suite: a fresh
 // stack, the generator's own ceiling, the peak of the main path, each
 // scenario at a share of that peak, a ramp for latency against throughput,
-// an overload run and the async scenarios, then the capacity model.
+// an overload run and the async scenarios, then the capacity model. After
+// each scenario the stack settles (Settler) before the next begins.
 package suite
 
 import (
@@ -37,7 +38,12 @@ type Runner struct {
 	Alive func() error
 	// CallbackWait bounds the wait for async callbacks after a run.
 	CallbackWait time.Duration
-	Log          io.Writer
+	// Settle, when set, waits after each scenario until the stack has
+	// settled, so the next one begins without this one's backlog or
+	// lowered limits; the scenario's CPU counts until the stack settled,
+	// its backlog included.
+	Settle *Settler
+	Log    io.Writer
 }
 
 // ownCPU is the generator's own CPU time.
@@ -95,9 +101,23 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 	if sc.Async {
 		r.callbacks(out, res.Start)
 	}
+	var after stack.CPU
+	if r.Settle != nil {
+		out.Settle = r.Settle.Wait(ctx, func() {
+			if r.CPU != nil {
+				after = r.CPU()
+			}
+		})
+		if r.Log != nil {
+			fmt.Fprintf(r.Log, "bench: %s: the stack %s\n", name, out.Settle)
+		}
+	}
+	if r.CPU != nil && (after == nil || !out.Settle.Settled) {
+		after = r.CPU()
+	}
 	cpu := stack.CPU{}
 	if r.CPU != nil {
-		cpu = r.CPU().Sub(before)
+		cpu = after.Sub(before)
 	}
 	cpu["loadgen"] = ownCPU() - own
 	// Async work is done when its callback arrives: SetCPU counts the
@@ -228,8 +248,9 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	defer client.CloseIdle()
 	env := &scenario.Env{Client: client, Seed: seed, Run: scenario.RunID(), Webhook: wh,
 		Mix: filepath.Join(o.Repo, "bench", "profiles", "production.json")}
-	r := &Runner{Env: env, CPU: st.CPU, Alive: st.Exited, Log: o.Log}
-	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: o.Command, Host: Host(), Target: st.Edge}
+	r := &Runner{Env: env, CPU: st.CPU, Alive: st.Exited, Settle: StackSettler(st), Log: o.Log}
+	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: o.Command, Host: Host(), Target: st.Edge,
+		Settling: r.Settle.Describe()}
 	if err := standard(ctx, r, rep, o); err != nil {
 		return rep, err
 	}
@@ -288,9 +309,15 @@ func standard(ctx context.Context, r *Runner, rep *report.Report, o Options) err
 			return err
 		}
 	}
-	// Warm the edge's auth cache and the connections.
+	// Warm the edge's auth cache and the connections, then let the stack
+	// settle, as after every scenario.
 	if _, err := load.Run(ctx, load.Plan{Workers: []int{16}, StepDuration: sec(2)}, mustBuild(ctx, get("bank-v2"), r.Env)); err != nil {
 		return err
+	}
+	if r.Settle != nil {
+		if st := r.Settle.Wait(ctx, nil); !st.Settled {
+			rep.Notes = append(rep.Notes, "after the warm-up the stack "+st.String())
+		}
 	}
 	// The peak of the main path, closed loop.
 	peak := 200.0

@@ -34,6 +34,13 @@ func TestShortSuite(t *testing.T) {
 	if s := rep.Find("async-single"); s == nil || (s.Pending == "" && (s.Callbacks == nil || s.Callbacks.Stats.Delivered != s.OK || s.Callbacks.Stats.BadSig != 0)) {
 		t.Errorf("async-single: %+v %+v", s, s.Callbacks)
 	}
+	// The stack settled after every scenario it ran: core's outbox and
+	// usage's lag drained, the edge's rate factor back at 1 after overload.
+	for _, s := range rep.Scenarios {
+		if s.Pending == "" && (s.Settle == nil || !s.Settle.Settled) {
+			t.Errorf("%s: settle %+v", s.Name, s.Settle)
+		}
+	}
 	if rep.Capacity == nil || len(rep.Capacity.Tiers) != 4 {
 		t.Errorf("capacity: %+v", rep.Capacity)
 	}
@@ -54,7 +61,8 @@ func TestShortSuite(t *testing.T) {
 	}
 	var table strings.Builder
 	rep.Table(&table)
-	if !strings.Contains(table.String(), "bank-v2-signed") || !strings.Contains(table.String(), "Capacity for 5000") {
+	if !strings.Contains(table.String(), "bank-v2-signed") || !strings.Contains(table.String(), "Capacity for 5000") ||
+		!strings.Contains(table.String(), "settling: after each scenario the suite waited for core outbox 0, usage Kafka lag 0, edge rate factor 1") {
 		t.Errorf("table:\n%s", table.String())
 	}
 }
