@@ -118,6 +118,10 @@ type op struct {
 	done chan error
 }
 
+// opPool keeps ops with their channels: a write is made for every
+// verification.
+var opPool = sync.Pool{New: func() any { return &op{done: make(chan error, 1)} }}
+
 // Open opens or creates the store at path. now is the clock that decides
 // billing periods, verification and job times. The outbox holds at most
 // DefaultOutboxLimit messages.
@@ -361,10 +365,14 @@ func (e WriteError) Temporary() bool { return true }
 // write runs fn in a write transaction shared with other writers. When fn
 // fails, nothing it wrote is kept (see runBatch); fn may run more than once.
 func (s *Store) write(fn func(tx *bolt.Tx) error) error {
-	o := &op{fn: fn, done: make(chan error, 1)}
+	o := opPool.Get().(*op)
+	o.fn = fn
 	select {
 	case s.ops <- o:
-		return <-o.done
+		err := <-o.done
+		o.fn = nil
+		opPool.Put(o) // answered: the committer holds it no more
+		return err
 	case <-s.stopped:
 		return ErrClosed
 	}
