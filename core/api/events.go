@@ -20,7 +20,7 @@ const (
 )
 
 // Topics lists every platform topic.
-var Topics = []string{TopicUsage, TopicJobs, TopicResults, TopicWebhookOutcomes, TopicConfig}
+var Topics = []string{TopicUsage, TopicJobs, TopicResults, TopicWebhookOutcomes, TopicConfig, TopicAudit}
 
 // UsageEvent records one verification attempt (slip.usage). Billable is true
 // when the attempt consumed one unit of quota; finance counts billable events
