@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Internal auth routes of core, used by the edge. The last path segment is
 // the hex SHA-256 of the key. They answer 200 with {success, data} and 404
 // INVALID_API_KEY for an unknown key.
@@ -23,6 +25,13 @@ type BranchAuth struct {
 	RateBank      int      `json:"rateBank"`
 	RateWallet    int      `json:"rateWallet"`
 	SigningSecret string   `json:"signingSecret,omitempty"`
+	// ServiceExpiresAt, when set, is when the service's term ends: the
+	// edge refuses with SERVICE_EXPIRED from that instant, whatever it
+	// cached.
+	ServiceExpiresAt *time.Time `json:"serviceExpiresAt,omitempty"`
+	// KeyExpiresAt, when set, is when this key stops working: the previous
+	// key of a rotation, at the end of its overlap.
+	KeyExpiresAt *time.Time `json:"keyExpiresAt,omitempty"`
 }
 
 // ClientAuth is what the edge needs to admit a signed /b2b request made with
@@ -34,6 +43,8 @@ type ClientAuth struct {
 	ClientID     string   `json:"clientId"` // the key's digest
 	Secret       string   `json:"secret"`
 	Permissions  []string `json:"permissions"`
+	// ServiceExpiresAt is as in BranchAuth.
+	ServiceExpiresAt *time.Time `json:"serviceExpiresAt,omitempty"`
 }
 
 // Permissions a B2B client may hold, in bit order of PermissionBit.

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Service states, as core stores them and the edge reads them from core's
 // auth records.
 const (
@@ -7,6 +9,16 @@ const (
 	StateExpired = "expired"
 	StateBanned  = "banned"
 )
+
+// StateAt returns a service's state at t: an active service whose term
+// ends at expiresAt (nil: no end) is expired from that instant on. Core
+// and the edge both judge a term's end with it, at each use.
+func StateAt(state string, expiresAt *time.Time, t time.Time) string {
+	if state == StateActive && expiresAt != nil && !t.Before(*expiresAt) {
+		return StateExpired
+	}
+	return state
+}
 
 // CallerRefusal returns the condition that refuses every request of a
 // caller, or 0: a banned user, then a banned service, then an expired

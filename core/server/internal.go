@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -11,13 +12,16 @@ import (
 
 // branchAuth answers the edge's lookup of a branch key by its digest.
 func (s *Server) branchAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
-	sv, br, first, err := s.store.BranchByKey(ctx.UserValue("digest").(string))
+	digest := ctx.UserValue("digest").(string)
+	sv, br, first, keyEnds, err := s.store.BranchByKey(digest)
 	if err != nil {
 		return nil, lookupError(err)
 	}
+	s.keysSeen.Store(digest, time.Now())
 	a := api.BranchAuth{
 		ServiceID: sv.ID, BranchID: br.ID, ServiceState: sv.State, UserBanned: sv.UserBanned,
 		BranchActive: br.Active, IPAllow: br.IPAllow, RateBank: sv.Rate.Bank, RateWallet: sv.Rate.Wallet,
+		ServiceExpiresAt: sv.ExpiresAt, KeyExpiresAt: keyEnds,
 	}
 	if first != nil {
 		if a.SigningSecret, err = s.box.Open(first.Secret, "b2b/"+first.KeyDigest); err != nil {
@@ -38,7 +42,7 @@ func (s *Server) clientAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 		return nil, api.Internal(err)
 	}
 	return api.ClientAuth{
-		ServiceID: sv.ID, ServiceState: sv.State, UserBanned: sv.UserBanned,
+		ServiceID: sv.ID, ServiceState: sv.State, UserBanned: sv.UserBanned, ServiceExpiresAt: sv.ExpiresAt,
 		ClientID: c.KeyDigest, Secret: secret, Permissions: c.Permissions,
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,8 @@ type Server struct {
 	edgeToken []byte
 	log       *slog.Logger
 	banks     json.RawMessage // the bank list, encoded once
+
+	keysSeen sync.Map // key digest → time.Time: when an edge last fetched its record
 
 	inflight    atomic.Int64
 	maxInflight int64

@@ -149,7 +149,7 @@ func TestDeletedBranchStaysDeleted(t *testing.T) {
 	if n, err := st.InsertMissing(r); err != nil || n != 0 {
 		t.Fatalf("the seed again after a restart: inserted %d (%v), want 0", n, err)
 	}
-	if _, br, _, err := st.BranchByKey(store.Digest("ka2")); !errors.Is(err, store.ErrNotFound) {
+	if _, br, _, _, err := st.BranchByKey(store.Digest("ka2")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the deleted branch's key finds branch %q (%v)", br.ID, err)
 	}
 	if got := listings(t, st)["svc-a"]; got != "accounts [acc-a0 acc-a1 acc-a2] branches [a-1]" {

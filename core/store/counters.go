@@ -39,6 +39,7 @@ func (s *Store) Counters() (at time.Time, out []ServiceCounters, err error) {
 			if err := json.Unmarshal(v, &sv); err != nil {
 				return err
 			}
+			sv = sv.At(at)
 			period := quota.PeriodStart(at, sv.CycleAnchorDay).Unix()
 			index[sv.ID] = len(out)
 			out = append(out, ServiceCounters{Service: sv, PeriodStart: period, Counter: readCounter(q, "s/"+sv.ID).In(period)})

@@ -160,7 +160,9 @@ func (s *Store) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota)
 	if err := getJSON(tx.Bucket(bucketServices), serviceID, &q.Service); err != nil {
 		return err
 	}
-	period := quota.PeriodStart(s.now(), q.Service.CycleAnchorDay).Unix()
+	now := s.now()
+	q.Service = q.Service.At(now)
+	period := quota.PeriodStart(now, q.Service.CycleAnchorDay).Unix()
 	b := tx.Bucket(bucketQuota)
 	q.Usage = Usage{Service: readCounter(b, "s/"+serviceID).In(period), Branch: readCounter(b, "b/"+branchID).In(period), PeriodStart: period}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -13,22 +14,72 @@ import (
 	"github.com/slipverify/slipverify/core/receiver"
 )
 
-// Service is a client account (application).
+// Service is a client account (application). Its plan is its name,
+// QuotaLimit, CycleAnchorDay and Rate; Pending, when set, replaces them
+// from a later period (At applies it).
 type Service struct {
 	ID             string `json:"id"`
 	Name           string `json:"name"`
-	State          string `json:"state"` // active, expired or banned
+	State          string `json:"state"` // active, expired, banned or deleted
 	UserBanned     bool   `json:"userBanned"`
 	QuotaLimit     int64  `json:"quotaLimit"`
 	CycleAnchorDay int    `json:"cycleAnchorDay"`
 	Rate           Rate   `json:"rate"`
+	PlanName       string `json:"planName,omitempty"`
+	// ExpiresAt, when set, is the end of the service's term: from then on
+	// it is expired (At), with no sweep to wait for.
+	ExpiresAt    *time.Time   `json:"expiresAt,omitempty"`
+	ContactEmail *string      `json:"contactEmail,omitempty"`
+	StateReason  string       `json:"stateReason,omitempty"`
+	CreatedAt    *time.Time   `json:"createdAt,omitempty"`
+	Pending      *PendingPlan `json:"pendingPlan,omitempty"`
 }
 
-// Service states (core/api's, the edge reads them too).
+// Plan is what a service's plan sets.
+type Plan struct {
+	Name           string `json:"name"`
+	QuotaLimit     int64  `json:"quotaLimit"`
+	Rate           Rate   `json:"rate"`
+	CycleAnchorDay int    `json:"cycleAnchorDay"`
+}
+
+// PendingPlan is a plan that applies from the period starting at From
+// (Unix seconds).
+type PendingPlan struct {
+	Plan
+	From int64 `json:"from"`
+}
+
+// Plan returns the service's plan now in force, as stored.
+func (sv *Service) Plan() Plan {
+	return Plan{Name: sv.PlanName, QuotaLimit: sv.QuotaLimit, Rate: sv.Rate, CycleAnchorDay: sv.CycleAnchorDay}
+}
+
+// setPlan puts p in force.
+func (sv *Service) setPlan(p Plan) {
+	sv.PlanName, sv.QuotaLimit, sv.Rate, sv.CycleAnchorDay = p.Name, p.QuotaLimit, p.Rate, p.CycleAnchorDay
+}
+
+// At returns the service as it stands at t: a pending plan whose period
+// has begun in force, and an active service past its end date expired.
+// Every reader that decides by a service's plan or state reads it through
+// At, so a change made ahead of time takes effect at its instant.
+func (sv Service) At(t time.Time) Service {
+	if p := sv.Pending; p != nil && t.Unix() >= p.From {
+		sv.setPlan(p.Plan)
+		sv.Pending = nil
+	}
+	sv.State = api.StateAt(sv.State, sv.ExpiresAt, t)
+	return sv
+}
+
+// Service states (core/api's, the edge reads them too), and deleted: a
+// deleted service's keys are unknown keys, and its id is never reused.
 const (
 	StateActive  = api.StateActive
 	StateExpired = api.StateExpired
 	StateBanned  = api.StateBanned
+	StateDeleted = "deleted"
 )
 
 // Rate is a service plan's verification rate per budget, in requests per
@@ -41,16 +92,27 @@ type Rate struct {
 // Branch is one of a service's branches. KeyDigest is the SHA-256 of its API
 // key; WebhookSecret is sealed with the master key.
 type Branch struct {
-	ID            string   `json:"id"`
-	ServiceID     string   `json:"serviceId"`
-	Name          string   `json:"name"`
-	Main          bool     `json:"main"`
-	Active        bool     `json:"active"`
-	IPAllow       []string `json:"ipAllow"`
-	LimitQuota    *int64   `json:"limitQuota"`
-	WebhookURL    *string  `json:"webhookUrl"`
-	WebhookSecret []byte   `json:"webhookSecret,omitempty"`
-	KeyDigest     string   `json:"keyDigest"`
+	ID            string     `json:"id"`
+	ServiceID     string     `json:"serviceId"`
+	Name          string     `json:"name"`
+	Main          bool       `json:"main"`
+	Active        bool       `json:"active"`
+	IPAllow       []string   `json:"ipAllow"`
+	LimitQuota    *int64     `json:"limitQuota"`
+	WebhookURL    *string    `json:"webhookUrl"`
+	WebhookSecret []byte     `json:"webhookSecret,omitempty"`
+	KeyDigest     string     `json:"keyDigest"`
+	KeyCreatedAt  *time.Time `json:"keyCreatedAt,omitempty"`
+	// Previous is the key a rotation replaced, accepted until its
+	// ExpiresAt (the end of the rotation's overlap).
+	Previous *PreviousKey `json:"previousKey,omitempty"`
+}
+
+// PreviousKey is a rotated branch key during its overlap.
+type PreviousKey struct {
+	Digest    string     `json:"digest"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	ExpiresAt time.Time  `json:"expiresAt"`
 }
 
 // B2BClient is a management client of a service. Its Secret is sealed with
@@ -179,7 +241,6 @@ func hasService(tx *bolt.Tx, r Records, id string) bool {
 	return tx.Bucket(bucketServices).Get([]byte(id)) != nil
 }
 
-// Identity returns the service and branch a request acts for. It fails with
 // serviceSeqKey orders a service's B2B clients by creation.
 func serviceSeqKey(serviceID string, seq uint64) []byte {
 	k := append([]byte(serviceID), 0, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -188,9 +249,13 @@ func serviceSeqKey(serviceID string, seq uint64) []byte {
 }
 
 // BranchByKey returns the branch whose API key has digest keyDigest, with
-// its service, and the service's first B2B client (nil when it has none).
-func (s *Store) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2BClient, err error) {
+// its service as it stands now (Service.At), the service's first B2B
+// client (nil when it has none) and, for the previous key of a rotation
+// still in its overlap, the instant it ends (else nil). A deleted
+// service's keys, and a previous key past its overlap, are ErrNotFound.
+func (s *Store) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2BClient, keyEnds *time.Time, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
+		now := s.now()
 		id := tx.Bucket(bucketKeys).Get([]byte(keyDigest))
 		if id == nil {
 			return ErrNotFound
@@ -198,8 +263,17 @@ func (s *Store) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2B
 		if err := getJSON(tx.Bucket(bucketBranches), string(id), &br); err != nil {
 			return err
 		}
+		if br.KeyDigest != keyDigest {
+			if br.Previous == nil || br.Previous.Digest != keyDigest || !now.Before(br.Previous.ExpiresAt) {
+				return ErrNotFound
+			}
+			keyEnds = &br.Previous.ExpiresAt
+		}
 		if err := getJSON(tx.Bucket(bucketServices), br.ServiceID, &sv); err != nil {
 			return err
+		}
+		if sv = sv.At(now); sv.State == StateDeleted {
+			return ErrNotFound
 		}
 		prefix := append([]byte(sv.ID), 0)
 		if k, d := tx.Bucket(bucketB2BByService).Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
@@ -208,17 +282,23 @@ func (s *Store) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2B
 		}
 		return nil
 	})
-	return sv, br, first, err
+	return sv, br, first, keyEnds, err
 }
 
 // Client returns the B2B client whose key has digest keyDigest, with its
-// service.
+// service as it stands now; a deleted service's clients are ErrNotFound.
 func (s *Store) Client(keyDigest string) (sv Service, c B2BClient, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		if err := getJSON(tx.Bucket(bucketB2B), keyDigest, &c); err != nil {
 			return err
 		}
-		return getJSON(tx.Bucket(bucketServices), c.ServiceID, &sv)
+		if err := getJSON(tx.Bucket(bucketServices), c.ServiceID, &sv); err != nil {
+			return err
+		}
+		if sv = sv.At(s.now()); sv.State == StateDeleted {
+			return ErrNotFound
+		}
+		return nil
 	})
 	return sv, c, err
 }

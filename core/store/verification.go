@@ -57,10 +57,10 @@ func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string) (Snap
 	if err != nil {
 		return snap, err
 	}
-	if br.ServiceID != sv.ID {
+	if br.ServiceID != sv.ID || sv.State == StateDeleted {
 		return snap, ErrNotFound
 	}
-	snap.Service, snap.Branch = *sv, *br
+	snap.Service, snap.Branch = sv.At(snap.At), *br
 	if slipKey != "" {
 		if raw := tx.Bucket(bucketSlips).Get(slipRecordKey(serviceID, slipKey)); raw != nil {
 			if snap.Slip, err = decodeSlipRecord(raw); err != nil {

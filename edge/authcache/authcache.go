@@ -48,8 +48,17 @@ type Principal struct {
 	BranchID  string // branch keys only
 	ClientID  string // B2B client keys only: the key's digest
 	// Refusal is the condition that refuses every request of this key
-	// (banned user or service, expired service, inactive branch), or 0.
-	Refusal  api.Code
+	// (banned user or service, expired service, inactive branch), or 0;
+	// RefusalAt tells it at a request's time.
+	Refusal api.Code
+	// ServiceEnds, when not zero, is when the service's term ends; from
+	// then on the key is refused with RefusalEnded (SERVICE_EXPIRED, or a
+	// refusal that comes before it).
+	ServiceEnds  time.Time
+	RefusalEnded api.Code
+	// KeyEnds, when not zero, is when the key stops working: the previous
+	// key of a rotation, at the end of its overlap.
+	KeyEnds  time.Time
 	IPAllow  iplist.List
 	RateBank float64
 	RateWall float64
@@ -68,6 +77,19 @@ type Principal struct {
 	// The identity as header values, built once.
 	ServiceIDBytes, BranchIDBytes, ClientIDBytes []byte
 	signed                                       *Principal
+}
+
+// RefusalAt returns the condition refusing a request of the key made at t,
+// or 0: the instants core gave (a term's end, a rotation's overlap) are
+// kept here, so no request waits for the cached record to expire.
+func (p *Principal) RefusalAt(t time.Time) api.Code {
+	switch {
+	case !p.KeyEnds.IsZero() && !t.Before(p.KeyEnds):
+		return api.InvalidAPIKey
+	case !p.ServiceEnds.IsZero() && !t.Before(p.ServiceEnds):
+		return p.RefusalEnded
+	}
+	return p.Refusal
 }
 
 // AsSigned returns the principal of a signed request by the same key.
@@ -343,6 +365,13 @@ func branchPrincipal(a api.BranchAuth) (*Principal, error) {
 		BankKey: a.BranchID + "/bank", WalletKey: a.BranchID + "/wallet",
 		Refusal: api.CallerRefusal(a.UserBanned, a.ServiceState, a.BranchActive),
 	}
+	if a.ServiceExpiresAt != nil {
+		ended := api.StateAt(a.ServiceState, a.ServiceExpiresAt, *a.ServiceExpiresAt)
+		p.ServiceEnds, p.RefusalEnded = *a.ServiceExpiresAt, api.CallerRefusal(a.UserBanned, ended, a.BranchActive)
+	}
+	if a.KeyExpiresAt != nil {
+		p.KeyEnds = *a.KeyExpiresAt
+	}
 	if a.SigningSecret != "" {
 		p.Signer, p.NonceClient = authn.NewSigner(a.SigningSecret), nonceScope(a.SigningSecret)
 	}
@@ -354,6 +383,10 @@ func clientPrincipal(a api.ClientAuth) *Principal {
 		ServiceID: a.ServiceID, ClientID: a.ClientID, IPAllow: iplist.MustParse("*"),
 		Signer: authn.NewSigner(a.Secret), NonceClient: nonceScope(a.Secret),
 		Refusal: api.CallerRefusal(a.UserBanned, a.ServiceState, true),
+	}
+	if a.ServiceExpiresAt != nil {
+		ended := api.StateAt(a.ServiceState, a.ServiceExpiresAt, *a.ServiceExpiresAt)
+		p.ServiceEnds, p.RefusalEnded = *a.ServiceExpiresAt, api.CallerRefusal(a.UserBanned, ended, true)
 	}
 	for _, name := range a.Permissions {
 		p.Perms |= api.PermissionBit(name)

@@ -288,8 +288,8 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	default:
 		p, code = g.bearer(ctx, x.start)
 	}
-	if code == 0 && p.Refusal != 0 {
-		code = p.Refusal
+	if code == 0 {
+		code = p.RefusalAt(x.start)
 	}
 	x.p = p
 	if code == 0 {
