@@ -48,6 +48,7 @@ const (
 	JobNotFound
 	NotFound
 	BankAccountDuplicate
+	Conflict
 	RateLimitExceeded
 	APIServerError
 	InternalServerError
@@ -99,6 +100,7 @@ var table = []Row{
 	{JobNotFound, 404, "JOB_NOT_FOUND", 404, "not_found", "Job not found"},
 	{NotFound, 404, "NOT_FOUND", 404, "not_found", "Endpoint not found"},
 	{BankAccountDuplicate, 409, "BANK_ACCOUNT_DUPLICATE", 400, "invalid_request", "An active bank account with this bankCode and bankNumber exists"},
+	{Conflict, 409, "CONFLICT", 409, "invalid_request", "The request conflicts with the record as it stands"},
 	{RateLimitExceeded, 429, "RATE_LIMIT_EXCEEDED", 429, "rate_limit_exceeded", "Rate limit exceeded"},
 	{APIServerError, 500, "API_SERVER_ERROR", 500, "api_server_error", "Temporary processing error; try again"},
 	{InternalServerError, 500, "INTERNAL_SERVER_ERROR", 500, "server_error", "Unexpected error"},

@@ -40,6 +40,8 @@ type Config struct {
 	JobWorkers    int           // async attempts run at once
 	JobMaxOpen    int           // unfinished async jobs a branch may have
 	OutboxLimit   int           // messages the outbox holds while the broker is away
+	AdminAddr     string        // the operators' admin API; "off": none
+	AdminToken    string        // its bootstrap token; empty: the admin API is off
 	envflag.Common
 }
 
@@ -65,9 +67,15 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_SLIP_RETENTION", "slip-retention", "0s", "how long a verified slip is remembered for duplicate checks (about 2,100 bytes of core.db each); a slip verified again after that is a new one; 0: for good", &c.SlipRetention),
 		envflag.Def("SLIP_JOB_WORKERS", "job-workers", "64", "async verification attempts run at once", &c.JobWorkers),
 		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have (at least 100, one batch); a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
+		envflag.Def("SLIP_ADMIN_ADDR", "admin-addr", "127.0.0.1:8085", "listener of the operators' admin API (/admin/v1; off: none); the edge never forwards to it", &c.AdminAddr),
+		envflag.Secret("SLIP_ADMIN_TOKEN", "admin-token", "bootstrap token of the admin API (32+ characters; unset: the admin API is off)", &c.AdminToken),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it the usage events of attempts that consumed no quota are dropped and counted (billable ones are kept)", &c.OutboxLimit),
 	}
 }
+
+// Admin reports whether the admin API is served: on an address, with a
+// bootstrap token.
+func (c Config) Admin() bool { return c.AdminAddr != "off" && c.AdminToken != "" }
 
 // Vars returns the documented settings with their defaults.
 func Vars() []envflag.Var { return new(Config).vars() }
@@ -112,6 +120,14 @@ func (c Config) Validate() error {
 	}
 	if len(c.EdgeToken) < 32 {
 		bad("SLIP_EDGE_TOKEN: required, at least 32 characters")
+	}
+	if c.AdminAddr != "off" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			bad("SLIP_ADMIN_ADDR: %v (or off)", err)
+		}
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 32 {
+		bad("SLIP_ADMIN_TOKEN: at least 32 characters")
 	}
 	if _, err := egress.ParsePrefixes(c.EgressAllow); err != nil {
 		bad("SLIP_EGRESS_ALLOW_CIDRS: %v", err)

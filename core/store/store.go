@@ -73,7 +73,8 @@ var (
 	bucketBranchesDeleted = []byte("branches-deleted")
 	allBuckets            = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
 		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
-		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished, bucketBranchesDeleted, bucketSlipsByAge}
+		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished, bucketBranchesDeleted, bucketSlipsByAge,
+		bucketAudit, bucketAdminTokens, bucketAdminTokenDigests}
 )
 
 // maxBatch bounds how many writes share one transaction, and maxEmitted

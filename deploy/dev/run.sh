@@ -12,6 +12,7 @@ export SLIP_CLICKHOUSE_ADDR="${SLIP_CLICKHOUSE_ADDR:-127.0.0.1:9000}"
 export SLIP_CLICKHOUSE_HTTP_ADDR="${SLIP_CLICKHOUSE_HTTP_ADDR:-127.0.0.1:8123}"
 export SLIP_USAGE_ADDR="${SLIP_USAGE_ADDR:-127.0.0.1:8084}"
 export SLIP_DISPATCHER_ADDR="${SLIP_DISPATCHER_ADDR:-127.0.0.1:8083}"
+export SLIP_ADMIN_ADDR="${SLIP_ADMIN_ADDR:-127.0.0.1:8085}"
 # The edge's access log goes to a file, not the terminal the tiers log to.
 export SLIP_EDGE_ACCESS_LOG="${SLIP_EDGE_ACCESS_LOG:-$SLIP_DATA_DIR/edge-access.log}"
 mkdir -p "$SLIP_DATA_DIR"
@@ -23,6 +24,10 @@ secrets="$SLIP_DATA_DIR/dev-secrets.env"
 if [ ! -f "$secrets" ]; then
 	rnd() { od -An -N32 -tx1 /dev/urandom | tr -d ' \n'; }
 	(umask 077; printf 'SLIP_EDGE_TOKEN=%s\nSLIP_MASTER_KEY=%s\n' "$(rnd)" "$(rnd)" >"$secrets")
+fi
+# The admin API's bootstrap token, added to a data dir made before it.
+if ! grep -q '^SLIP_ADMIN_TOKEN=' "$secrets"; then
+	(umask 077; printf 'SLIP_ADMIN_TOKEN=%s\n' "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >>"$secrets")
 fi
 while IFS='=' read -r name value; do
 	[ -n "${!name:-}" ] || export "$name=$value"
@@ -127,6 +132,7 @@ start usage "http://$SLIP_USAGE_ADDR/health"
 start dispatcher "http://$SLIP_DISPATCHER_ADDR/health"
 start edge "http://$SLIP_EDGE_ADDR/health"
 echo "stack: ready on http://$SLIP_EDGE_ADDR (access log: $SLIP_EDGE_ACCESS_LOG)" >&2
+[ "$SLIP_ADMIN_ADDR" = off ] || echo "stack: admin API on http://$SLIP_ADMIN_ADDR/admin/v1 (bin/slipadm; token: SLIP_ADMIN_TOKEN in $secrets)" >&2
 
 # A tier that exits on its own stops the stack.
 set +e

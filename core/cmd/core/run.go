@@ -86,8 +86,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	verifyRetries, webhookRetries, _ := cfg.Schedules() // checked by Validate
 	j := &jobs.Jobs{Store: st, Verifier: v, Box: box, Egress: fetch, Now: time.Now, Log: log,
 		VerifyRetries: verifyRetries, DeliveryRetries: webhookRetries, Retention: cfg.JobRetention, MaxOpen: cfg.JobMaxOpen}
+	coreSrv := server.New(v, j, st, box, cfg.EdgeToken, cfg.MaxInflight, log)
 	srv := &fasthttp.Server{
-		Handler:               server.New(v, j, st, box, cfg.EdgeToken, cfg.MaxInflight, log).Handler(),
+		Handler:               coreSrv.Handler(),
 		NoDefaultServerHeader: true, // the edge names itself to clients
 		Logger:                fastlog.Logger{Log: log},
 		ReadTimeout:           30 * time.Second,
@@ -147,6 +148,19 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "bank", cfg.Bank, "kafka", cfg.KafkaAddr, "version", version)
+	adminSrv := &fasthttp.Server{Handler: coreSrv.AdminHandler(cfg.AdminToken), NoDefaultServerHeader: true,
+		Logger: fastlog.Logger{Log: log}, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		MaxRequestBodySize: 1 << 20, SecureErrorLogMessage: true}
+	if cfg.Admin() {
+		aln, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			return fmt.Errorf("admin API: %w", err)
+		}
+		go func() { errc <- adminSrv.Serve(aln) }()
+		log.Info("admin API listening", "addr", aln.Addr().String())
+	} else {
+		log.Info("admin API off", "why", "SLIP_ADMIN_ADDR is off or SLIP_ADMIN_TOKEN is not set")
+	}
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -159,6 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	defer cancel()
 	// Connections still open after the grace (a client that connected and
 	// sent nothing) close with the process; that is not a failed shutdown.
+	adminSrv.ShutdownWithContext(sctx) // short requests; not serving is fine
 	if serr := srv.ShutdownWithContext(sctx); errors.Is(serr, context.DeadlineExceeded) {
 		log.Warn("closing connections still open after the grace")
 	} else if err == nil {

@@ -1,0 +1,731 @@
+package server
+
+import (
+	"crypto/subtle"
+	"errors"
+	"net/mail"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/store"
+)
+
+// AdminPrefix is where the operators' admin API lives, on its own
+// listener (SLIP_ADMIN_ADDR); the edge never forwards to it.
+const AdminPrefix = "/admin/v1"
+
+// MinAdminToken is the shortest bootstrap token core accepts.
+const MinAdminToken = 32
+
+// admin serves the admin API. Operators authenticate with the bootstrap
+// token or a named token of the store; a read token may only read.
+type admin struct {
+	s         *Server
+	bootstrap []byte
+	used      sync.Map // token id → time.Time of its last use, since core started
+}
+
+// adminCaller is who calls the admin API.
+type adminCaller struct {
+	actor     api.AuditActor
+	write     bool
+	requestID string
+}
+
+type adminHandler func(ctx *fasthttp.RequestCtx, a adminCaller) (any, error)
+
+// AdminHandler returns the handler of the admin API, authenticating with
+// the bootstrap token given (at least MinAdminToken characters) and the
+// named tokens.
+func (s *Server) AdminHandler(bootstrap string) fasthttp.RequestHandler {
+	a := &admin{s: s, bootstrap: []byte(bootstrap)}
+	r := router.New()
+	r.HandleMethodNotAllowed = false
+	read := func(h adminHandler) fasthttp.RequestHandler { return a.guard(false, h) }
+	write := func(h adminHandler) fasthttp.RequestHandler { return a.guard(true, h) }
+	p := AdminPrefix
+	r.GET(p+"/services", read(a.listServices))
+	r.POST(p+"/services", write(a.createService))
+	r.GET(p+"/services/{s}", read(a.getService))
+	r.PATCH(p+"/services/{s}", write(a.patchService))
+	r.PUT(p+"/services/{s}/state", write(a.putState))
+	r.PUT(p+"/services/{s}/plan", write(a.putPlan))
+	r.DELETE(p+"/services/{s}", write(a.deleteService))
+	r.GET(p+"/services/{s}/branches/{b}/keys", read(a.listKeys))
+	r.POST(p+"/services/{s}/branches/{b}/key/rotate", write(a.rotateKey))
+	r.POST(p+"/services/{s}/branches/{b}/key/revoke-previous", write(a.revokePrevious))
+	r.GET(p+"/tokens", read(a.listTokens))
+	r.POST(p+"/tokens", write(a.createToken))
+	r.DELETE(p+"/tokens/{t}", write(a.deleteToken))
+	r.GET(p+"/audit", read(a.audit))
+	r.NotFound = func(ctx *fasthttp.RequestCtx) { s.respond(ctx, api.V2, nil, api.E(api.NotFound)) }
+	return r.Handler
+}
+
+// guard authenticates the caller and runs h: a write needs a write token.
+func (a *admin) guard(write bool, h adminHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		c, err := a.caller(ctx)
+		if err == nil && write && !c.write {
+			err = api.Errorf(api.PermissionDenied, "this admin token has the read scope")
+		}
+		var data any
+		if err == nil {
+			data, err = h(ctx, c)
+		}
+		a.s.respond(ctx, api.V2, data, err)
+	}
+}
+
+func (a *admin) caller(ctx *fasthttp.RequestCtx) (adminCaller, error) {
+	c := adminCaller{requestID: string(ctx.Request.Header.Peek(api.HeaderRequestID))}
+	if c.requestID == "" {
+		c.requestID = uuid.NewString()
+		ctx.Response.Header.Set(api.HeaderRequestID, c.requestID)
+	}
+	auth := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	token, ok := strings.CutPrefix(string(auth), "Bearer ")
+	switch {
+	case len(auth) == 0:
+		return c, api.Errorf(api.MissingAPIKey, "Authorization: Bearer <admin token> is required")
+	case !ok || token == "":
+		return c, api.Errorf(api.InvalidAPIKey, "admin token is invalid")
+	case subtle.ConstantTimeCompare([]byte(token), a.bootstrap) == 1:
+		c.actor, c.write = api.AuditActor{Type: api.ActorAdmin, ID: "bootstrap", Name: "SLIP_ADMIN_TOKEN"}, true
+		return c, nil
+	}
+	t, err := a.s.store.AdminTokenByDigest(store.Digest(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return c, api.Errorf(api.InvalidAPIKey, "admin token is invalid, revoked or expired")
+	} else if err != nil {
+		return c, api.Internal(err)
+	}
+	a.used.Store(t.ID, time.Now().UTC())
+	c.actor, c.write = api.AuditActor{Type: api.ActorAdmin, ID: t.ID, Name: t.Name}, t.Scope == store.ScopeWrite
+	return c, nil
+}
+
+func (c adminCaller) change(reason string) store.Change {
+	return store.Change{Actor: c.actor, RequestID: c.requestID, Reason: reason}
+}
+
+// PlanView is a service's plan as the admin API shows it.
+type PlanView struct {
+	Name           string `json:"name"`
+	QuotaLimit     int64  `json:"quotaLimit"`
+	RateBank       int    `json:"rateBank"`
+	RateWallet     int    `json:"rateWallet"`
+	CycleAnchorDay int    `json:"cycleAnchorDay"`
+}
+
+// PendingPlanView is a plan that applies from the period starting at
+// EffectiveFrom.
+type PendingPlanView struct {
+	PlanView
+	EffectiveFrom time.Time `json:"effectiveFrom"`
+}
+
+// ServiceView is a service as the admin API shows it.
+type ServiceView struct {
+	ID           string           `json:"id"`
+	Name         string           `json:"name"`
+	State        string           `json:"state"`
+	StateReason  string           `json:"stateReason,omitempty"`
+	UserBanned   bool             `json:"userBanned"`
+	ExpiresAt    *time.Time       `json:"expiresAt"`
+	ContactEmail *string          `json:"contactEmail"`
+	Plan         PlanView         `json:"plan"`
+	PendingPlan  *PendingPlanView `json:"pendingPlan"`
+	Usage        struct {
+		PeriodStart    time.Time `json:"periodStart"`
+		PeriodEnd      time.Time `json:"periodEnd"`
+		UsedQuota      int64     `json:"usedQuota"`
+		TotalUsedQuota int64     `json:"totalUsedQuota"`
+	} `json:"usage"`
+	CreatedAt *time.Time `json:"createdAt"`
+}
+
+func planView(p store.Plan) PlanView {
+	return PlanView{Name: p.Name, QuotaLimit: p.QuotaLimit, RateBank: p.Rate.Bank, RateWallet: p.Rate.Wallet, CycleAnchorDay: p.CycleAnchorDay}
+}
+
+func serviceView(sv store.Service, used quota.Counter, period int64) ServiceView {
+	v := ServiceView{ID: sv.ID, Name: sv.Name, State: sv.State, StateReason: sv.StateReason, UserBanned: sv.UserBanned,
+		ExpiresAt: sv.ExpiresAt, ContactEmail: sv.ContactEmail, Plan: planView(sv.Plan()), CreatedAt: sv.CreatedAt}
+	if p := sv.Pending; p != nil {
+		v.PendingPlan = &PendingPlanView{PlanView: planView(p.Plan), EffectiveFrom: time.Unix(p.From, 0).In(quota.Bangkok)}
+	}
+	start := time.Unix(period, 0).In(quota.Bangkok)
+	v.Usage.PeriodStart, v.Usage.PeriodEnd = start, quota.PeriodEnd(start, sv.CycleAnchorDay)
+	v.Usage.UsedQuota, v.Usage.TotalUsedQuota = used.Used, used.Total
+	return v
+}
+
+func (a *admin) view(id string) (ServiceView, error) {
+	sv, used, period, err := a.s.store.Service(id)
+	if err != nil {
+		return ServiceView{}, adminError(err, "service "+id)
+	}
+	return serviceView(sv, used, period), nil
+}
+
+func (a *admin) listServices(_ *fasthttp.RequestCtx, _ adminCaller) (any, error) {
+	list, err := a.s.store.Services()
+	if err != nil {
+		return nil, api.Internal(err)
+	}
+	out := make([]ServiceView, 0, len(list))
+	for _, sv := range list {
+		v, err := a.view(sv.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (a *admin) getService(ctx *fasthttp.RequestCtx, _ adminCaller) (any, error) {
+	return a.view(param(ctx, "s"))
+}
+
+// adminError maps the store's errors to the catalog; what names the
+// record.
+func adminError(err error, what string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return api.Errorf(api.NotFound, what+" not found")
+	case errors.Is(err, store.ErrExists):
+		return api.Errorf(api.Conflict, what+": the id or key is in use (ids of deleted records too are never reused)")
+	case errors.Is(err, store.ErrOverlapOpen):
+		return api.Errorf(api.Conflict, what+": the previous key's overlap is still open; revoke it first, or rotate with force")
+	}
+	return manageError(err, what)
+}
+
+var serviceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// createService onboards a tenant: the service, its main branch (ipAllow
+// *) and a B2B client with every permission unless given; the keys and the
+// secret are shown in this answer only.
+func (a *admin) createService(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "id", "name", "plan", "expiresAt", "contactEmail", "permissions")
+	now := time.Now().UTC()
+	sv := store.Service{ID: "svc-" + randomHex(6), State: store.StateActive, CreatedAt: &now}
+	if f.has("id") {
+		if id, ok := f.str("id"); ok && serviceID.MatchString(id) {
+			sv.ID = id
+		} else {
+			fe.Add("id", "must be 1 to 64 letters, digits, '.', '_' or '-'")
+		}
+	}
+	if name, ok := f.str("name"); ok && strings.TrimSpace(name) != "" && len(name) <= 200 {
+		sv.Name = name
+	} else {
+		f.want(&fe, "name", "a name of 1 to 200 characters")
+	}
+	if !f.has("plan") {
+		fe.Add("plan", "is required: {name, quotaLimit, rateBank, rateWallet, cycleAnchorDay}")
+	} else if p, ok := planFields(&fe, f, store.Plan{}, true); ok {
+		sv.QuotaLimit, sv.Rate, sv.CycleAnchorDay, sv.PlanName = p.QuotaLimit, p.Rate, p.CycleAnchorDay, p.Name
+	}
+	termFields(&fe, f, &sv)
+	perms := api.Permissions
+	if f.has("permissions") {
+		if err := jsonInto(f, "permissions", &perms); err != nil || len(perms) == 0 {
+			fe.Add("permissions", "must be a list of "+strings.Join(api.Permissions, ", "))
+		}
+		for _, p := range perms {
+			if api.PermissionBit(p) == 0 {
+				fe.Add("permissions", "unknown permission "+strconv.Quote(p))
+			}
+		}
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	branchKey, clientKey, secretText := uuid.NewString(), randomHex(32), randomHex(24)
+	main := store.Branch{ID: sv.ID + "-main", ServiceID: sv.ID, Name: "Main", Main: true, Active: true, IPAllow: []string{"*"},
+		KeyDigest: store.Digest(branchKey), KeyCreatedAt: &now}
+	clientDigest := store.Digest(clientKey)
+	client := store.B2BClient{KeyDigest: clientDigest, ServiceID: sv.ID, Secret: a.s.box.Seal(secretText, "b2b/"+clientDigest),
+		Permissions: perms}
+	if err := a.s.store.CreateService(sv, main, client, c.change("")); err != nil {
+		return nil, adminError(err, "service "+sv.ID)
+	}
+	v, err := a.view(sv.ID)
+	if err != nil {
+		return nil, err
+	}
+	type branchKeyView struct {
+		ID  string `json:"id"`
+		Key string `json:"key"`
+	}
+	type clientView struct {
+		ID          string   `json:"id"`
+		Key         string   `json:"key"`
+		Secret      string   `json:"secret"`
+		Permissions []string `json:"permissions"`
+	}
+	return created(struct {
+		ServiceView
+		MainBranch branchKeyView `json:"mainBranch"`
+		Client     clientView    `json:"client"`
+	}{v, branchKeyView{main.ID, branchKey}, clientView{clientDigest[:16], clientKey, secretText, perms}}), nil
+}
+
+// termFields reads expiresAt and contactEmail (null clears either).
+func termFields(fe *api.FieldErrors, f fields, sv *store.Service) {
+	if f.has("expiresAt") {
+		if f.null("expiresAt") {
+			sv.ExpiresAt = nil
+		} else if s, ok := f.str("expiresAt"); !ok {
+			fe.Add("expiresAt", "must be an RFC 3339 time or null")
+		} else if t, err := time.Parse(time.RFC3339, s); err != nil {
+			fe.Add("expiresAt", "must be an RFC 3339 time or null")
+		} else {
+			t = t.UTC()
+			sv.ExpiresAt = &t
+		}
+	}
+	if f.has("contactEmail") {
+		if f.null("contactEmail") {
+			sv.ContactEmail = nil
+		} else if s, ok := f.str("contactEmail"); !ok || len(s) > 254 {
+			fe.Add("contactEmail", "must be an email address or null")
+		} else if addr, err := mail.ParseAddress(s); err != nil || addr.Address != s {
+			fe.Add("contactEmail", "must be an email address (name@example.com) or null")
+		} else {
+			sv.ContactEmail = &s
+		}
+	}
+}
+
+// planFields reads a plan from f (its "plan" object when nested, else f
+// itself, every field then required), over base: fields not sent keep
+// base's values.
+func planFields(fe *api.FieldErrors, f fields, base store.Plan, nested bool) (store.Plan, bool) {
+	p := base
+	n := len(*fe)
+	prefix := ""
+	if nested {
+		prefix = "plan."
+		pf, err := jsonFields(f.json["plan"])
+		if err != nil {
+			fe.Add("plan", "must be an object {name, quotaLimit, rateBank, rateWallet, cycleAnchorDay}")
+			return p, false
+		}
+		f = pf
+		var unknown api.FieldErrors
+		f.only(&unknown, "name", "quotaLimit", "rateBank", "rateWallet", "cycleAnchorDay")
+		for _, u := range unknown {
+			*fe = append(*fe, prefix+u)
+		}
+		for _, name := range []string{"name", "quotaLimit", "rateBank", "rateWallet", "cycleAnchorDay"} {
+			if !f.has(name) {
+				fe.Add("plan."+name, "is required")
+			}
+		}
+	}
+	if f.has("name") {
+		if s, ok := f.str("name"); ok && len(s) <= 100 {
+			p.Name = s
+		} else {
+			fe.Add(prefix+"name", "must be a plan name of at most 100 characters")
+		}
+	}
+	ints := []struct {
+		name     string
+		min, max int64
+		set      func(int64)
+	}{
+		{"quotaLimit", 0, 1 << 50, func(v int64) { p.QuotaLimit = v }},
+		{"rateBank", 1, 100_000, func(v int64) { p.Rate.Bank = int(v) }},
+		{"rateWallet", 1, 100_000, func(v int64) { p.Rate.Wallet = int(v) }},
+		{"cycleAnchorDay", 1, 31, func(v int64) { p.CycleAnchorDay = int(v) }},
+	}
+	for _, x := range ints {
+		if !f.has(x.name) {
+			continue
+		}
+		if v, ok := f.integer(x.name); ok && v >= x.min && v <= x.max {
+			x.set(v)
+		} else {
+			fe.Add(prefix+x.name, "must be a whole number from "+strconv.FormatInt(x.min, 10)+" to "+strconv.FormatInt(x.max, 10))
+		}
+	}
+	return p, len(*fe) == n
+}
+
+func (a *admin) patchService(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "name", "expiresAt", "contactEmail")
+	name, nameOK := f.str("name")
+	if f.has("name") && (!nameOK || strings.TrimSpace(name) == "" || len(name) > 200) {
+		fe.Add("name", "must be a name of 1 to 200 characters")
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return a.update(ctx, c, "service.update", "", func(sv *store.Service, _ quota.Counter, _ time.Time) error {
+		if f.has("name") {
+			sv.Name = name
+		}
+		var fe api.FieldErrors
+		termFields(&fe, f, sv)
+		return fe.Err()
+	})
+}
+
+// update changes a service and answers its view.
+func (a *admin) update(ctx *fasthttp.RequestCtx, c adminCaller, action, reason string,
+	change func(*store.Service, quota.Counter, time.Time) error) (any, error) {
+	id := param(ctx, "s")
+	if _, err := a.s.store.UpdateService(id, action, c.change(reason), change); err != nil {
+		return nil, adminError(err, "service "+id)
+	}
+	return a.view(id)
+}
+
+// reason reads the required reason of a state change.
+func reason(fe *api.FieldErrors, f fields) string {
+	s, ok := f.str("reason")
+	if !ok || strings.TrimSpace(s) == "" || len(s) > 500 {
+		f.want(fe, "reason", "why, in at most 500 characters (kept in the audit log)")
+	}
+	return s
+}
+
+func (a *admin) putState(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "state", "userBanned", "reason")
+	state, ok := f.str("state")
+	if !ok || state != store.StateActive && state != store.StateBanned {
+		f.want(&fe, "state", "active or banned (a term's end is expiresAt; removal is DELETE)")
+	}
+	banned, bannedOK := f.boolean("userBanned")
+	if f.has("userBanned") && !bannedOK {
+		fe.Add("userBanned", "must be a boolean")
+	}
+	why := reason(&fe, f)
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return a.update(ctx, c, "service.state", why, func(sv *store.Service, _ quota.Counter, _ time.Time) error {
+		sv.State, sv.StateReason = state, why
+		if f.has("userBanned") {
+			sv.UserBanned = banned
+		}
+		return nil
+	})
+}
+
+// putPlan changes a service's plan now or from its next period. A quota
+// below what the period has used is refused, naming it; the billing
+// anchor day does not change yet (the ledger's periods would not follow).
+func (a *admin) putPlan(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "name", "quotaLimit", "rateBank", "rateWallet", "cycleAnchorDay", "effective")
+	effective, ok := f.str("effective")
+	if !ok || effective != "now" && effective != "nextPeriod" {
+		f.want(&fe, "effective", `"now" or "nextPeriod"`)
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return a.update(ctx, c, "service.plan", "", func(sv *store.Service, used quota.Counter, now time.Time) error {
+		var fe api.FieldErrors
+		p, _ := planFields(&fe, f, sv.Plan(), false)
+		if p.CycleAnchorDay != sv.CycleAnchorDay {
+			fe.Add("cycleAnchorDay", "cannot change: the ledger's billing periods would no longer match core's")
+		}
+		if effective == "now" && p.QuotaLimit < used.Used {
+			fe.Add("quotaLimit", "must not be below the "+strconv.FormatInt(used.Used, 10)+" used in the current period")
+		}
+		if err := fe.Err(); err != nil {
+			return err
+		}
+		if effective == "now" {
+			sv.QuotaLimit, sv.Rate, sv.PlanName, sv.Pending = p.QuotaLimit, p.Rate, p.Name, nil
+			return nil
+		}
+		start := time.Unix(quota.PeriodStart(now, sv.CycleAnchorDay).Unix(), 0).In(quota.Bangkok)
+		sv.Pending = &store.PendingPlan{Plan: p, From: quota.PeriodEnd(start, sv.CycleAnchorDay).Unix()}
+		return nil
+	})
+}
+
+// deleteService removes a tenant: its keys are refused from now on, its
+// counters and ledger stay, and its id is never used again.
+func (a *admin) deleteService(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "reason")
+	why := reason(&fe, f)
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	return a.update(ctx, c, "service.delete", why, func(sv *store.Service, _ quota.Counter, _ time.Time) error {
+		sv.State, sv.StateReason = store.StateDeleted, why
+		return nil
+	})
+}
+
+// KeyView is one of a branch's keys, never the key itself.
+type KeyView struct {
+	KeyID      string     `json:"keyId"` // the first 16 hex digits of its digest
+	CreatedAt  *time.Time `json:"createdAt"`
+	ExpiresAt  *time.Time `json:"expiresAt"`
+	LastSeenAt *time.Time `json:"lastSeenAt"` // when an edge last fetched its record, since core started
+	Current    bool       `json:"current"`
+}
+
+func (a *admin) keyView(digest string, created, expires *time.Time, current bool) KeyView {
+	v := KeyView{KeyID: digest[:16], CreatedAt: created, ExpiresAt: expires, Current: current}
+	if t, ok := a.s.keysSeen.Load(digest); ok {
+		seen := t.(time.Time).UTC()
+		v.LastSeenAt = &seen
+	}
+	return v
+}
+
+func (a *admin) listKeys(ctx *fasthttp.RequestCtx, _ adminCaller) (any, error) {
+	sid, bid := param(ctx, "s"), param(ctx, "b")
+	b, err := a.s.store.Branch(sid, bid)
+	if err != nil {
+		return nil, adminError(err, "branch "+bid)
+	}
+	out := []KeyView{a.keyView(b.KeyDigest, b.KeyCreatedAt, nil, true)}
+	if p := b.Previous; p != nil {
+		out = append(out, a.keyView(p.Digest, p.CreatedAt, &p.ExpiresAt, false))
+	}
+	return out, nil
+}
+
+// maxOverlap bounds a rotation's overlap.
+const maxOverlap = 168 * time.Hour
+
+func (a *admin) rotateKey(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	return rotateBranchKey(a.s, ctx, param(ctx, "s"), c.change(""))
+}
+
+// rotateBranchKey rotates a branch's key from {overlap?, force?} (overlap a
+// duration of 0s to 168h, default 24h) and answers {key, previous
+// {expiresAt}}: the operator's and the tenant's rotation are one.
+func rotateBranchKey(s *Server, ctx *fasthttp.RequestCtx, serviceID string, ch store.Change) (any, error) {
+	var fe api.FieldErrors
+	overlap, force := 24*time.Hour, false
+	if len(ctx.PostBody()) > 0 {
+		f, err := jsonFields(ctx.PostBody())
+		if err != nil {
+			return nil, err
+		}
+		f.only(&fe, "overlap", "force")
+		if f.has("overlap") {
+			o, ok := f.str("overlap")
+			d, err := time.ParseDuration(o)
+			if !ok || err != nil || d < 0 || d > maxOverlap {
+				fe.Add("overlap", `must be a duration from "0s" to "168h"`)
+			}
+			overlap = d
+		}
+		if f.has("force") {
+			var ok bool
+			if force, ok = f.boolean("force"); !ok {
+				fe.Add("force", "must be a boolean")
+			}
+		}
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	bid := param(ctx, "b")
+	if bid == "" {
+		bid = param(ctx, "branch")
+	}
+	key := uuid.NewString()
+	b, err := s.store.RotateBranchKey(serviceID, bid, store.Digest(key), overlap, force, ch)
+	if err != nil {
+		return nil, adminError(err, "branch "+bid)
+	}
+	type previous struct {
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
+	out := struct {
+		Key      string    `json:"key"`
+		Previous *previous `json:"previous"`
+	}{Key: key}
+	if b.Previous != nil {
+		out.Previous = &previous{b.Previous.ExpiresAt}
+	}
+	return out, nil
+}
+
+func (a *admin) revokePrevious(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	sid, bid := param(ctx, "s"), param(ctx, "b")
+	if _, err := a.s.store.RevokePreviousKey(sid, bid, c.change("")); err != nil {
+		return nil, adminError(err, "branch "+bid)
+	}
+	b, err := a.s.store.Branch(sid, bid)
+	if err != nil {
+		return nil, adminError(err, "branch "+bid)
+	}
+	return a.s.view(caller{serviceID: sid}, b)
+}
+
+// TokenView is an admin token, never the token itself.
+type TokenView struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Scope      string     `json:"scope"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ExpiresAt  *time.Time `json:"expiresAt"`
+	LastUsedAt *time.Time `json:"lastUsedAt"` // since core started
+	Token      string     `json:"token,omitempty"`
+}
+
+func (a *admin) tokenView(t store.AdminToken) TokenView {
+	v := TokenView{ID: t.ID, Name: t.Name, Scope: t.Scope, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+	if u, ok := a.used.Load(t.ID); ok {
+		at := u.(time.Time)
+		v.LastUsedAt = &at
+	}
+	return v
+}
+
+func (a *admin) listTokens(_ *fasthttp.RequestCtx, _ adminCaller) (any, error) {
+	list, err := a.s.store.AdminTokens()
+	if err != nil {
+		return nil, api.Internal(err)
+	}
+	out := make([]TokenView, 0, len(list))
+	for _, t := range list {
+		out = append(out, a.tokenView(t))
+	}
+	return out, nil
+}
+
+func (a *admin) createToken(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "name", "scope", "expiresAt")
+	t := store.AdminToken{ID: "tok-" + randomHex(6), CreatedAt: time.Now().UTC()}
+	var ok bool
+	if t.Name, ok = f.str("name"); !ok || strings.TrimSpace(t.Name) == "" || len(t.Name) > 100 {
+		f.want(&fe, "name", "a name of 1 to 100 characters")
+	}
+	if t.Scope, ok = f.str("scope"); !ok || t.Scope != store.ScopeRead && t.Scope != store.ScopeWrite {
+		f.want(&fe, "scope", "read or write")
+	}
+	if f.has("expiresAt") && !f.null("expiresAt") {
+		s, _ := f.str("expiresAt")
+		if at, err := time.Parse(time.RFC3339, s); err != nil || !at.After(t.CreatedAt) {
+			fe.Add("expiresAt", "must be an RFC 3339 time in the future, or null")
+		} else {
+			at = at.UTC()
+			t.ExpiresAt = &at
+		}
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	token := "sa_" + randomHex(32)
+	t.Digest = store.Digest(token)
+	if err := a.s.store.CreateAdminToken(t, c.change("")); err != nil {
+		return nil, adminError(err, "token")
+	}
+	v := a.tokenView(t)
+	v.Token = token
+	return created(v), nil
+}
+
+func (a *admin) deleteToken(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+	id := param(ctx, "t")
+	if err := a.s.store.DeleteAdminToken(id, c.change("")); err != nil {
+		return nil, adminError(err, "token "+id)
+	}
+	return map[string]any{"id": id, "deleted": true}, nil
+}
+
+// audit answers {items, nextCursor}, newest first.
+func (a *admin) audit(ctx *fasthttp.RequestCtx, _ adminCaller) (any, error) {
+	q := ctx.QueryArgs()
+	f := store.AuditFilter{ServiceID: string(q.Peek("service")), Action: string(q.Peek("action")),
+		Cursor: string(q.Peek("cursor")), Limit: 100}
+	var fe api.FieldErrors
+	for _, x := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Peek(x.name); len(v) > 0 {
+			t, err := time.Parse(time.RFC3339, string(v))
+			if err != nil {
+				fe.Add(x.name, "must be an RFC 3339 time")
+			}
+			*x.dst = t
+		}
+	}
+	if v := q.Peek("limit"); len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 1 || n > 1000 {
+			fe.Add("limit", "must be 1 to 1000")
+		}
+		f.Limit = n
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	items, next, err := a.s.store.Audit(f)
+	if err != nil {
+		if strings.Contains(err.Error(), "cursor") {
+			return nil, api.Errorf(api.Validation, "cursor: not a cursor of this log")
+		}
+		return nil, api.Internal(err)
+	}
+	if items == nil {
+		items = []api.AuditRecord{}
+	}
+	return struct {
+		Items      []api.AuditRecord `json:"items"`
+		NextCursor *string           `json:"nextCursor"`
+	}{items, nullable(next)}, nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
