@@ -224,7 +224,7 @@ func (a *admin) createService(ctx *fasthttp.RequestCtx, c adminCaller) (any, err
 	}
 	var fe api.FieldErrors
 	f.only(&fe, "id", "name", "plan", "expiresAt", "contactEmail", "permissions")
-	now := time.Now().UTC()
+	now := a.s.store.Now().UTC()
 	sv := store.Service{ID: "svc-" + randomHex(6), State: store.StateActive, CreatedAt: &now}
 	if f.has("id") {
 		if id, ok := f.str("id"); ok && serviceID.MatchString(id) {
@@ -641,7 +641,7 @@ func (a *admin) createToken(ctx *fasthttp.RequestCtx, c adminCaller) (any, error
 	}
 	var fe api.FieldErrors
 	f.only(&fe, "name", "scope", "expiresAt")
-	t := store.AdminToken{ID: "tok-" + randomHex(6), CreatedAt: time.Now().UTC()}
+	t := store.AdminToken{ID: "tok-" + randomHex(6), CreatedAt: a.s.store.Now().UTC()}
 	var ok bool
 	if t.Name, ok = f.str("name"); !ok || strings.TrimSpace(t.Name) == "" || len(t.Name) > 100 {
 		f.want(&fe, "name", "a name of 1 to 100 characters")

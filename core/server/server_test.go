@@ -33,7 +33,10 @@ import (
 	"github.com/slipverify/slipverify/core/verify"
 )
 
-const edgeToken = "test-edge-token-0123456789abcdef0123"
+const (
+	edgeToken  = "test-edge-token-0123456789abcdef0123"
+	adminToken = "test-admin-token-0123456789abcdef01"
+)
 
 // clock is a settable test clock.
 type clock struct{ t atomic.Int64 }
@@ -47,6 +50,9 @@ func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, Tra
 // core is core's server on a real loopback listener with a fresh store.
 type core struct {
 	url     string
+	// adminURL is the admin API's listener, with adminToken as its
+	// bootstrap token.
+	adminURL string
 	clock   *clock
 	store   *store.Store
 	handler fasthttp.RequestHandler
@@ -129,20 +135,25 @@ func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Con
 		upstream = wrap(sb)
 	}
 	v := &verify.Verifier{Store: st, Upstream: upstream, Images: verify.Images{Egress: fetch}}
-	h := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler)).Handler()
+	cs := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler))
+	h := cs.Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true} // as core/cmd/core serves
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	admin := &fasthttp.Server{Handler: cs.AdminHandler(adminToken)}
+	serve := func(srv *fasthttp.Server) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(ln)
+		t.Cleanup(func() {
+			// Connections the client opened but never used would hold
+			// Shutdown until the client's idle timeout: close them first.
+			http.DefaultClient.CloseIdleConnections()
+			srv.Shutdown()
+		})
+		return "http://" + ln.Addr().String()
 	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		// Connections the client opened but never used would hold Shutdown
-		// until the client's idle timeout: close them first.
-		http.DefaultClient.CloseIdleConnections()
-		srv.Shutdown()
-	})
-	return &core{url: "http://" + ln.Addr().String(), clock: c, store: st, handler: h, srv: srv}
+	return &core{url: serve(srv), adminURL: serve(admin), clock: c, store: st, handler: h, srv: srv}
 }
 
 // heldBank holds every lookup until released, then answers as the bank it

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,8 +24,8 @@ var (
 )
 
 var (
-	// bucketAudit holds the audit records by time (timeKey of At in ms,
-	// then the record's id).
+	// bucketAudit holds the audit records in the order they were written
+	// (timeKey of At in ms, then a sequence number).
 	bucketAudit = []byte("audit")
 	// bucketAdminTokens holds the operators' named tokens by id, and
 	// bucketAdminTokenDigests their ids by the digest of the token.
@@ -58,7 +59,12 @@ func (s *Store) audit(tx *bolt.Tx, c Change, action, serviceID string, target ap
 	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketAudit).Put(timeKey(rec.At.UnixMilli(), rec.ID), raw); err != nil {
+	b := tx.Bucket(bucketAudit)
+	seq, err := b.NextSequence() // orders the records of one millisecond
+	if err != nil {
+		return err
+	}
+	if err := b.Put(binary.BigEndian.AppendUint64(timeKey(rec.At.UnixMilli(), ""), seq), raw); err != nil {
 		return err
 	}
 	msgs := []Message{{Topic: api.TopicAudit, Key: serviceID, Value: raw}}
@@ -95,6 +101,9 @@ func redacted(v any) (json.RawMessage, error) {
 	}
 	return json.Marshal(v)
 }
+
+// Now is the store's clock: the time its records are written at.
+func (s *Store) Now() time.Time { return s.now() }
 
 // Services returns every service, deleted ones too, by id.
 func (s *Store) Services() ([]Service, error) {

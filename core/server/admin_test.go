@@ -1,0 +1,263 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/store"
+)
+
+// admin calls the admin API with token ("" for none) and returns the
+// status and the decoded envelope.
+func (c *core) admin(t *testing.T, token, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		r = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, c.adminURL+"/admin/v1"+path, r)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s %s: not JSON: %s", method, path, raw)
+	}
+	return res.StatusCode, m
+}
+
+// ok asserts a success and returns its data.
+func (c *core) adminOK(t *testing.T, method, path string, body any) map[string]any {
+	t.Helper()
+	status, m := c.admin(t, adminToken, method, path, body)
+	if status/100 != 2 || m["success"] != true {
+		t.Fatalf("%s %s: %d %v", method, path, status, m)
+	}
+	d, _ := m["data"].(map[string]any)
+	return d
+}
+
+func errCode(m map[string]any) any { return get(m, "error", "code") }
+
+// branchAuth is the edge's lookup of a branch key: its status and record.
+func (c *core) branchAuth(t *testing.T, key string) (int, map[string]any) {
+	t.Helper()
+	a := c.do(t, call{method: "GET", path: api.PathBranchAuth + store.Digest(key)})
+	d, _ := a.body["data"].(map[string]any)
+	return a.status, d
+}
+
+var onboard = map[string]any{"id": "svc-new", "name": "New shop", "contactEmail": "ops@shop.example",
+	"plan": map[string]any{"name": "starter", "quotaLimit": 2, "rateBank": 5, "rateWallet": 3, "cycleAnchorDay": 1}}
+
+func TestAdminAuth(t *testing.T) {
+	c := startCore(t, nil)
+	if status, m := c.admin(t, "", "GET", "/services", nil); status != 401 || errCode(m) != "MISSING_API_KEY" {
+		t.Errorf("no token: %d %v", status, m)
+	}
+	if status, m := c.admin(t, "not-a-token", "GET", "/services", nil); status != 401 || errCode(m) != "INVALID_API_KEY" {
+		t.Errorf("unknown token: %d %v", status, m)
+	}
+	reader := c.adminOK(t, "POST", "/tokens", map[string]any{"name": "dashboards", "scope": "read"})
+	token, _ := reader["token"].(string)
+	if !strings.HasPrefix(token, "sa_") || reader["scope"] != "read" {
+		t.Fatalf("token: %v", reader)
+	}
+	if status, _ := c.admin(t, token, "GET", "/services", nil); status != 200 {
+		t.Errorf("read token reading: %d", status)
+	}
+	if status, m := c.admin(t, token, "POST", "/services", onboard); status != 403 || errCode(m) != "PERMISSION_DENIED" {
+		t.Errorf("read token writing: %d %v", status, m)
+	}
+	list := c.adminOK(t, "GET", "/tokens", nil)
+	_ = list
+	status, m := c.admin(t, adminToken, "GET", "/tokens", nil)
+	items, _ := m["data"].([]any)
+	if status != 200 || len(items) != 1 || get(items[0], "lastUsedAt") == nil || get(items[0], "token") != nil {
+		t.Errorf("tokens: %d %v", status, m)
+	}
+	c.adminOK(t, "DELETE", "/tokens/"+reader["id"].(string), nil)
+	if status, m := c.admin(t, token, "GET", "/services", nil); status != 401 || errCode(m) != "INVALID_API_KEY" {
+		t.Errorf("revoked token: %d %v", status, m)
+	}
+	// An expired token is refused from its instant.
+	at := c.clock.now().Add(time.Hour).UTC().Format(time.RFC3339)
+	short := c.adminOK(t, "POST", "/tokens", map[string]any{"name": "short", "scope": "write", "expiresAt": at})
+	if status, _ := c.admin(t, short["token"].(string), "GET", "/services", nil); status != 200 {
+		t.Errorf("a token before its expiry: %d", status)
+	}
+	c.clock.add(2 * time.Hour)
+	if status, _ := c.admin(t, short["token"].(string), "GET", "/services", nil); status != 401 {
+		t.Errorf("a token after its expiry: %d", status)
+	}
+}
+
+func TestAdminOnboardAndRetire(t *testing.T) {
+	c := startCore(t, nil)
+	status, m := c.admin(t, adminToken, "POST", "/services", onboard)
+	d, _ := m["data"].(map[string]any)
+	if status != 201 || d["id"] != "svc-new" || get(d, "plan", "quotaLimit") != 2.0 || get(d, "plan", "rateBank") != 5.0 ||
+		d["contactEmail"] != "ops@shop.example" || get(d, "usage", "usedQuota") != 0.0 {
+		t.Fatalf("create: %d %v", status, m)
+	}
+	key, _ := get(d, "mainBranch", "key").(string)
+	branch, _ := get(d, "mainBranch", "id").(string)
+	if key == "" || get(d, "client", "secret") == nil || len(get(d, "client", "permissions").([]any)) != 6 {
+		t.Fatalf("create shows no keys: %v", d)
+	}
+	// The new key works at once, with its plan's rates.
+	if status, a := c.branchAuth(t, key); status != 200 || a["rateBank"] != 5.0 || a["branchId"] != branch {
+		t.Fatalf("the new key: %d %v", status, a)
+	}
+	verify := func(ref string) answer {
+		return c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: branch, service: "svc-new",
+			body: map[string]any{"payload": bankPayload("004", ref)}})
+	}
+	verify("ADMINREF1").data(t)
+	// A quota below the period's use is refused, naming it.
+	if status, m := c.admin(t, adminToken, "PUT", "/services/svc-new/plan", map[string]any{"quotaLimit": 0, "effective": "now"}); status != 400 ||
+		!strings.Contains(get(m, "error", "message").(string), "the 1 used") {
+		t.Errorf("quota below use: %d %v", status, m)
+	}
+	// A plan change now: the next verification and the next auth record see it.
+	c.adminOK(t, "PUT", "/services/svc-new/plan", map[string]any{"quotaLimit": 1, "rateBank": 9, "effective": "now"})
+	verify("ADMINREF2").v2err(t, 403, "QUOTA_EXCEEDED")
+	if _, a := c.branchAuth(t, key); a["rateBank"] != 9.0 {
+		t.Errorf("rate after the plan change: %v", a)
+	}
+	// From the next period: pending until it starts.
+	d = c.adminOK(t, "PUT", "/services/svc-new/plan", map[string]any{"name": "growth", "quotaLimit": 100, "effective": "nextPeriod"})
+	if get(d, "plan", "quotaLimit") != 1.0 || get(d, "pendingPlan", "quotaLimit") != 100.0 || get(d, "pendingPlan", "effectiveFrom") != "2026-12-01T00:00:00+07:00" {
+		t.Errorf("pending plan: %v", d)
+	}
+	verify("ADMINREF3").v2err(t, 403, "QUOTA_EXCEEDED")
+	c.clock.add(10 * 24 * time.Hour) // Dec 2
+	verify("ADMINREF4").data(t)
+	if d := c.adminOK(t, "GET", "/services/svc-new", nil); get(d, "plan", "name") != "growth" || d["pendingPlan"] != nil {
+		t.Errorf("after the period began: %v", d)
+	}
+	// An end date: expired from its instant, at the edge's lookup too.
+	end := c.clock.now().Add(time.Hour).UTC()
+	c.adminOK(t, "PATCH", "/services/svc-new", map[string]any{"expiresAt": end.Format(time.RFC3339)})
+	if _, a := c.branchAuth(t, key); a["serviceExpiresAt"] != end.Format(time.RFC3339) || a["serviceState"] != "active" {
+		t.Errorf("auth before the end: %v", a)
+	}
+	c.clock.add(2 * time.Hour)
+	verify("ADMINREF5").v2err(t, 403, "SERVICE_EXPIRED")
+	c.adminOK(t, "PATCH", "/services/svc-new", map[string]any{"expiresAt": nil})
+	verify("ADMINREF6").data(t)
+	// Banned with a reason, then active again.
+	if status, m := c.admin(t, adminToken, "PUT", "/services/svc-new/state", map[string]any{"state": "banned"}); status != 400 ||
+		!strings.Contains(get(m, "error", "message").(string), "reason") {
+		t.Errorf("a state change without a reason: %d %v", status, m)
+	}
+	c.adminOK(t, "PUT", "/services/svc-new/state", map[string]any{"state": "banned", "reason": "chargebacks"})
+	verify("ADMINREF7").v2err(t, 403, "SERVICE_BANNED")
+	c.adminOK(t, "PUT", "/services/svc-new/state", map[string]any{"state": "active", "reason": "resolved"})
+	// Deleted: its key is an unknown key; GET shows it deleted; its id is
+	// never used again.
+	d = c.adminOK(t, "DELETE", "/services/svc-new", map[string]any{"reason": "closed"})
+	if d["state"] != "deleted" {
+		t.Errorf("deleted: %v", d)
+	}
+	if status, _ := c.branchAuth(t, key); status != 401 {
+		t.Errorf("a deleted service's key: %d", status)
+	}
+	verify("ADMINREF8").v2err(t, 401, "INVALID_API_KEY")
+	if status, m := c.admin(t, adminToken, "POST", "/services", onboard); status != 409 || errCode(m) != "CONFLICT" {
+		t.Errorf("a deleted service's id again: %d %v", status, m)
+	}
+	// The audit log holds every change, newest first, without secrets.
+	status, m = c.admin(t, adminToken, "GET", "/audit?service=svc-new", nil)
+	items, _ := get(m, "data", "items").([]any)
+	var actions []string
+	for _, it := range items {
+		actions = append(actions, get(it, "action").(string))
+	}
+	want := "service.delete service.state service.state service.update service.update service.plan service.plan service.create"
+	if status != 200 || strings.Join(actions, " ") != want {
+		t.Errorf("audit actions %v, want %s", actions, want)
+	}
+	raw, _ := json.Marshal(items)
+	if strings.Contains(string(raw), key) || strings.Contains(string(raw), store.Digest(key)) || get(items[0], "reason") != "closed" ||
+		get(items[0], "actor", "type") != "admin" || get(items[0], "requestId") == nil {
+		t.Errorf("audit records: %s", raw)
+	}
+	// Pages follow the cursor.
+	_, m = c.admin(t, adminToken, "GET", "/audit?service=svc-new&limit=4", nil)
+	next, _ := get(m, "data", "nextCursor").(string)
+	_, m2 := c.admin(t, adminToken, "GET", "/audit?service=svc-new&limit=100&cursor="+next, nil)
+	if rest, _ := get(m2, "data", "items").([]any); next == "" || len(rest) != len(items)-4 {
+		t.Errorf("second page: %d items after cursor %q, want %d", len(rest), next, len(items)-4)
+	}
+}
+
+// TestAdminKeyRotation: during the overlap both keys work, and from the
+// instant it ends the old one is refused (the record carries the instant);
+// a second rotation waits for the overlap or is forced.
+func TestAdminKeyRotation(t *testing.T) {
+	c := startCore(t, nil)
+	d := c.adminOK(t, "POST", "/services", onboard)
+	oldKey, branch := get(d, "mainBranch", "key").(string), get(d, "mainBranch", "id").(string)
+	path := "/services/svc-new/branches/" + branch
+	r := c.adminOK(t, "POST", path+"/key/rotate", map[string]any{"overlap": "1h"})
+	newKey, _ := r["key"].(string)
+	ends := c.clock.now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	if newKey == "" || newKey == oldKey || get(r, "previous", "expiresAt") == nil {
+		t.Fatalf("rotate: %v", r)
+	}
+	if status, a := c.branchAuth(t, newKey); status != 200 || a["branchId"] != branch || a["keyExpiresAt"] != nil {
+		t.Errorf("the new key: %d %v", status, a)
+	}
+	if status, a := c.branchAuth(t, oldKey); status != 200 || a["keyExpiresAt"] == nil {
+		t.Errorf("the old key in its overlap: %d %v (ends %s)", status, a, ends)
+	}
+	if status, m := c.admin(t, adminToken, "POST", path+"/key/rotate", nil); status != 409 || errCode(m) != "CONFLICT" {
+		t.Errorf("rotation during an overlap: %d %v", status, m)
+	}
+	status, m := c.admin(t, adminToken, "GET", path+"/keys", nil)
+	keys, _ := m["data"].([]any)
+	if status != 200 || len(keys) != 2 || get(keys[0], "current") != true || get(keys[1], "expiresAt") == nil ||
+		get(keys[1], "lastSeenAt") == nil || strings.Contains(string(must(json.Marshal(keys))), oldKey) {
+		t.Errorf("keys: %d %v", status, m)
+	}
+	c.clock.add(time.Hour)
+	if status, _ := c.branchAuth(t, oldKey); status != 401 {
+		t.Errorf("the old key after its overlap: %d", status)
+	}
+	if status, _ := c.branchAuth(t, newKey); status != 200 {
+		t.Errorf("the new key after the overlap: %d", status)
+	}
+	// Quota, links and the branch's id survive: the branch verifies on.
+	c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: branch, service: "svc-new",
+		body: map[string]any{"payload": bankPayload("004", "ROTREF1")}}).data(t)
+	// With no overlap the old key stops at once; revoke-previous ends an
+	// overlap early.
+	third := c.adminOK(t, "POST", path+"/key/rotate", map[string]any{"overlap": "0s"})["key"].(string)
+	if status, _ := c.branchAuth(t, newKey); status != 401 {
+		t.Errorf("a key rotated without overlap: %d", status)
+	}
+	c.adminOK(t, "POST", path+"/key/rotate", map[string]any{"overlap": "24h"})
+	c.adminOK(t, "POST", path+"/key/revoke-previous", nil)
+	if status, _ := c.branchAuth(t, third); status != 401 {
+		t.Errorf("a revoked previous key: %d", status)
+	}
+	if status, m := c.admin(t, adminToken, "POST", path+"/key/rotate", map[string]any{"overlap": "200h"}); status != 400 {
+		t.Errorf("overlap beyond 168h: %d %v", status, m)
+	}
+}
+
+func must(b []byte, _ error) []byte { return b }
