@@ -49,14 +49,14 @@ func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, Tra
 
 // core is core's server on a real loopback listener with a fresh store.
 type core struct {
-	url     string
+	url string
 	// adminURL is the admin API's listener, with adminToken as its
 	// bootstrap token.
 	adminURL string
-	clock   *clock
-	store   *store.Store
-	handler fasthttp.RequestHandler
-	srv     *fasthttp.Server
+	clock    *clock
+	store    *store.Store
+	handler  fasthttp.RequestHandler
+	srv      *fasthttp.Server
 }
 
 var listed = sandbox.Slip{
