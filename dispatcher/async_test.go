@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,8 +25,6 @@ import (
 )
 
 const (
-	edgeToken     = "async-e2e-edge-token-0123456789abcdef"
-	masterKey     = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 	keyMain       = "11111111-1111-4111-8111-111111111111"
 	keyHook       = "22222222-2222-4222-8222-222222222222" // branch with a webhook URL and no secret
 	keyTiny       = "33333333-3333-4333-8333-333333333333" // branch with a limit of 1
@@ -153,33 +150,25 @@ func nodeStringify(t *testing.T) func(body []byte) []byte {
 
 // stack is broker, core, dispatcher and edge as real processes.
 type stack struct {
-	edge, core, dispatcher, broker *testnet.Proc
-	url, coreURL                   string
+	edge, core, dispatcher, broker *testnet.Program
+	url                            string
 }
+
+// TestMain removes the programs the tests build.
+func TestMain(m *testing.M) { testnet.Main(m) }
 
 func startStack(t testing.TB, rcv *receiver) *stack {
 	t.Helper()
-	dir := t.TempDir()
-	seed := filepath.Join(dir, "seed.json")
-	if err := os.WriteFile(seed, []byte(seedJSON(rcv.url("/ok"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kafka, coreAddr, edgeAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
-	common := []string{"SLIP_DATA_DIR=" + dir, "SLIP_KAFKA_ADDR=" + kafka, "SLIP_EDGE_TOKEN=" + edgeToken,
-		"SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "SLIP_EGRESS_CA_FILE=" + rcv.caFile}
-	s := &stack{url: "http://" + edgeAddr, coreURL: "http://" + coreAddr}
-	s.broker = testnet.Start(t, testnet.Build(t, "deploy/cmd/broker"), append(common, "SLIP_BROKER_PARTITIONS=3")...)
-	testnet.WaitTCP(t, kafka, 30*time.Second)
-	s.core = testnet.Start(t, testnet.Build(t, "core/cmd/core"), append(common, "SLIP_CORE_ADDR="+coreAddr,
-		"SLIP_SEED="+seed, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox",
+	kafka := testnet.FreeAddr(t)
+	common := []string{"SLIP_KAFKA_ADDR=" + kafka, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "SLIP_EGRESS_CA_FILE=" + rcv.caFile}
+	s := &stack{}
+	s.broker = testnet.StartBroker(t, append(common, "SLIP_BROKER_PARTITIONS=3")...)
+	s.core = testnet.StartCore(t, testnet.Seed(t, seedJSON(rcv.url("/ok"))), append(common,
 		"SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms", "SLIP_WEBHOOK_RETRY_SCHEDULE=100ms,100ms,100ms")...)
-	testnet.WaitHTTP(t, s.coreURL+"/health", 30*time.Second, s.core)
-	s.dispatcher = testnet.Start(t, testnet.Build(t, "dispatcher/cmd/dispatcher"), append(common,
-		"SLIP_DISPATCHER_ADDR="+testnet.FreeAddr(t), "SLIP_WEBHOOK_TIMEOUT=1s", "SLIP_DISPATCHER_PER_HOST=4")...)
-	s.edge = testnet.Start(t, testnet.Build(t, "edge/cmd/edge"), append(common, "SLIP_EDGE_ADDR="+edgeAddr,
-		"SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_METRICS_ADDR=off", "SLIP_EDGE_DRAIN=0s",
+	s.dispatcher = testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT=1s", "SLIP_DISPATCHER_PER_HOST=4")...)
+	s.edge = testnet.StartEdge(t, s.core.Addr, append(common,
 		"SLIP_EDGE_AUTH_TTL=1h")...) // record changes reach the edge through slip.config
-	testnet.WaitHTTP(t, s.url+"/health", 30*time.Second, s.edge)
+	s.url = s.edge.URL()
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	return s
 }
@@ -551,11 +540,10 @@ func TestAsyncCrash(t *testing.T) {
 	submit(batches / 2)
 	testnet.Eventually(t, 60*time.Second, func() bool { return delivered() > 0 }, func() string { return "no callback yet" })
 	s.core.Kill() // mid-stream: jobs queued, running and delivered
-	s.core.Restart()
-	testnet.WaitHTTP(t, s.coreURL+"/health", 30*time.Second, s.core)
+	s.core.Restart(t)
 	submit(batches / 2)
 	s.dispatcher.Kill()
-	s.dispatcher.Restart()
+	s.dispatcher.Restart(t)
 	testnet.Eventually(t, 120*time.Second, func() bool { return delivered() == len(jobs) },
 		func() string { return fmt.Sprintf("%d of %d jobs delivered", delivered(), len(jobs)) })
 	for _, j := range jobs {

@@ -38,31 +38,16 @@ import (
 type pipeline struct {
 	kafka, usageAddr string
 	ch               *clickhouse.Server
-	usage            *testnet.Proc
 }
+
+// TestMain removes the programs the measurements build.
+func TestMain(m *testing.M) { testnet.Main(m) }
 
 func startPipeline(t *testing.T) *pipeline {
 	t.Helper()
-	p := &pipeline{kafka: testnet.FreeAddr(t), usageAddr: testnet.FreeAddr(t), ch: clickhouse.StartTest(t)}
-	testnet.Start(t, testnet.Build(t, "deploy/cmd/broker"), "SLIP_KAFKA_ADDR="+p.kafka, "SLIP_DATA_DIR="+t.TempDir())
-	p.usage = testnet.Start(t, testnet.Build(t, "usage/cmd/usage"), "SLIP_KAFKA_ADDR="+p.kafka,
-		"SLIP_CLICKHOUSE_ADDR="+p.ch.Addr(), "SLIP_USAGE_ADDR="+p.usageAddr, "SLIP_EDGE_TOKEN=")
-	p.waitUsage(t)
+	p := &pipeline{kafka: testnet.StartBroker(t).Addr, ch: clickhouse.StartTest(t)}
+	p.usageAddr = testnet.StartUsage(t, p.kafka, p.ch.Addr()).Addr
 	return p
-}
-
-// waitUsage waits for the usage program's /health (ClickHouse reachable,
-// the schema migrated).
-func (p *pipeline) waitUsage(t *testing.T) {
-	t.Helper()
-	testnet.Eventually(t, time.Minute, func() bool {
-		res, err := http.Get("http://" + p.usageAddr + "/health")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	}, func() string { return "usage is not healthy:\n" + p.usage.Output() })
 }
 
 // query runs a one-number query on ClickHouse's HTTP interface.
@@ -207,11 +192,9 @@ func TestDrainIntoLedger(t *testing.T) {
 	}
 
 	p := startPipeline(t)
-	coreAddr, coreBin := testnet.FreeAddr(t), testnet.Build(t, "core/cmd/core")
-	seed, _ := filepath.Abs("../../deploy/dev/seed.json")
+	testnet.Build(t, "core/cmd/core") // before the clock starts
 	start := time.Now()
-	core := testnet.Start(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+dir, "SLIP_SEED="+seed,
-		"SLIP_EDGE_TOKEN=drain-test-edge-token-0123456789abcdef", "SLIP_MASTER_KEY="+strings.Repeat("ab", 32), "SLIP_KAFKA_ADDR="+p.kafka)
+	core := testnet.StartCore(t, "../../deploy/dev/seed.json", "SLIP_DATA_DIR="+dir, "SLIP_KAFKA_ADDR="+p.kafka)
 	var published time.Duration
 	ctx := context.Background()
 	inserted := p.waitLedger(t, n, start, func() {

@@ -19,15 +19,32 @@ var (
 	buildMu  sync.Mutex
 	builtDir string
 	built    = map[string]string{}
+	inMain   bool // Main runs the tests
 )
+
+// Main runs the tests of a package that starts programs and then removes
+// the programs Build made. Such a package's TestMain calls it:
+//
+//	func TestMain(m *testing.M) { testnet.Main(m) }
+func Main(m *testing.M) {
+	inMain = true
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
 
 // Build compiles the program of a package of this module (such as
 // "core/cmd/core") once per test binary and returns the path of the
-// executable.
+// executable. The package's TestMain must call Main, which removes it.
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
+	if !inMain {
+		tb.Fatal("testnet.Build: the package's TestMain must call testnet.Main, which removes the programs built")
+	}
 	if bin, ok := built[pkg]; ok {
 		return bin
 	}
@@ -36,7 +53,6 @@ func Build(tb testing.TB, pkg string) string {
 		tb.Fatal(err)
 	}
 	if builtDir == "" {
-		// Shared by the tests of this binary; removed with the OS's temp files.
 		if builtDir, err = os.MkdirTemp("", "slipverify-bin"); err != nil {
 			tb.Fatal(err)
 		}
@@ -69,6 +85,27 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// Log is a program's output, kept for the test: it may be written while it
+// is read.
+type Log struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write keeps p.
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // Proc is a program a test runs as a real process. Its output is kept and
 // printed when the test fails.
 type Proc struct {
@@ -77,12 +114,12 @@ type Proc struct {
 	env  []string
 	cmd  *exec.Cmd
 	done chan struct{}
-	mu   sync.Mutex
-	out  bytes.Buffer
+	out  Log
 }
 
 // Start runs bin with the test's environment plus env until the test ends
-// (then SIGTERM).
+// (then SIGTERM and a wait for its exit). Of a variable set twice in env,
+// the last value counts.
 func Start(tb testing.TB, bin string, env ...string) *Proc {
 	tb.Helper()
 	p := &Proc{tb: tb, bin: bin, env: env}
@@ -100,7 +137,7 @@ func (p *Proc) start() {
 	p.tb.Helper()
 	p.cmd = exec.Command(p.bin)
 	p.cmd.Env = append(os.Environ(), p.env...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		p.tb.Fatal(err)
 	}
@@ -109,19 +146,8 @@ func (p *Proc) start() {
 	go func(cmd *exec.Cmd) { cmd.Wait(); close(done) }(p.cmd)
 }
 
-// Write keeps the program's output.
-func (p *Proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
 // Output returns what the program wrote so far, across restarts.
-func (p *Proc) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *Proc) Output() string { return p.out.String() }
 
 // Stop sends SIGTERM and waits for the program to exit.
 func (p *Proc) Stop() { p.signal(syscall.SIGTERM) }
@@ -144,7 +170,7 @@ func (p *Proc) signal(sig syscall.Signal) {
 func (p *Proc) Restart() {
 	p.tb.Helper()
 	p.Stop()
-	fmt.Fprintf(p, "--- restart ---\n")
+	fmt.Fprintf(&p.out, "--- restart ---\n")
 	p.start()
 }
 
@@ -161,26 +187,43 @@ func (p *Proc) Exited() bool {
 	}
 }
 
+// Running is what a wait for a program watches: whether it has exited
+// (then the wait fails at once) and what it wrote. A Proc is one.
+type Running interface {
+	Exited() bool
+	Output() string
+}
+
+// poll is the interval of the waits below: a poll, not a wait for time to
+// pass.
+const poll = 20 * time.Millisecond
+
+// probe asks for health: no connection is kept (an idle one could hold a
+// program's shutdown), and a program that accepts but never answers fails
+// the attempt, not the wait.
+var probe = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
 // WaitHTTP polls url until it answers 200, failing the test after timeout
 // or when p (if not nil) exits first.
-func WaitHTTP(tb testing.TB, url string, timeout time.Duration, p *Proc) {
+func WaitHTTP(tb testing.TB, url string, timeout time.Duration, p Running) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		res, err := http.Get(url)
+		res, err := probe.Get(url)
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				return
 			}
+			err = fmt.Errorf("status %d", res.StatusCode)
 		}
 		if p != nil && p.Exited() {
-			tb.Fatalf("%s exited before %s answered:\n%s", filepath.Base(p.bin), url, p.Output())
+			tb.Fatalf("the program exited before %s answered:\n%s", url, p.Output())
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("%s did not answer 200 within %v: %v", url, timeout, err)
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for time to pass
+		time.Sleep(poll)
 	}
 }
 
@@ -193,19 +236,23 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() bool, what fun
 		if time.Now().After(deadline) {
 			tb.Fatalf("not within %v: %s", timeout, what())
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval
+		time.Sleep(poll)
 	}
+}
+
+// Listening reports whether addr accepts a TCP connection now.
+func Listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
 }
 
 // WaitTCP polls addr until it accepts a connection, failing the test after
 // timeout.
 func WaitTCP(tb testing.TB, addr string, timeout time.Duration) {
 	tb.Helper()
-	Eventually(tb, timeout, func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, func() string { return addr + " accepts no connection" })
+	Eventually(tb, timeout, func() bool { return Listening(addr) },
+		func() string { return addr + " accepts no connection" })
 }

@@ -1,5 +1,13 @@
-// Package testnet helps tests that start real listeners: it is imported
-// only by tests, of any tier.
+// Package testnet is the one harness of the tests that run the platform's
+// real programs and listeners: it is imported only by tests, of any tier.
+//
+// StartCore, StartEdge, StartBroker, StartDispatcher and StartUsage build a
+// program once per test binary (Build; the package's TestMain calls Main),
+// run it on a free port with a data directory of its own and the shared
+// test credentials, wait until it serves, and stop it (SIGTERM, then a wait
+// for its exit) when the test ends, printing its output if the test
+// failed. Seed writes core's records. A test sets what else its programs need
+// in env.
 package testnet
 
 import (

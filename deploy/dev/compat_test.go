@@ -13,7 +13,6 @@ import (
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/promptpay"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // listedPayload is the seed's listed KBANK slip (deploy/dev/seed.json),
@@ -38,7 +37,7 @@ func TestCommercialClient(t *testing.T) {
 		t.Skip("starts the whole stack")
 	}
 	w := newWorld(t)
-	p := ports{edge: testnet.FreeAddr(t), core: testnet.FreeAddr(t), metrics: testnet.FreeAddr(t), kafka: testnet.FreeAddr(t)}
+	p := freePorts(t)
 	s := startStack(t, t.TempDir(), p)
 	host := "http://" + s.addr
 	v1 := &Client{BaseURL: host, Key: demoKey}

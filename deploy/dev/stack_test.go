@@ -3,11 +3,9 @@
 package dev_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,12 +25,29 @@ const demoKey = "046745d7-0d0a-43c1-ad0d-0d2bb1f9edc2"
 type stack struct {
 	cmd  *exec.Cmd
 	addr string // the edge: the only address a client uses
-	out  *bytes.Buffer
-	done chan error
+	out  testnet.Log
+	done chan struct{} // closed when make has exited
 }
+
+// Exited reports whether make has exited.
+func (s *stack) Exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Output is what make and the tiers wrote so far.
+func (s *stack) Output() string { return s.out.String() }
 
 // ports are the stack's listeners for one test.
 type ports struct{ edge, core, metrics, kafka string }
+
+func freePorts(t *testing.T) ports {
+	return ports{edge: testnet.FreeAddr(t), core: testnet.FreeAddr(t), metrics: testnet.FreeAddr(t), kafka: testnet.FreeAddr(t)}
+}
 
 func startStack(t *testing.T, dataDir string, p ports) *stack {
 	t.Helper()
@@ -44,33 +59,18 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 		"SLIP_CLICKHOUSE_ADDR="+testnet.FreeAddr(t), "SLIP_CLICKHOUSE_HTTP_ADDR="+testnet.FreeAddr(t), "SLIP_USAGE_ADDR="+testnet.FreeAddr(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 10 * time.Second // a tier left running holds make's output open
-	s := &stack{cmd: cmd, addr: addr, out: new(bytes.Buffer), done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = s.out, s.out
+	s := &stack{cmd: cmd, addr: addr, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &s.out, &s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.done <- cmd.Wait() }()
+	go func() { cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the tiers get SIGTERM when run.sh dies
 		waitClosed(t, p)                                // before the data directory goes
 	})
-	deadline := time.Now().Add(3 * time.Minute) // the first run builds
-	for {
-		if res, err := http.Get("http://" + addr + "/health"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return s
-			}
-		}
-		select {
-		case err := <-s.done:
-			t.Fatalf("make run exited (%v) before it was ready:\n%s", err, s.out)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("make run not ready in time:\n%s", s.out)
-		}
-	}
+	testnet.WaitHTTP(t, "http://"+addr+"/health", 3*time.Minute, s) // the first run builds
+	return s
 }
 
 // stop sends sig to make and run.sh, as Ctrl-C at the terminal (SIGINT)
@@ -85,9 +85,9 @@ func (s *stack) stop(t *testing.T, sig syscall.Signal) {
 	select {
 	case <-s.done:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("make run did not stop on %v:\n%s", sig, s.out)
+		t.Fatalf("make run did not stop on %v:\n%s", sig, s.Output())
 	}
-	out := s.out.String()
+	out := s.Output()
 	if !strings.Contains(out, `"msg":"shutting down","tier":"core"`) || !strings.Contains(out, `"msg":"shutting down","tier":"edge"`) ||
 		!strings.Contains(out, `"msg":"shutting down","tier":"broker"`) ||
 		strings.Contains(out, "a tier exited") ||
@@ -101,8 +101,7 @@ func (s *stack) stop(t *testing.T, sig syscall.Signal) {
 	if !(edge < core && core < broker) {
 		t.Errorf("the tiers did not stop in order (edge, core, broker):\n%s", out)
 	}
-	if c, err := net.Dial("tcp", s.addr); err == nil {
-		c.Close()
+	if testnet.Listening(s.addr) {
 		t.Errorf("%s still listens after the stack stopped", s.addr)
 	}
 }
@@ -134,7 +133,7 @@ func TestMakeRun(t *testing.T) {
 		t.Skip("starts the whole stack")
 	}
 	dataDir := t.TempDir()
-	p := ports{edge: testnet.FreeAddr(t), core: testnet.FreeAddr(t), metrics: testnet.FreeAddr(t), kafka: testnet.FreeAddr(t)}
+	p := freePorts(t)
 	s := startStack(t, dataDir, p)
 	// The seed's listed KBANK slip (deploy/dev/seed.json).
 	const payload = "0041000600000101030040220LS2FLLDUC7V3LSUPD7VW5102TH91046AA6"
@@ -174,13 +173,7 @@ func TestMakeRun(t *testing.T) {
 func waitClosed(t *testing.T, p ports) {
 	t.Helper()
 	for _, addr := range []string{p.edge, p.core, p.kafka} {
-		testnet.Eventually(t, 30*time.Second, func() bool {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				c.Close()
-			}
-			return err != nil
-		}, func() string { return addr + " still listens: a tier outlived run.sh" })
+		testnet.Eventually(t, 30*time.Second, func() bool { return !testnet.Listening(addr) }, func() string { return addr + " still listens: a tier outlived run.sh" })
 	}
 }
 
@@ -197,24 +190,17 @@ func (s *stack) stopScriptTwice(t *testing.T, p ports) {
 	if err != nil {
 		t.Fatalf("make run's child: %q: %v", children, err)
 	}
-	listening := func(addr string) bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}
 	syscall.Kill(script, syscall.SIGTERM)
-	testnet.Eventually(t, 20*time.Second, func() bool { return !listening(p.edge) },
+	testnet.Eventually(t, 20*time.Second, func() bool { return !testnet.Listening(p.edge) },
 		func() string { return "the edge still listens after SIGTERM" })
 	syscall.Kill(script, syscall.SIGTERM) // the edge is down: run.sh is stopping the rest
 	select {
 	case <-s.done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("make run did not stop:\n%s", s.out)
+		t.Fatalf("make run did not stop:\n%s", s.Output())
 	}
 	for _, addr := range []string{p.core, p.kafka} {
-		if listening(addr) {
+		if testnet.Listening(addr) {
 			t.Errorf("%s still listens after run.sh stopped: a tier was left running", addr)
 		}
 	}

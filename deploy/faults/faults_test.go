@@ -36,16 +36,13 @@ type fault struct {
 }
 
 var matrix = []fault{
-	{"kill -9 edge", kill(func(s *stack) *testnet.Proc { return s.edge }, func(s *stack) string { return s.url })},
-	{"kill -9 core", kill(func(s *stack) *testnet.Proc { return s.core }, func(s *stack) string { return s.coreURL })},
-	{"kill -9 dispatcher", kill(func(s *stack) *testnet.Proc { return s.dispatcher }, func(s *stack) string { return s.dispURL })},
-	{"kill -9 usage", kill(func(s *stack) *testnet.Proc { return s.usage }, func(s *stack) string { return s.usageURL })},
+	{"kill -9 edge", kill(func(s *stack) *testnet.Program { return s.edge })},
+	{"kill -9 core", kill(func(s *stack) *testnet.Program { return s.core })},
+	{"kill -9 dispatcher", kill(func(s *stack) *testnet.Program { return s.dispatcher })},
+	{"kill -9 usage", kill(func(s *stack) *testnet.Program { return s.usage })},
 	{"broker stopped, restarted", func(t *testing.T, s *stack) func() {
 		s.broker.Stop()
-		return func() {
-			s.broker.Restart()
-			testnet.WaitTCP(t, s.kafka, 60*time.Second)
-		}
+		return func() { s.broker.Restart(t) }
 	}},
 	{"ClickHouse stopped, restarted", func(t *testing.T, s *stack) func() {
 		if err := s.ch.Stop(30 * time.Second); err != nil {
@@ -63,14 +60,11 @@ var matrix = []fault{
 
 // kill kills a tier with SIGKILL; removing the fault starts it again and
 // waits for its /health.
-func kill(proc func(*stack) *testnet.Proc, base func(*stack) string) func(*testing.T, *stack) func() {
+func kill(proc func(*stack) *testnet.Program) func(*testing.T, *stack) func() {
 	return func(t *testing.T, s *stack) func() {
 		p := proc(s)
 		p.Kill()
-		return func() {
-			p.Restart()
-			testnet.WaitHTTP(t, base(s)+"/health", 60*time.Second, p)
-		}
+		return func() { p.Restart(t) }
 	}
 }
 
@@ -166,7 +160,7 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 func (s *stack) anyExited() bool {
-	for _, p := range []*testnet.Proc{s.broker, s.core, s.usage, s.dispatcher, s.edge} {
+	for _, p := range []*testnet.Program{s.broker, s.core, s.usage, s.dispatcher, s.edge} {
 		if p.Exited() {
 			return true
 		}

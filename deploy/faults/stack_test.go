@@ -30,8 +30,6 @@ import (
 )
 
 const (
-	edgeToken     = "faults-edge-token-0123456789abcdef0123"
-	masterKey     = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 	webhookSecret = "whsec_faults_0123456789"
 	service       = "svc"
 	coreTimeout   = 2 * time.Second // the edge's wait for core: a frozen core answers API_SERVER_ERROR after it
@@ -41,48 +39,31 @@ const (
 // server, core, the usage tier, the dispatcher and the edge, with an HTTPS
 // webhook receiver in the test.
 type stack struct {
-	broker, core, usage, dispatcher, edge *testnet.Proc
+	broker, core, usage, dispatcher, edge *testnet.Program
 	ch                                    *clickhouse.Server
 	ledger                                *chstore.Store
 	rcv                                   *receiver
-	kafka                                 string
-	url, coreURL, usageURL, dispURL       string
 	coreDir                               string // core's data: its bbolt file
 	smallDisk                             string // why coreDir is not a disk of its own, or ""
 	client                                *http.Client
 }
 
+// TestMain removes the programs the test builds.
+func TestMain(m *testing.M) { testnet.Main(m) }
+
 func startStack(t *testing.T, branches []string) *stack {
 	t.Helper()
-	s := &stack{rcv: newReceiver(t)}
-	s.kafka = testnet.FreeAddr(t)
-	coreAddr, edgeAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	usageAddr, dispAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	s.url, s.coreURL = "http://"+edgeAddr, "http://"+coreAddr
-	s.usageURL, s.dispURL = "http://"+usageAddr, "http://"+dispAddr
+	s := &stack{rcv: newReceiver(t), coreDir: filepath.Join(t.TempDir(), "core")}
 	s.client = &http.Client{Timeout: clientTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	t.Cleanup(s.client.CloseIdleConnections)
-
-	dataDir := func(name string) string {
-		d := filepath.Join(t.TempDir(), name)
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	coreDir := dataDir("core")
-	s.coreDir = coreDir
-	s.mountSmallDisk(t)
-	seed := filepath.Join(coreDir, "seed.json")
-	if err := os.WriteFile(seed, seedJSON(branches), 0o600); err != nil {
+	if err := os.Mkdir(s.coreDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"SLIP_KAFKA_ADDR=" + s.kafka, "SLIP_EDGE_TOKEN=" + edgeToken,
-		"SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "SLIP_EGRESS_CA_FILE=" + s.rcv.caFile}
+	s.mountSmallDisk(t)
+	kafka := testnet.FreeAddr(t)
+	common := []string{"SLIP_KAFKA_ADDR=" + kafka, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "SLIP_EGRESS_CA_FILE=" + s.rcv.caFile}
 
-	s.broker = testnet.Start(t, testnet.Build(t, "deploy/cmd/broker"), append(common,
-		"SLIP_DATA_DIR="+dataDir("broker"), "SLIP_BROKER_PARTITIONS=3", "SLIP_BROKER_MEMORY=false")...)
-	testnet.WaitTCP(t, s.kafka, 30*time.Second)
+	s.broker = testnet.StartBroker(t, append(common, "SLIP_BROKER_PARTITIONS=3", "SLIP_BROKER_MEMORY=false")...)
 	s.ch = clickhouse.StartTest(t)
 	var err error
 	if s.ledger, err = chstore.Open(chstore.Options{Addrs: []string{s.ch.Addr()}, Database: "slip", Username: "default"}); err != nil {
@@ -90,21 +71,13 @@ func startStack(t *testing.T, branches []string) *stack {
 	}
 	t.Cleanup(func() { s.ledger.Close() })
 
-	s.core = testnet.Start(t, testnet.Build(t, "core/cmd/core"), append(common, "SLIP_DATA_DIR="+coreDir,
-		"SLIP_CORE_ADDR="+coreAddr, "SLIP_SEED="+seed, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox",
+	s.core = testnet.StartCore(t, testnet.Seed(t, seedJSON(branches)), append(common, "SLIP_DATA_DIR="+s.coreDir,
 		"SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms", "SLIP_WEBHOOK_RETRY_SCHEDULE=200ms,500ms,1s")...)
-	testnet.WaitHTTP(t, s.coreURL+"/health", 30*time.Second, s.core)
-	s.usage = testnet.Start(t, testnet.Build(t, "usage/cmd/usage"), append(common, "SLIP_USAGE_ADDR="+usageAddr,
-		"SLIP_CLICKHOUSE_ADDR="+s.ch.Addr(), "SLIP_CORE_ADDR="+coreAddr, "SLIP_USAGE_FLUSH=100ms",
-		"SLIP_USAGE_RETRY_MAX=1s")...)
-	testnet.WaitHTTP(t, s.usageURL+"/health", 60*time.Second, s.usage)
-	s.dispatcher = testnet.Start(t, testnet.Build(t, "dispatcher/cmd/dispatcher"), append(common,
-		"SLIP_DISPATCHER_ADDR="+dispAddr, "SLIP_WEBHOOK_TIMEOUT=2s")...)
-	testnet.WaitHTTP(t, s.dispURL+"/health", 30*time.Second, s.dispatcher)
-	s.edge = testnet.Start(t, testnet.Build(t, "edge/cmd/edge"), append(common, "SLIP_EDGE_ADDR="+edgeAddr,
-		"SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_METRICS_ADDR=off", "SLIP_EDGE_DRAIN=0s", "SLIP_EDGE_AUTH_TTL=1h",
+	s.usage = testnet.StartUsage(t, kafka, s.ch.Addr(), append(common, "SLIP_CORE_ADDR="+s.core.Addr,
+		"SLIP_EDGE_TOKEN="+testnet.EdgeToken, "SLIP_USAGE_FLUSH=100ms", "SLIP_USAGE_RETRY_MAX=1s")...)
+	s.dispatcher = testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT=2s")...)
+	s.edge = testnet.StartEdge(t, s.core.Addr, append(common, "SLIP_EDGE_AUTH_TTL=1h",
 		"SLIP_EDGE_CORE_TIMEOUT="+coreTimeout.String())...)
-	testnet.WaitHTTP(t, s.url+"/health", 30*time.Second, s.edge)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	return s
 }
@@ -135,16 +108,16 @@ func (s *stack) mountSmallDisk(t *testing.T) {
 
 // seedJSON is one service with a branch per fault, each with its own key,
 // so each fault's billing is counted apart; quota and rates never refuse.
-func seedJSON(keys []string) []byte {
+func seedJSON(keys []string) string {
 	var bs []string
 	for i, key := range keys {
 		bs = append(bs, fmt.Sprintf(`{"id":"br-%d","name":"branch %d","main":%v,"key":%q,"active":true,
 			"ipAllow":["*"],"limitQuota":null,"webhookUrl":null,"webhookSecret":%q}`, i, i, i == 0, key, webhookSecret))
 	}
-	return []byte(`{"services":[{"id":"` + service + `","name":"Shop","state":"active","userBanned":false,
+	return `{"services":[{"id":"` + service + `","name":"Shop","state":"active","userBanned":false,
 	"quota":{"limit":10000000,"cycleAnchorDay":1},"rate":{"bank":100000,"wallet":100000},
 	"branches":[` + strings.Join(bs, ",") + `],"b2bClients":[],"bankAccounts":[]}],
-	"sandbox":{"notFound":[],"upstreamError":[]}}`)
+	"sandbox":{"notFound":[],"upstreamError":[]}}`
 }
 
 // answer is a client's view of one request.
@@ -173,7 +146,7 @@ func (s *stack) do(method, path, key string, body any) (answer, error) {
 	if body != nil {
 		raw, _ = json.Marshal(body)
 	}
-	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(raw))
+	req, err := http.NewRequest(method, s.edge.URL()+path, bytes.NewReader(raw))
 	if err != nil {
 		return answer{}, err
 	}
@@ -210,7 +183,7 @@ func (s *stack) ledgerBillable(branch string) (int64, error) {
 
 // coreUsed is core's totalUsedQuota of a branch.
 func (s *stack) coreUsed(branch string) (int64, error) {
-	c := reconcile.Core{Addr: strings.TrimPrefix(s.coreURL, "http://"), Token: edgeToken, Client: s.client}
+	c := reconcile.Core{Addr: s.core.Addr, Token: testnet.EdgeToken, Client: s.client}
 	counters, err := c.Counters(context.Background())
 	if err != nil {
 		return 0, err

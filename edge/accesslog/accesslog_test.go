@@ -1,7 +1,6 @@
 package accesslog
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,23 +15,12 @@ import (
 )
 
 // syncBuffer is a writer tests read while the log's goroutine writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+type syncBuffer struct{ testnet.Log }
 
 func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.SplitAfter(s.b.String(), "\n") {
+	for _, line := range strings.SplitAfter(s.String(), "\n") {
 		if line == "" {
 			continue
 		}

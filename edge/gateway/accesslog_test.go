@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestAccessLog: every answer, forwarded or the edge's own, carries an
@@ -16,7 +17,7 @@ import (
 // own refusals) catalog code, the caller's ids once authenticated, the
 // client's address and sizes, and never a key.
 func TestAccessLog(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	badKey := "00000000-0000-4000-8000-000000000000"
 	type sent struct {
 		a                  answer
@@ -121,7 +122,7 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 	signature := sig[slices.Index(sig, "X-Signature")+1]
-	for name, secret := range map[string]string{"branch key": keyMain, "unknown key": badKey, "edge token": edgeToken,
+	for name, secret := range map[string]string{"branch key": keyMain, "unknown key": badKey, "edge token": testnet.EdgeToken,
 		"signature": signature, "signing secret": secretA, "query string": "payload=", "slip payload": p} {
 		if strings.Contains(raw, secret) {
 			t.Errorf("the access log holds the %s", name)
@@ -144,7 +145,7 @@ func TestAccessLog(t *testing.T) {
 // an id and a line, with its refusal's code and no method or path (the
 // request was discarded; whatever they were, they are unknown).
 func TestAccessLogUnparsedRequest(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	res := e.raw(t, "POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
 	res.Body.Close()
 	id := res.Header.Get("X-Request-Id")

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestBearerPathAllocs: an accepted Bearer request on a rate-limited route,
@@ -29,7 +31,7 @@ func TestBearerPathAllocs(t *testing.T) {
 // TestRateHeaderCasing reads the raw response: the rate headers are written
 // exactly as the spec spells them.
 func TestRateHeaderCasing(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	conn := e.rawConn(t)
 	body := payload("CASINGREF01")
 	conn.Write([]byte("POST /v2/verify/bank HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyMain +
@@ -54,7 +56,7 @@ func TestRateHeaderCasing(t *testing.T) {
 // lower case on the wire: the edge reads them by their canonical names,
 // which holds because fasthttp normalises names as it parses them.
 func TestHeaderNameCasing(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	body := payload("CASINGREF02")
 	signed := e.signed(keyMain, secretA, "POST", "/v2/verify/bank", body, 0, "")
 	for name, headers := range map[string][]string{
@@ -115,7 +117,7 @@ func BenchmarkSignedPath(b *testing.B) {
 // (a verification of a slip the branch verified before) straight into the
 // edge's handler, reusing one RequestCtx, to a real core.
 func bearerRequest(tb testing.TB) func() {
-	e := startEdge(tb, startCore(tb, seed))
+	e := startEdge(tb, testnet.StartCore(tb, seed))
 	return sendRequest(tb, e, payload("ALLOCREF0001"), func(h *fasthttp.RequestHeader) {
 		h.Set("Authorization", "Bearer "+keyFast)
 	})
@@ -128,7 +130,7 @@ func bearerRequest(tb testing.TB) func() {
 // the clock's. Past n requests the nonces repeat, and the edge refuses them.
 func signedRequest(tb testing.TB, n int) func() {
 	// Records outlive the run: the clock passes any shorter TTL.
-	e := startEdge(tb, startCore(tb, seed), "SLIP_EDGE_AUTH_TTL=24h")
+	e := startEdge(tb, testnet.StartCore(tb, seed), "SLIP_EDGE_AUTH_TTL=24h")
 	body := payload("ALLOCREF0002")
 	heads := make([][]string, n)
 	for i := range heads {

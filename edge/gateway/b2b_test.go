@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 var (
@@ -23,7 +25,7 @@ func (e *edge) b2b(t testing.TB, key, secret, method, path, body string) answer 
 
 // TestPermissions: each of the six permissions, present and absent.
 func TestPermissions(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	cases := []struct {
 		perm, method, path, body string
 	}{
@@ -60,7 +62,7 @@ func TestPermissions(t *testing.T) {
 // TestBranchLifecycle: a created branch's key works at the edge; changes
 // reach the edge within the auth TTL (2 s); the main branch stays.
 func TestBranchLifecycle(t *testing.T) {
-	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_AUTH_TTL=2s")
+	e := startEdge(t, testnet.StartCore(t, seed), "SLIP_EDGE_AUTH_TTL=2s")
 	a := e.b2b(t, clientFull, secretA, "POST", "/b2b/branches", `{"name":"Kiosk 7","limitQuota":3,"ipAllow":["127.0.0.1"],"webhookSecret":"kiosk-7-webhook-secret"}`)
 	if a.status != 201 || get(a.body, "data", "key") == nil || get(a.body, "data", "hasWebhookSecret") != true || strings.Contains(a.raw, "kiosk-7-webhook-secret") {
 		t.Fatalf("create: %d %s", a.status, a.raw)
@@ -103,7 +105,7 @@ func TestBranchLifecycle(t *testing.T) {
 
 // TestQuotaRules covers spec 4.4's quota rules.
 func TestQuotaRules(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	q := func(method, path, body string) answer {
 		return e.b2b(t, clientFull, secretA, method, "/b2b/branches/a-fast/quota"+path, body)
 	}
@@ -167,7 +169,7 @@ func TestQuotaRules(t *testing.T) {
 // TestQuotaRacesVerifications: limit changes racing concurrent
 // verifications never lose an update nor let usage pass the limit.
 func TestQuotaRacesVerifications(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	qa := func(method, path, body string) answer {
 		return e.b2b(t, clientFull, secretA, method, "/b2b/branches/a-fast/quota"+path, body)
 	}
@@ -208,7 +210,7 @@ func TestQuotaRacesVerifications(t *testing.T) {
 // TestBankAccounts covers create, duplicate, link and unlink, under /b2b and
 // the branch's own /bank-accounts.
 func TestBankAccounts(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	acc := `{"bankCode":"014","bankNumber":"1112223334","name":{"th":"บริษัท ทดสอบ จำกัด","en":"TEST CO LTD"},"branches":["a-main"]}`
 	a := e.b2b(t, clientFull, secretA, "POST", "/b2b/bank-accounts", acc)
 	if a.status != 201 {
@@ -245,7 +247,7 @@ func TestBankAccounts(t *testing.T) {
 
 // TestQRGenerate through the edge.
 func TestQRGenerate(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	a := e.do(t, "POST", "/qr/generate", `{"type":"promptpay","target":"0812345678","amount":100.5}`, bearer(keyMain)...)
 	if a.status != 200 || get(a.body, "data", "payload") != "00020101021229370016A0000006770101110113006681234567853037645802TH5406100.5063045222" {
 		t.Errorf("qr: %d %.200s", a.status, a.raw)

@@ -91,9 +91,6 @@ func (g *Gateway) SweepNonces() { g.cfg.Nonces.Sweep() }
 // Metrics returns the gateway's metrics.
 func (g *Gateway) Metrics() *Metrics { return g.metrics }
 
-// AuthStats returns the auth cache's lookup counts.
-func (g *Gateway) AuthStats() authcache.Stats { return g.cfg.Auth.Stats() }
-
 // AccessLog returns the access log, nil when it is off.
 func (g *Gateway) AccessLog() *accesslog.Log { return g.cfg.Access }
 

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +28,7 @@ func payload(ref string) string {
 // TestBearerAndStateErrors covers every refusal of a Bearer request, in both
 // versions.
 func TestBearerAndStateErrors(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	v2 := func(hdr []string, status int, code string) {
 		t.Helper()
 		e.do(t, "GET", "/v2/info", "", hdr...).want(t, status, code)
@@ -79,7 +78,7 @@ func TestBearerAndStateErrors(t *testing.T) {
 // TestClientIP: the allow list sees X-Forwarded-For only from a trusted
 // proxy, and then its right-most untrusted address.
 func TestClientIP(t *testing.T) {
-	core := startCore(t, seed)
+	core := testnet.StartCore(t, seed)
 	direct := startEdge(t, core)
 	direct.do(t, "GET", "/v2/info", "", append(bearer(keyIP), "X-Forwarded-For", "10.1.2.3")...).want(t, 403, "IP_NOT_ALLOWED")
 
@@ -115,16 +114,16 @@ func TestClientIP(t *testing.T) {
 
 // TestHeaderInjection: internal headers a client sends never reach core.
 func TestHeaderInjection(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	h := append(bearer(keyMain),
-		"X-Slip-Service", "svc-exp", "X-Slip-Branch", "exp-main", "X-Slip-Edge-Token", edgeToken,
+		"X-Slip-Service", "svc-exp", "X-Slip-Branch", "exp-main", "X-Slip-Edge-Token", testnet.EdgeToken,
 		"X-Slip-Version", "v1", "X-Slip-Client-Ip", "10.1.2.3", "X-Slip-B2b-Client", strings.Repeat("a", 64))
 	a := e.do(t, "GET", "/v2/info", "", h...)
 	if a.status != 200 || get(a.body, "data", "branch", "id") != "a-main" || get(a.body, "data", "application", "id") != "svc-a" {
 		t.Fatalf("identity taken from client headers: %d %s", a.status, a.raw)
 	}
 	// Without a key, forged identity headers get nowhere.
-	e.do(t, "GET", "/v2/info", "", "X-Slip-Service", "svc-a", "X-Slip-Branch", "a-main", "X-Slip-Edge-Token", edgeToken).
+	e.do(t, "GET", "/v2/info", "", "X-Slip-Service", "svc-a", "X-Slip-Branch", "a-main", "X-Slip-Edge-Token", testnet.EdgeToken).
 		want(t, 401, "MISSING_API_KEY")
 	if a.header.Get("X-Slip-Overload") != "" || a.header.Get("Server") == "core" {
 		t.Errorf("internal response headers leak: %v", a.header)
@@ -136,7 +135,7 @@ func TestHeaderInjection(t *testing.T) {
 // SLIP_EDGE_NONCE_PER_CLIENT, and a service's clients together against
 // SLIP_EDGE_NONCE_PER_SERVICE.
 func TestNonceShares(t *testing.T) {
-	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_NONCE_MAX=100", "SLIP_EDGE_NONCE_PER_SERVICE=3",
+	e := startEdge(t, testnet.StartCore(t, seed), "SLIP_EDGE_NONCE_MAX=100", "SLIP_EDGE_NONCE_PER_SERVICE=3",
 		"SLIP_EDGE_NONCE_PER_CLIENT=2")
 	info := func(key string) answer {
 		t.Helper()
@@ -156,7 +155,7 @@ func TestNonceShares(t *testing.T) {
 
 // TestSignedRequests covers spec 5.2 on v2 routes signed with a branch UUID.
 func TestSignedRequests(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	body := `{"payload":"` + slip.Bank{BankCode: "004", TransRef: "SIGNEDREF01"}.Encode() + `","remark":"ค่าสินค้า ✓"}`
 	h := e.signed(keyMain, secretA, "POST", "/v2/verify/bank", body, 0, "")
 	a := e.do(t, "POST", "/v2/verify/bank", body, h...)
@@ -250,7 +249,7 @@ func TestSignedRequests(t *testing.T) {
 // TestRateLimits: the bank and wallet budgets are token buckets of one
 // second, independent, only on verify routes, with the spec's headers.
 func TestRateLimits(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	for i := range 5 { // rate.bank is 5
 		a := e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("RATEREF%04d", i)), bearer(keyMain)...)
 		if a.status != 200 || a.header.Get("X-RateLimit-Limit") != "5" || a.header.Get("X-RateLimit-Remaining") != strconv.Itoa(4-i) {
@@ -303,64 +302,6 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
-// TestAuthCache: unknown keys are cached as unknown, so a flood of them asks
-// core once per TTL; records are re-read from core after the TTL, so a key
-// core learns is accepted within it.
-func TestAuthCache(t *testing.T) {
-	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_AUTH_TTL=2s")
-	unknown := "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.do(t, "GET", "/v2/info", "", bearer(unknown)...).want(t, 401, "INVALID_API_KEY")
-		}()
-	}
-	wg.Wait()
-	if s := e.gw.AuthStats(); s.Misses != 1 || s.Negative+s.Misses+s.Shared != 50 {
-		t.Errorf("a flood of one unknown key reached core %d times (stats %+v), want once", s.Misses, s)
-	}
-	e.clock.add(2100 * time.Millisecond)
-	e.do(t, "GET", "/v2/info", "", bearer(unknown)...).want(t, 401, "INVALID_API_KEY")
-	if s := e.gw.AuthStats(); s.Misses != 2 {
-		t.Errorf("after the TTL core was asked %d times in all, want 2", s.Misses)
-	}
-}
-
-// TestAuthRefreshAhead: a key in use is read again from core in the last
-// quarter of its record's TTL, in the background, so none of its requests
-// waits for core when the old record expires; a key left unused expires as
-// before.
-func TestAuthRefreshAhead(t *testing.T) {
-	e := startEdge(t, startCore(t, seed), "SLIP_EDGE_AUTH_TTL=2s")
-	start := e.clock.t.Load()
-	at := func(d time.Duration) { // d after the first request, by the edge's clock
-		t.Helper()
-		e.clock.t.Store(start + int64(d))
-		e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 200, "")
-	}
-	refreshed := func(n uint64) {
-		t.Helper()
-		testnet.Eventually(t, 10*time.Second, func() bool { return e.gw.AuthStats().Refreshed == n },
-			func() string { return fmt.Sprintf("auth stats %+v, want %d refreshed", e.gw.AuthStats(), n) })
-	}
-	at(0)                       // a miss: the record expires at 2 s
-	at(1200 * time.Millisecond) // 0.8 s left: a hit, nothing more
-	at(1600 * time.Millisecond) // 0.4 s left: a hit, and the record is read again (it expires at 3.6 s)
-	refreshed(1)
-	at(2100 * time.Millisecond) // the first record has expired; the second answers
-	at(3300 * time.Millisecond) // not a miss: the refresh was at 1.6 s, not at 1.2 s
-	refreshed(2)                // and 0.3 s left: read again
-	if s := e.gw.AuthStats(); s.Misses != 1 || s.Shared != 0 || s.Errors != 0 {
-		t.Errorf("a key in use waited for core: auth stats %+v, want 1 miss, none shared", s)
-	}
-	at(6 * time.Second) // unused since 3.3 s: its record (to 5.3 s) expired
-	if s := e.gw.AuthStats(); s.Misses != 2 || s.Refreshed != 2 {
-		t.Errorf("after its record expired unused: auth stats %+v, want 2 misses, 2 refreshed", s)
-	}
-}
-
 // TestOverloadSignal: core marks an answer X-Slip-Overload when it holds
 // more than SLIP_CORE_MAX_INFLIGHT requests; the edge keeps the header from
 // the client and halves the rate factor at the interval's end.
@@ -381,7 +322,7 @@ func TestOverloadSignal(t *testing.T) {
 		inner.ServeHTTP(w, r)
 	}))
 	defer gatewaySrv.Close()
-	core := startCore(t, seed, "SLIP_BANK=http", "SLIP_BANK_URL="+gatewaySrv.URL, "SLIP_CORE_MAX_INFLIGHT=1")
+	core := testnet.StartCore(t, seed, "SLIP_BANK=http", "SLIP_BANK_URL="+gatewaySrv.URL, "SLIP_CORE_MAX_INFLIGHT=1")
 	e := startEdge(t, core, "SLIP_EDGE_LATENCY_TARGET=1m", "SLIP_EDGE_ADAPT_INTERVAL=1s")
 	fast := bearer(keyFast) // a plan rate of 1,000,000/s: the limit shows the factor
 
@@ -427,7 +368,7 @@ func TestAdaptiveLimit(t *testing.T) {
 		inner.ServeHTTP(w, r)
 	}))
 	defer gatewaySrv.Close()
-	core := startCore(t, seed, "SLIP_BANK=http", "SLIP_BANK_URL="+gatewaySrv.URL)
+	core := testnet.StartCore(t, seed, "SLIP_BANK=http", "SLIP_BANK_URL="+gatewaySrv.URL)
 	e = startEdge(t, core, "SLIP_EDGE_LATENCY_TARGET=250ms", "SLIP_EDGE_ADAPT_INTERVAL=1s", "SLIP_EDGE_MIN_FACTOR=0.1")
 	fast := bearer(keyFast) // a plan rate of 1,000,000/s: the limit shows the factor
 	n := 0
@@ -489,7 +430,7 @@ func TestAdaptiveLimitIgnoresSlowImageURLs(t *testing.T) {
 		w.Write([]byte("not an image"))
 	}))
 	defer images.Close()
-	core := startCore(t, seed, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8")
+	core := testnet.StartCore(t, seed, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8")
 	e = startEdge(t, core, "SLIP_EDGE_LATENCY_TARGET=50ms", "SLIP_EDGE_ADAPT_INTERVAL=1s", "SLIP_EDGE_MIN_FACTOR=0.1")
 	for i := range 8 { // 80 ms + 300 ms each: across two interval boundaries
 		a := e.do(t, "POST", "/v2/verify/bank", fmt.Sprintf(`{"url":%q}`, images.URL+"/slip.png"), bearer(keyFast)...)
@@ -506,7 +447,7 @@ func TestAdaptiveLimitIgnoresSlowImageURLs(t *testing.T) {
 
 // TestHealth: the edge is healthy while core answers.
 func TestHealth(t *testing.T) {
-	core := startCore(t, seed)
+	core := testnet.StartCore(t, seed)
 	e := startEdge(t, core)
 	// The first checks, all at once (a load balancer's probes as the edge
 	// starts): each waits for the edge's first question to core.
@@ -522,8 +463,7 @@ func TestHealth(t *testing.T) {
 	if res := e.raw(t, "HEAD /health HTTP/1.1\r\nHost: edge\r\n\r\n"); res.StatusCode != 200 {
 		t.Errorf("HEAD /health: %d", res.StatusCode)
 	}
-	core.cmd.Process.Kill()
-	core.cmd.Wait()
+	core.Kill()
 	e.clock.add(2 * time.Second)
 	e.do(t, "GET", "/health", "").want(t, 503, "API_SERVER_ERROR")
 	e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
@@ -533,7 +473,7 @@ func TestHealth(t *testing.T) {
 // health check and answers API_SERVER_ERROR, never INVALID_API_KEY: its
 // callers' keys are not at fault, and no key is remembered as unknown.
 func TestWrongEdgeToken(t *testing.T) {
-	core := startCore(t, seed)
+	core := testnet.StartCore(t, seed)
 	e := startEdge(t, core, "SLIP_EDGE_TOKEN=not-the-edge-token-0123456789abcdef")
 	e.do(t, "GET", "/health", "").want(t, 503, "API_SERVER_ERROR")
 	for range 2 { // the second time from the cache, were the answer cached
@@ -547,12 +487,11 @@ func TestWrongEdgeToken(t *testing.T) {
 // request goes on a new connection and is answered, not refused after the
 // core timeout.
 func TestCoreRestarted(t *testing.T) {
-	core := startCore(t, seed)
+	core := testnet.StartCore(t, seed)
 	e := startEdge(t, core)
 	e.do(t, "POST", "/v2/verify/bank", payload("RESTARTREF001"), bearer(keyMain)...).want(t, 200, "")
-	core.cmd.Process.Signal(syscall.SIGTERM) // core closes its idle connections as it stops
-	core.cmd.Wait()
-	startCore(t, seed, "SLIP_CORE_ADDR="+core.addr)
+	core.Stop() // core closes its idle connections as it stops
+	testnet.StartCore(t, seed, "SLIP_CORE_ADDR="+core.Addr)
 	start := time.Now()
 	e.do(t, "POST", "/v2/verify/bank", payload("RESTARTREF002"), bearer(keyMain)...).want(t, 200, "")
 	if took := time.Since(start); took > 10*time.Second {
@@ -564,14 +503,13 @@ func TestCoreRestarted(t *testing.T) {
 // holds its callers' records: their requests get API_SERVER_ERROR, not core's
 // refusal of the edge.
 func TestEdgeTokenRotated(t *testing.T) {
-	core := startCore(t, seed)
+	core := testnet.StartCore(t, seed)
 	e := startEdge(t, core)
 	if a := e.do(t, "POST", "/v2/verify/bank", payload("ROTATEREF001"), bearer(keyMain)...); a.status != 200 {
 		t.Fatalf("before the rotation: %d %s", a.status, a.raw)
 	}
-	core.cmd.Process.Kill()
-	core.cmd.Wait()
-	startCore(t, seed, "SLIP_CORE_ADDR="+core.addr, "SLIP_EDGE_TOKEN=the-rotated-edge-token-0123456789abcdef")
+	core.Kill()
+	testnet.StartCore(t, seed, "SLIP_CORE_ADDR="+core.Addr, "SLIP_EDGE_TOKEN=the-rotated-edge-token-0123456789abcdef")
 	e.do(t, "POST", "/v2/verify/bank", payload("ROTATEREF002"), bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
 	e.do(t, "POST", "/verify", payload("ROTATEREF003"), bearer(keyMain)...).want(t, 500, "api_server_error")
 }
@@ -580,7 +518,7 @@ func TestEdgeTokenRotated(t *testing.T) {
 // Content-Length, before it is sent: the client gets its answer having sent
 // only the headers.
 func TestOversizedBody(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	askAs := func(method, path string) string {
 		// only the head and the body's first bytes are sent
 		res := e.raw(t, fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"base64\":\"", method, path, keyMain, 50<<20))

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,12 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,9 +28,6 @@ import (
 )
 
 const (
-	edgeToken = "edge-test-token-0123456789abcdef01234"
-	masterKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-
 	keyMain   = "11111111-1111-4111-8111-111111111111"
 	keyIP     = "22222222-2222-4222-8222-222222222222"
 	keyOff    = "33333333-3333-4333-8333-333333333333"
@@ -45,8 +39,6 @@ const (
 	keyAFast  = "44444444-4444-4444-8444-444444444444" // svc-a's second branch
 	secretA   = "svc-a-first-client-secret"
 )
-
-var coreBin string
 
 var (
 	specOnce sync.Once
@@ -63,72 +55,9 @@ func apiDoc(t testing.TB) *openapi.Spec {
 	return spec
 }
 
-// TestMain builds the real core program once; every test runs it as a
-// process behind an in-process edge.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "edge-test")
-	if err != nil {
-		panic(err)
-	}
-	coreBin = filepath.Join(dir, "core")
-	if out, err := exec.Command("go", "build", "-o", coreBin, "../../core/cmd/core").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build core: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// coreProc is the core program running for one test.
-type coreProc struct {
-	addr string
-	cmd  *exec.Cmd
-	out  *bytes.Buffer
-}
-
-func startCore(t testing.TB, seed string, env ...string) *coreProc {
-	t.Helper()
-	seedPath, _ := filepath.Abs(seed)
-	c := &coreProc{addr: testnet.FreeAddr(t), out: new(bytes.Buffer)}
-	c.cmd = exec.Command(coreBin)
-	c.cmd.Env = append(os.Environ(), "SLIP_CORE_ADDR="+c.addr, "SLIP_DATA_DIR="+t.TempDir(), "SLIP_SEED="+seedPath,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey,
-		"SLIP_KAFKA_ADDR="+testnet.FreeAddr(t)) // no broker unless env names one
-	c.cmd.Env = append(c.cmd.Env, env...)
-	logs, err := c.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.cmd.Process.Signal(syscall.SIGTERM)
-		c.cmd.Wait()
-	})
-	// core logs "listening" once it accepts connections.
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(logs)
-		for sc.Scan() {
-			c.out.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), `"msg":"listening"`) {
-				ready <- true
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("core exited before listening:\n%s", c.out)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("core did not start:\n%s", c.out)
-	}
-	return c
-}
+// TestMain removes the core program the tests build: every test runs it as
+// a process (testnet.StartCore) behind an in-process edge.
+func TestMain(m *testing.M) { testnet.Main(m) }
 
 // clock is the edge's settable clock.
 type clock struct{ t atomic.Int64 }
@@ -176,9 +105,9 @@ func (e *edge) raw(t testing.TB, request string) *http.Response {
 	return res
 }
 
-func startEdge(t testing.TB, core *coreProc, env ...string) *edge {
+func startEdge(t testing.TB, core *testnet.Program, env ...string) *edge {
 	t.Helper()
-	vars := map[string]string{"SLIP_CORE_ADDR": core.addr, "SLIP_EDGE_TOKEN": edgeToken,
+	vars := map[string]string{"SLIP_CORE_ADDR": core.Addr, "SLIP_EDGE_TOKEN": testnet.EdgeToken,
 		"SLIP_EDGE_ACCESS_LOG": filepath.Join(t.TempDir(), "access.log")}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestEncodedPathsKeepTheirRoute: a path whose percent-encoded slashes or
@@ -13,7 +14,7 @@ import (
 // an encoded path cannot leave a verification's rate budget behind, nor
 // borrow one B2B permission for another.
 func TestEncodedPathsKeepTheirRoute(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	p := slip.Bank{BankCode: "004", TransRef: "015353134529BPM00777"}.Encode()
 	// Matched as the unlimited job route; cleaned, it is v1's /verify (bank
 	// budget, 5/s for this branch).

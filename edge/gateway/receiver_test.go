@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestReceiverChecks: v2 bank verification checks the receiver against the
 // branch's accounts (spec 4.1 rule 4), signed through the edge.
 func TestReceiverChecks(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	verify := func(ref, extra string) answer {
 		e.clock.add(time.Second) // a-main's bank budget is 5/s
 		body := `{"payload":"` + slip.Bank{BankCode: "004", TransRef: ref}.Encode() + `"` + extra + `}`

@@ -15,7 +15,7 @@ import (
 // ignored, repeated, or spelled another way would send a replay of a
 // signed request, or a share of a branch's rate, to another edge.
 func TestOneSpellingOfCredentials(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	// A signed request with an Authorization header beside its X-API-Key is
 	// refused before its signature and nonce are looked at: sent clean,
 	// the same request (same nonce) is then accepted once.
@@ -45,7 +45,7 @@ func TestOneSpellingOfCredentials(t *testing.T) {
 // credential: the request is refused as one without a key. In the head,
 // the same signed request is accepted.
 func TestCredentialInTrailerIgnored(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	const body = `{"type":"promptpay","target":"0812345678","amount":1}`
 	chunked := "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n" +
 		strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n"
@@ -77,7 +77,7 @@ func TestCredentialInTrailerIgnored(t *testing.T) {
 // at the edge, whose size limit applies to bodies as sent: a gzipped
 // multipart form of 300 KiB would inflate to hundreds of MiB further on.
 func TestCompressedBodiesRefused(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	gz, contentType := testnet.GzipForm("image", 64<<20)
 	for _, c := range []struct{ path, code string }{{"/v2/verify/bank", "VALIDATION_ERROR"}, {"/v2/verify/bank/async", "VALIDATION_ERROR"}} {
 		a := e.do(t, "POST", c.path, string(gz), "Authorization", "Bearer "+keyMain,
@@ -99,7 +99,7 @@ func TestCompressedBodiesRefused(t *testing.T) {
 // like the edge's internal headers still reaches core with them (fasthttp
 // leaves headers named in Trailer out of the head it writes).
 func TestTrailerCannotDropInternalHeaders(t *testing.T) {
-	e := startEdge(t, startCore(t, seed))
+	e := startEdge(t, testnet.StartCore(t, seed))
 	for path, trailer := range map[string]string{"/v2/info": "X-Slip-Edge-Token", "/me": "X-Slip-Branch, X-Request-Id"} {
 		res := e.raw(t, "GET "+path+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+keyMain+"\r\nTrailer: "+trailer+"\r\n\r\n")
 		raw, _ := io.ReadAll(res.Body)

@@ -9,14 +9,10 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,9 +26,6 @@ import (
 // what they answer on every documented route is what openapi.json says.
 
 const (
-	edgeToken = "openapi-conformance-edge-token-0123456789"
-	masterKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-
 	kMain  = "11111111-1111-4111-8111-111111111111"
 	kOff   = "33333333-3333-4333-8333-333333333333"
 	kIP    = "22222222-2222-4222-8222-222222222222"
@@ -90,76 +83,8 @@ func seedJSON(now time.Time) string {
 		`],"notFound":["` + notFoundRef + `"],"upstreamError":["` + upstreamRef + `"]}}`
 }
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-// programs builds core and edge once per test binary.
-func programs(t *testing.T) (core, edge string) {
-	t.Helper()
-	buildOnce.Do(func() {
-		if buildDir, buildErr = os.MkdirTemp("", "openapi-conformance"); buildErr != nil {
-			return
-		}
-		for _, p := range []string{"core", "edge"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, p), "../../"+p+"/cmd/"+p).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", p, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, "core"), filepath.Join(buildDir, "edge")
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// start runs a program until the test ends, keeping its log for failures.
-func start(t *testing.T, bin string, env ...string) {
-	t.Helper()
-	logs := new(syncBuffer)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s log:\n%s", filepath.Base(bin), logs.String())
-		}
-	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
-}
+// TestMain removes the programs the conformance test builds.
+func TestMain(m *testing.M) { testnet.Main(m) }
 
 // stack is core and edge running for one test, and the document to hold
 // their answers to.
@@ -170,33 +95,9 @@ type stack struct {
 }
 
 func startStack(t *testing.T) *stack {
-	coreBin, edgeBin := programs(t)
-	dir := t.TempDir()
-	seed := filepath.Join(dir, "seed.json")
-	if err := os.WriteFile(seed, []byte(seedJSON(time.Now())), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	coreAddr, edgeAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	start(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+dir, "SLIP_SEED="+seed,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox", "SLIP_EGRESS_ALLOW_CIDRS=",
-		"SLIP_KAFKA_ADDR="+testnet.FreeAddr(t)) // no broker: jobs wait in core's outbox
-	start(t, edgeBin, "SLIP_EDGE_ADDR="+edgeAddr, "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+edgeToken,
-		"SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=0s", "SLIP_TRUSTED_PROXIES=", "SLIP_KAFKA_ADDR=off")
-	st := &stack{url: "http://" + edgeAddr, spec: load(t), seen: map[string]bool{}}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		res, err := http.Get(st.url + "/health")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return st
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stack did not become healthy: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	core := testnet.StartCore(t, testnet.Seed(t, seedJSON(time.Now())), "SLIP_EGRESS_ALLOW_CIDRS=") // no broker: jobs wait in core's outbox
+	edge := testnet.StartEdge(t, core.Addr, "SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_TRUSTED_PROXIES=")
+	return &stack{url: edge.URL(), spec: load(t), seen: map[string]bool{}}
 }
 
 // req is one request of the conformance run.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -42,26 +41,14 @@ func TestSecretsNeverLogged(t *testing.T) {
 		received = append(received, r.Header.Get("X-Service-Signature"))
 		mu.Unlock()
 	}))
-	dir := t.TempDir()
-	seed := filepath.Join(dir, "seed.json")
-	if err := os.WriteFile(seed, []byte(seedJSON(rcv.URL+"/hook")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kafka, coreAddr, edgeAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
-	common := []string{"SLIP_DATA_DIR=" + dir, "SLIP_KAFKA_ADDR=" + kafka, "SLIP_EDGE_TOKEN=" + edgeToken,
+	kafka := testnet.FreeAddr(t)
+	common := []string{"SLIP_KAFKA_ADDR=" + kafka, "SLIP_EDGE_TOKEN=" + edgeToken,
 		"SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "SLIP_EGRESS_CA_FILE=" + caFile}
-	coreBin, edgeBin := testnet.Build(t, "core/cmd/core"), testnet.Build(t, "edge/cmd/edge")
-	dispatcherBin := testnet.Build(t, "dispatcher/cmd/dispatcher")
-	broker := testnet.Start(t, testnet.Build(t, "deploy/cmd/broker"), append(common, "SLIP_BROKER_PARTITIONS=1")...)
-	testnet.WaitTCP(t, kafka, 30*time.Second)
-	core := testnet.Start(t, coreBin, append(common, "SLIP_CORE_ADDR="+coreAddr, "SLIP_SEED="+seed,
-		"SLIP_MASTER_KEY="+masterKey, "SLIP_BANK=sandbox")...)
-	testnet.WaitHTTP(t, "http://"+coreAddr+"/health", 30*time.Second, core)
-	dispatcher := testnet.Start(t, dispatcherBin, append(common, "SLIP_DISPATCHER_ADDR="+testnet.FreeAddr(t), "SLIP_WEBHOOK_TIMEOUT=5s")...)
-	edge := testnet.Start(t, edgeBin, append(common, "SLIP_EDGE_ADDR="+edgeAddr, "SLIP_CORE_ADDR="+coreAddr,
-		"SLIP_EDGE_METRICS_ADDR=off", "SLIP_EDGE_DRAIN=0s")...)
-	url := "http://" + edgeAddr
-	testnet.WaitHTTP(t, url+"/health", 30*time.Second, edge)
+	broker := testnet.StartBroker(t, append(common, "SLIP_BROKER_PARTITIONS=1")...)
+	core := testnet.StartCore(t, testnet.Seed(t, seedJSON(rcv.URL+"/hook")), append(common, "SLIP_MASTER_KEY="+masterKey)...)
+	dispatcher := testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT=5s")...)
+	edge := testnet.StartEdge(t, core.Addr, common...)
+	coreAddr, edgeAddr, url := core.Addr, edge.Addr, edge.URL()
 	defer http.DefaultClient.CloseIdleConnections()
 
 	secrets := map[string]string{"edge token": edgeToken, "master key": masterKey, "branch key": keyMain,
@@ -167,7 +154,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	// Every program stopped as an operator stops it, so its last words are
 	// in its output too.
 	outputs := map[string]string{}
-	for name, p := range map[string]*testnet.Proc{"edge": edge, "dispatcher": dispatcher, "core": core, "broker": broker} {
+	for name, p := range map[string]*testnet.Program{"edge": edge, "dispatcher": dispatcher, "core": core, "broker": broker} {
 		p.Stop()
 		outputs[name] = p.Output()
 	}
@@ -179,6 +166,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	// the test below. (The dispatcher holds no secret of its own.)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	coreBin, edgeBin := testnet.Build(t, "core/cmd/core"), testnet.Build(t, "edge/cmd/edge")
 	for name, run := range map[string]*exec.Cmd{
 		"core, bad master key": exec.CommandContext(ctx, coreBin), "core, short token": exec.CommandContext(ctx, coreBin),
 		"edge, short token": exec.CommandContext(ctx, edgeBin),

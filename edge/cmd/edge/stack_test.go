@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -49,12 +47,15 @@ func seedJSON(webhookURL string) string {
 // stack is core and the edge as real processes, with a recorder between
 // them that keeps every byte the edge sends to core.
 type stack struct {
-	core, edge *testnet.Proc
+	core, edge *testnet.Program
 	edgeAddr   string
 	url        string
 	coreURL    string
 	rec        *recorder
 }
+
+// TestMain removes the programs the tests build.
+func TestMain(m *testing.M) { testnet.Main(m) }
 
 // startStack starts core and an edge in front of it; edgeEnv adds to or
 // overrides the edge's settings.
@@ -63,22 +64,12 @@ func startStack(t *testing.T, coreEnv []string, edgeEnv ...string) *stack {
 	if testing.Short() {
 		t.Skip("runs core and the edge as processes")
 	}
-	dir := t.TempDir()
-	seed := filepath.Join(dir, "seed.json")
-	if err := os.WriteFile(seed, []byte(seedJSON("https://shop.example/hooks/slip")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	coreAddr, edgeAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	s := &stack{edgeAddr: edgeAddr, url: "http://" + edgeAddr, coreURL: "http://" + coreAddr}
-	s.core = testnet.Start(t, testnet.Build(t, "core/cmd/core"), append([]string{"SLIP_CORE_ADDR=" + coreAddr,
-		"SLIP_DATA_DIR=" + dir, "SLIP_SEED=" + seed, "SLIP_EDGE_TOKEN=" + edgeToken, "SLIP_MASTER_KEY=" + masterKey,
-		"SLIP_KAFKA_ADDR=" + testnet.FreeAddr(t), "SLIP_BANK=sandbox"}, coreEnv...)...)
-	testnet.WaitHTTP(t, s.coreURL+"/health", 30*time.Second, s.core)
-	s.rec = newRecorder(t, coreAddr)
-	s.edge = testnet.Start(t, testnet.Build(t, "edge/cmd/edge"), append([]string{"SLIP_EDGE_ADDR=" + edgeAddr,
-		"SLIP_CORE_ADDR=" + s.rec.addr, "SLIP_EDGE_TOKEN=" + edgeToken, "SLIP_EDGE_METRICS_ADDR=off",
-		"SLIP_KAFKA_ADDR=off", "SLIP_EDGE_DRAIN=0s"}, edgeEnv...)...)
-	testnet.WaitHTTP(t, s.url+"/health", 30*time.Second, s.edge)
+	s := &stack{}
+	seed := testnet.Seed(t, seedJSON("https://shop.example/hooks/slip"))
+	s.core = testnet.StartCore(t, seed, append([]string{"SLIP_EDGE_TOKEN=" + edgeToken, "SLIP_MASTER_KEY=" + masterKey}, coreEnv...)...)
+	s.rec = newRecorder(t, s.core.Addr)
+	s.edge = testnet.StartEdge(t, s.rec.addr, append([]string{"SLIP_EDGE_TOKEN=" + edgeToken}, edgeEnv...)...)
+	s.edgeAddr, s.url, s.coreURL = s.edge.Addr, s.edge.URL(), s.core.URL()
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	return s
 }

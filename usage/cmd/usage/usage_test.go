@@ -19,15 +19,15 @@ import (
 	"github.com/slipverify/slipverify/usage/reconcile"
 )
 
-const (
-	root      = "../../.."
-	edgeToken = "usage-test-edge-token-0123456789abcdef"
-)
+const root = "../../.."
+
+// TestMain removes the programs the tests build.
+func TestMain(m *testing.M) { testnet.Main(m) }
 
 // usageEnv is the environment of a usage process against the test's broker
 // and ClickHouse.
-func usageEnv(kafka, clickhouse, addr string, extra ...string) []string {
-	return append([]string{"SLIP_KAFKA_ADDR=" + kafka, "SLIP_CLICKHOUSE_ADDR=" + clickhouse, "SLIP_USAGE_ADDR=" + addr,
+func usageEnv(kafka, clickhouse string, extra ...string) []string {
+	return append([]string{"SLIP_KAFKA_ADDR=" + kafka, "SLIP_CLICKHOUSE_ADDR=" + clickhouse,
 		"SLIP_USAGE_GROUP=usage", "SLIP_USAGE_FLUSH=20ms", "SLIP_USAGE_RETRY_MAX=200ms", "SLIP_EDGE_TOKEN="}, extra...)
 }
 
@@ -42,17 +42,6 @@ func get(url string) (int, string, error) {
 	return res.StatusCode, string(body), err
 }
 
-func waitHealthy(t *testing.T, p *testnet.Proc, addr string) {
-	t.Helper()
-	ledgertest.Eventually(time.Minute, func() bool {
-		status, _, _ := get("http://" + addr + "/health")
-		return status == 200 || p.Exited()
-	})
-	if status, body, err := get("http://" + addr + "/health"); status != 200 {
-		t.Fatalf("usage is not healthy: %d %s %v\n%s", status, body, err, p.Output())
-	}
-}
-
 // TestKillMidBatch: the usage process is killed with SIGKILL while it
 // inserts a backlog, and started again; every event counts exactly once.
 func TestKillMidBatch(t *testing.T) {
@@ -61,7 +50,6 @@ func TestKillMidBatch(t *testing.T) {
 	}
 	kafka := ledgertest.Broker(t, 6)
 	ch, st := ledgertest.Ledger(t)
-	bin := testnet.Build(t, "usage/cmd/usage")
 	w := ledgertest.Writer(t, kafka)
 	at := time.Now().UTC().Truncate(time.Second)
 	var events []api.UsageEvent
@@ -70,8 +58,8 @@ func TestKillMidBatch(t *testing.T) {
 	}
 	ledgertest.Produce(t, w, events...)
 
-	addr := testnet.FreeAddr(t)
-	p := testnet.Start(t, bin, usageEnv(kafka, ch.Addr(), addr, "SLIP_USAGE_BATCH=500")...)
+	p := testnet.StartUsage(t, kafka, ch.Addr(), usageEnv(kafka, ch.Addr(), "SLIP_USAGE_BATCH=500")...)
+	addr := p.Addr
 	// Kill it once it has inserted part of the backlog: batches are
 	// inserted and committed back to back, so it dies holding one.
 	var seen ledgertest.Counts
@@ -86,8 +74,7 @@ func TestKillMidBatch(t *testing.T) {
 	if before.Events >= uint64(len(events)) {
 		t.Fatalf("the whole backlog was in before the kill (%v): the test proves nothing", before)
 	}
-	p.Restart()
-	waitHealthy(t, p, addr)
+	p.Restart(t)
 	got := ledgertest.WaitCounts(t, st, ledgertest.Want(events), 2*time.Minute)
 	t.Logf("killed at %v; after restart %v (rows above events were redelivered)", before, got)
 
@@ -123,7 +110,7 @@ func bankPayload(t *testing.T, ref string) string {
 func coreCall(t *testing.T, core, method, path, body string, headers ...string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+core+path, strings.NewReader(body))
-	req.Header.Set(api.HeaderEdgeToken, edgeToken)
+	req.Header.Set(api.HeaderEdgeToken, testnet.EdgeToken)
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
@@ -170,18 +157,10 @@ func TestReconcileWithCore(t *testing.T) {
 	}
 	kafka := ledgertest.Broker(t, 3)
 	ch, st := ledgertest.Ledger(t)
-	coreBin := testnet.Build(t, "core/cmd/core")
+	coreAddr := testnet.StartCore(t, filepath.Join(root, "deploy/dev/seed.json"), "SLIP_KAFKA_ADDR="+kafka).Addr
+	env := usageEnv(kafka, ch.Addr(), "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+testnet.EdgeToken)
+	usageAddr := testnet.StartUsage(t, kafka, ch.Addr(), env...).Addr
 	usageBin := testnet.Build(t, "usage/cmd/usage")
-	coreAddr, usageAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	seed, _ := filepath.Abs(filepath.Join(root, "deploy/dev/seed.json"))
-	coreProc := testnet.Start(t, coreBin, "SLIP_CORE_ADDR="+coreAddr, "SLIP_DATA_DIR="+t.TempDir(), "SLIP_SEED="+seed,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+strings.Repeat("ab", 32), "SLIP_KAFKA_ADDR="+kafka)
-	env := usageEnv(kafka, ch.Addr(), usageAddr, "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+edgeToken)
-	usageProc := testnet.Start(t, usageBin, env...)
-	if !ledgertest.Eventually(time.Minute, func() bool { s, _, _ := get("http://" + coreAddr + "/health"); return s == 200 }) {
-		t.Fatalf("core did not start:\n%s", coreProc.Output())
-	}
-	waitHealthy(t, usageProc, usageAddr)
 
 	// 30 new slips at two branches, v1 and v2, some v2 ones twice at the
 	// same branch (free) and 6 refused as malformed (not billable).
@@ -289,7 +268,7 @@ func TestReconcileWithCore(t *testing.T) {
 func TestServesBeforeClickHouse(t *testing.T) {
 	addr := testnet.FreeAddr(t)
 	env := map[string]string{}
-	for _, kv := range usageEnv(testnet.FreeAddr(t), testnet.FreeAddr(t), addr) { // nothing listens at either
+	for _, kv := range usageEnv(testnet.FreeAddr(t), testnet.FreeAddr(t), "SLIP_USAGE_ADDR="+addr) { // nothing listens at either
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
