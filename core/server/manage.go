@@ -38,6 +38,12 @@ func (s *Server) manageRoutes(r *router.Router) {
 	r.PUT("/b2b/branches/{branch}/quota", b2b(s.putQuota))
 	r.POST("/b2b/branches/{branch}/quota/adjust", b2b(s.adjustQuota))
 	r.POST("/b2b/branches/{branch}/quota/reset", b2b(s.resetQuota))
+	r.POST("/b2b/branches/{branch}/key/rotate", b2b(func(ctx *fasthttp.RequestCtx, c caller) (any, error) {
+		return rotateBranchKey(s, ctx, c.serviceID, store.Change{
+			Actor:     api.AuditActor{Type: api.ActorB2B, ID: c.clientID[:min(16, len(c.clientID))]},
+			RequestID: string(ctx.Request.Header.Peek(api.HeaderRequestID)),
+		})
+	}))
 	r.GET("/b2b/bank-accounts", b2b(s.listAccounts))
 	r.POST("/b2b/bank-accounts", b2b(s.createAccount))
 	r.PUT("/b2b/branches/{branch}/bank-accounts/{account}", b2b(s.linkAccount(true)))

@@ -108,7 +108,7 @@ type PartyBank struct {
 type PartyAccount struct {
 	Name  AccountName  `json:"name" req:"docs"`
 	Bank  *AccountBank `json:"bank" req:"ours"` // docs: bank?; spec 2.1 lists type and account
-	Proxy *Proxy       `json:"proxy"`            // when the bank reports one
+	Proxy *Proxy       `json:"proxy"`           // when the bank reports one
 }
 
 // AccountName is Party.account.name; spec 2.1: the Thai form is given,

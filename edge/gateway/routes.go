@@ -86,6 +86,7 @@ var Routes = []Route{
 	{Method: "PUT", Path: "/b2b/branches/{branch}/quota", Version: api.V2, Auth: AuthClient, Permission: "quota:write"},
 	{Method: "POST", Path: "/b2b/branches/{branch}/quota/adjust", Version: api.V2, Auth: AuthClient, Permission: "quota:write"},
 	{Method: "POST", Path: "/b2b/branches/{branch}/quota/reset", Version: api.V2, Auth: AuthClient, Permission: "quota:write"},
+	{Method: "POST", Path: "/b2b/branches/{branch}/key/rotate", Version: api.V2, Auth: AuthClient, Permission: "branch:write"},
 	{Method: "GET", Path: "/b2b/bank-accounts", Version: api.V2, Auth: AuthClient, Permission: "bank-account:read"},
 	{Method: "POST", Path: "/b2b/bank-accounts", Version: api.V2, Auth: AuthClient, Permission: "bank-account:write"},
 	{Method: "PUT", Path: "/b2b/branches/{branch}/bank-accounts/{account}", Version: api.V2, Auth: AuthClient, Permission: "bank-account:write"},

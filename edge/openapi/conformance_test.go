@@ -522,6 +522,17 @@ func TestConformance(t *testing.T) {
 		b2b("POST", "/b2b/branches/br-main/quota/reset", map[string]any{}, 200, "")
 		b2b("POST", q+"/reset", map[string]any{"x": 1}, 400, "VALIDATION_ERROR")
 		b2b("PUT", q, map[string]any{"limitQuota": nil}, 200, "")
+		// A tenant rotates its own branch keys: the new key works at once,
+		// the old one for the overlap; a second rotation meanwhile conflicts.
+		newKey := d["data"].(map[string]any)["key"]
+		rot := b2b("POST", "/b2b/branches/"+id+"/key/rotate", map[string]any{"overlap": "1h"}, 200, "")
+		rotated, _ := rot["data"].(map[string]any)["key"].(string)
+		b2b("POST", "/b2b/branches/"+id+"/key/rotate", nil, 409, "CONFLICT")
+		b2b("POST", "/b2b/branches/"+id+"/key/rotate", map[string]any{"overlap": "169h"}, 400, "VALIDATION_ERROR")
+		b2b("POST", "/b2b/branches/br-none/key/rotate", nil, 404, "NOT_FOUND")
+		for _, k := range []any{newKey, rotated} {
+			st.do(t, get("/v2/info", bearer(fmt.Sprint(k))...), 200, "")
+		}
 
 		b2b("GET", "/b2b/bank-accounts", nil, 200, "")
 		acc := map[string]any{"bankCode": "PROMPTPAY", "bankNumber": "0812345678", "name": map[string]any{"th": "ร้าน พร้อมเพย์"}, "branches": []string{id}}
