@@ -32,6 +32,15 @@ type BranchAuth struct {
 	// KeyExpiresAt, when set, is when this key stops working: the previous
 	// key of a rotation, at the end of its overlap.
 	KeyExpiresAt *time.Time `json:"keyExpiresAt,omitempty"`
+	// Previous is the signing secret a rotation replaced, during its
+	// overlap: the edge tries it only after SigningSecret fails.
+	Previous *PreviousSecret `json:"previousSecret,omitempty"`
+}
+
+// PreviousSecret is a rotated signing secret and the end of its overlap.
+type PreviousSecret struct {
+	Secret    string    `json:"secret"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // ClientAuth is what the edge needs to admit a signed /b2b request made with
@@ -43,8 +52,9 @@ type ClientAuth struct {
 	ClientID     string   `json:"clientId"` // the key's digest
 	Secret       string   `json:"secret"`
 	Permissions  []string `json:"permissions"`
-	// ServiceExpiresAt is as in BranchAuth.
-	ServiceExpiresAt *time.Time `json:"serviceExpiresAt,omitempty"`
+	// ServiceExpiresAt and Previous are as in BranchAuth.
+	ServiceExpiresAt *time.Time      `json:"serviceExpiresAt,omitempty"`
+	Previous         *PreviousSecret `json:"previousSecret,omitempty"`
 }
 
 // Permissions a B2B client may hold, in bit order of PermissionBit.

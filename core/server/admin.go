@@ -16,6 +16,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -63,6 +64,21 @@ func (s *Server) AdminHandler(bootstrap string) fasthttp.RequestHandler {
 	r.GET(p+"/services/{s}/branches/{b}/keys", read(a.listKeys))
 	r.POST(p+"/services/{s}/branches/{b}/key/rotate", write(a.rotateKey))
 	r.POST(p+"/services/{s}/branches/{b}/key/revoke-previous", write(a.revokePrevious))
+	r.GET(p+"/services/{s}/clients", read(a.listClients))
+	r.POST(p+"/services/{s}/clients", write(a.createClient))
+	r.PATCH(p+"/services/{s}/clients/{c}", write(a.patchClient))
+	r.DELETE(p+"/services/{s}/clients/{c}", write(a.deleteClient))
+	r.POST(p+"/services/{s}/clients/{c}/secret/rotate", write(a.rotateSecret))
+	r.GET(p+"/export", read(a.export))
+	// The tenant's own management routes, on a service the operator names:
+	// the one implementation of /b2b, with every permission.
+	b2b := s.Handler()
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		r.Handle(m, p+"/services/{s}/b2b/{rest:*}", a.guard(m != "GET", func(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+			a.asTenant(ctx, c, b2b)
+			return nil, errAnswered
+		}))
+	}
 	r.GET(p+"/tokens", read(a.listTokens))
 	r.POST(p+"/tokens", write(a.createToken))
 	r.DELETE(p+"/tokens/{t}", write(a.deleteToken))
@@ -82,8 +98,26 @@ func (a *admin) guard(write bool, h adminHandler) fasthttp.RequestHandler {
 		if err == nil {
 			data, err = h(ctx, c)
 		}
-		a.s.respond(ctx, api.V2, data, err)
+		if err != errAnswered {
+			a.s.respond(ctx, api.V2, data, err)
+		}
 	}
+}
+
+// errAnswered tells guard that its handler wrote the answer itself.
+var errAnswered = errors.New("admin: answered")
+
+// asTenant runs a /b2b request on the named service as the edge forwards a
+// tenant's, with the operator as its client.
+func (a *admin) asTenant(ctx *fasthttp.RequestCtx, c adminCaller, b2b fasthttp.RequestHandler) {
+	h := &ctx.Request.Header
+	h.Set(api.HeaderEdgeToken, string(a.s.edgeToken))
+	h.Set(api.HeaderService, param(ctx, "s"))
+	h.Set(api.HeaderB2BClient, "admin:"+c.actor.ID)
+	h.Set(api.HeaderRequestID, c.requestID)
+	h.Del(api.HeaderBranch)
+	ctx.URI().SetPath("/b2b/" + param(ctx, "rest"))
+	b2b(ctx)
 }
 
 func (a *admin) caller(ctx *fasthttp.RequestCtx) (adminCaller, error) {
@@ -538,34 +572,51 @@ func (a *admin) rotateKey(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) 
 	return rotateBranchKey(a.s, ctx, param(ctx, "s"), c.change(""))
 }
 
-// rotateBranchKey rotates a branch's key from {overlap?, force?} (overlap a
-// duration of 0s to 168h, default 24h) and answers {key, previous
-// {expiresAt}}: the operator's and the tenant's rotation are one.
-func rotateBranchKey(s *Server, ctx *fasthttp.RequestCtx, serviceID string, ch store.Change) (any, error) {
-	var fe api.FieldErrors
+// rotationFields reads a rotation's {overlap?, force?}: overlap a
+// duration of 0s to 168h, default 24h.
+func rotationFields(ctx *fasthttp.RequestCtx) (time.Duration, bool, error) {
 	overlap, force := 24*time.Hour, false
-	if len(ctx.PostBody()) > 0 {
-		f, err := jsonFields(ctx.PostBody())
-		if err != nil {
-			return nil, err
+	if len(ctx.PostBody()) == 0 {
+		return overlap, force, nil
+	}
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return 0, false, err
+	}
+	var fe api.FieldErrors
+	f.only(&fe, "overlap", "force")
+	if f.has("overlap") {
+		o, ok := f.str("overlap")
+		d, err := time.ParseDuration(o)
+		if !ok || err != nil || d < 0 || d > maxOverlap {
+			fe.Add("overlap", `must be a duration from "0s" to "168h"`)
 		}
-		f.only(&fe, "overlap", "force")
-		if f.has("overlap") {
-			o, ok := f.str("overlap")
-			d, err := time.ParseDuration(o)
-			if !ok || err != nil || d < 0 || d > maxOverlap {
-				fe.Add("overlap", `must be a duration from "0s" to "168h"`)
-			}
-			overlap = d
-		}
-		if f.has("force") {
-			var ok bool
-			if force, ok = f.boolean("force"); !ok {
-				fe.Add("force", "must be a boolean")
-			}
+		overlap = d
+	}
+	if f.has("force") {
+		var ok bool
+		if force, ok = f.boolean("force"); !ok {
+			fe.Add("force", "must be a boolean")
 		}
 	}
-	if err := fe.Err(); err != nil {
+	return overlap, force, fe.Err()
+}
+
+// rotated is the answer of a rotation: the new credential under name,
+// shown only here, and when the previous one stops ({expiresAt}, or null).
+func rotated(credential string, overlaps bool, ends func() time.Time, name string) map[string]any {
+	out := map[string]any{name: credential, "previous": nil}
+	if overlaps {
+		out["previous"] = map[string]any{"expiresAt": ends()}
+	}
+	return out
+}
+
+// rotateBranchKey rotates a branch's key and answers {key, previous
+// {expiresAt}}: the operator's and the tenant's rotation are one.
+func rotateBranchKey(s *Server, ctx *fasthttp.RequestCtx, serviceID string, ch store.Change) (any, error) {
+	overlap, force, err := rotationFields(ctx)
+	if err != nil {
 		return nil, err
 	}
 	bid := param(ctx, "b")
@@ -577,17 +628,7 @@ func rotateBranchKey(s *Server, ctx *fasthttp.RequestCtx, serviceID string, ch s
 	if err != nil {
 		return nil, adminError(err, "branch "+bid)
 	}
-	type previous struct {
-		ExpiresAt time.Time `json:"expiresAt"`
-	}
-	out := struct {
-		Key      string    `json:"key"`
-		Previous *previous `json:"previous"`
-	}{Key: key}
-	if b.Previous != nil {
-		out.Previous = &previous{b.Previous.ExpiresAt}
-	}
-	return out, nil
+	return rotated(key, b.Previous != nil, func() time.Time { return b.Previous.ExpiresAt }, "key"), nil
 }
 
 func (a *admin) revokePrevious(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
@@ -728,4 +769,179 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// ClientView is a B2B client as the admin API shows it: Key and Secret only
+// in the answer that creates it (or rotates its secret). Signer marks the
+// client whose secret signs the requests made with the service's branch
+// keys (its first).
+type ClientView struct {
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	Permissions []string   `json:"permissions"`
+	Signer      bool       `json:"signer"`
+	Previous    *time.Time `json:"previousSecretExpiresAt"`
+	Key         string     `json:"key,omitempty"`
+	Secret      string     `json:"secret,omitempty"`
+}
+
+func clientView(c store.B2BClient, signer bool) ClientView {
+	v := ClientView{ID: c.ID(), Name: c.Name, Permissions: c.Permissions, Signer: signer}
+	if c.Previous != nil {
+		v.Previous = &c.Previous.ExpiresAt
+	}
+	return v
+}
+
+func (a *admin) listClients(ctx *fasthttp.RequestCtx, _ adminCaller) (any, error) {
+	sid := param(ctx, "s")
+	if _, _, _, err := a.s.store.Service(sid); err != nil {
+		return nil, adminError(err, "service "+sid)
+	}
+	list, err := a.s.store.Clients(sid)
+	if err != nil {
+		return nil, api.Internal(err)
+	}
+	out := make([]ClientView, 0, len(list))
+	for i, c := range list {
+		out = append(out, clientView(c, i == 0))
+	}
+	return out, nil
+}
+
+// clientFields reads a client's name and permissions.
+func clientFields(fe *api.FieldErrors, f fields, c *store.B2BClient) {
+	f.only(fe, "name", "permissions")
+	if f.has("name") {
+		if name, ok := f.str("name"); ok && len(name) <= 100 {
+			c.Name = name
+		} else {
+			fe.Add("name", "must be a name of at most 100 characters")
+		}
+	}
+	if f.has("permissions") {
+		var perms []string
+		if err := jsonInto(f, "permissions", &perms); err != nil || len(perms) == 0 {
+			fe.Add("permissions", "must be a list of "+strings.Join(api.Permissions, ", "))
+		}
+		for _, p := range perms {
+			if api.PermissionBit(p) == 0 {
+				fe.Add("permissions", "unknown permission "+strconv.Quote(p))
+			}
+		}
+		c.Permissions = perms
+	}
+}
+
+func (a *admin) createClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	key, secretText := randomHex(32), randomHex(24)
+	c := store.B2BClient{KeyDigest: store.Digest(key), ServiceID: param(ctx, "s"), Permissions: api.Permissions}
+	var fe api.FieldErrors
+	clientFields(&fe, f, &c)
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	c.Secret = a.s.box.Seal(secretText, "b2b/"+c.KeyDigest)
+	c, err = a.s.store.CreateClient(c, ac.change(""))
+	if err != nil {
+		return nil, adminError(err, "service "+c.ServiceID)
+	}
+	list, _ := a.s.store.Clients(c.ServiceID)
+	v := clientView(c, len(list) > 0 && list[0].KeyDigest == c.KeyDigest)
+	v.Key, v.Secret = key, secretText
+	return created(v), nil
+}
+
+func (a *admin) patchClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, error) {
+	f, err := jsonFields(ctx.PostBody())
+	if err != nil {
+		return nil, err
+	}
+	var fe api.FieldErrors
+	var probe store.B2BClient
+	clientFields(&fe, f, &probe)
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	sid, id := param(ctx, "s"), param(ctx, "c")
+	c, err := a.s.store.UpdateClient(sid, id, ac.change(""), func(c *store.B2BClient) {
+		var fe api.FieldErrors
+		clientFields(&fe, f, c) // checked above
+	})
+	if err != nil {
+		return nil, adminError(err, "client "+id)
+	}
+	list, _ := a.s.store.Clients(sid)
+	return clientView(c, len(list) > 0 && list[0].KeyDigest == c.KeyDigest), nil
+}
+
+func (a *admin) deleteClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, error) {
+	sid, id := param(ctx, "s"), param(ctx, "c")
+	if err := a.s.store.DeleteClient(sid, id, ac.change("")); err != nil {
+		return nil, adminError(err, "client "+id)
+	}
+	return map[string]any{"id": id, "deleted": true}, nil
+}
+
+// rotateSecret gives a client a new secret, shown once; the previous one
+// verifies signatures too for the overlap ({overlap?, force?} as for keys).
+func (a *admin) rotateSecret(ctx *fasthttp.RequestCtx, ac adminCaller) (any, error) {
+	overlap, force, err := rotationFields(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sid, id := param(ctx, "s"), param(ctx, "c")
+	secretText := randomHex(24)
+	c, err := a.s.store.RotateClientSecret(sid, id, overlap, force, ac.change(""), func(digest string) []byte {
+		return a.s.box.Seal(secretText, "b2b/"+digest)
+	})
+	if err != nil {
+		return nil, adminError(err, "client "+id)
+	}
+	return rotated(secretText, c.Previous != nil, func() time.Time { return c.Previous.ExpiresAt }, "secret"), nil
+}
+
+// export answers every record in the seed file's format, without keys and
+// secrets: what an operator keeps, or loads into another deployment once
+// keys are issued again.
+func (a *admin) export(_ *fasthttp.RequestCtx, _ adminCaller) (any, error) {
+	list, err := a.s.store.Services()
+	if err != nil {
+		return nil, api.Internal(err)
+	}
+	out := seed.File{Services: []seed.Service{}}
+	for _, sv := range list {
+		e := seed.Service{ID: sv.ID, Name: sv.Name, State: sv.State, UserBanned: sv.UserBanned, Rate: sv.Rate,
+			Branches: []seed.Branch{}, B2BClients: []seed.B2BClient{}, BankAccounts: []seed.BankAccount{}}
+		e.Quota.Limit, e.Quota.CycleAnchorDay = sv.QuotaLimit, sv.CycleAnchorDay
+		branches, err := a.s.store.Branches(sv.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, api.Internal(err)
+		}
+		for _, b := range branches {
+			e.Branches = append(e.Branches, seed.Branch{ID: b.ID, Name: b.Name, Main: b.Main, Active: b.Active, IPAllow: b.IPAllow,
+				LimitQuota: b.LimitQuota, WebhookURL: b.WebhookURL})
+		}
+		clients, err := a.s.store.Clients(sv.ID)
+		if err != nil {
+			return nil, api.Internal(err)
+		}
+		for _, c := range clients {
+			e.B2BClients = append(e.B2BClients, seed.B2BClient{Permissions: c.Permissions})
+		}
+		accounts, err := a.s.store.Accounts(sv.ID, "")
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, api.Internal(err)
+		}
+		for _, acc := range accounts {
+			e.BankAccounts = append(e.BankAccounts, seed.BankAccount{ID: acc.ID, BankCode: acc.BankCode, BankNumber: acc.BankNumber,
+				Name: acc.Name, Type: acc.Type, Branches: acc.Branches})
+		}
+		out.Services = append(out.Services, e)
+	}
+	return out, nil
 }

@@ -261,3 +261,97 @@ func TestAdminKeyRotation(t *testing.T) {
 }
 
 func must(b []byte, _ error) []byte { return b }
+
+// clientAuth is the edge's lookup of a B2B client key.
+func (c *core) clientAuth(t *testing.T, key string) (int, map[string]any) {
+	t.Helper()
+	a := c.do(t, call{method: "GET", path: api.PathClientAuth + store.Digest(key)})
+	d, _ := a.body["data"].(map[string]any)
+	return a.status, d
+}
+
+// TestAdminClients: B2B clients listed, created (key and secret shown
+// once), changed and deleted; a secret rotated with an overlap is offered
+// to the edge as the previous one until the overlap ends.
+func TestAdminClients(t *testing.T) {
+	c := startCore(t, nil)
+	first := c.adminOK(t, "POST", "/services", onboard)
+	firstKey, firstSecret := get(first, "client", "key").(string), get(first, "client", "secret").(string)
+	status, m := c.admin(t, adminToken, "GET", "/services/svc-new/clients", nil)
+	list, _ := m["data"].([]any)
+	if status != 200 || len(list) != 1 || get(list[0], "signer") != true || get(list[0], "key") != nil || get(list[0], "secret") != nil {
+		t.Fatalf("clients: %d %v", status, m)
+	}
+	second := c.adminOK(t, "POST", "/services/svc-new/clients", map[string]any{"name": "reports", "permissions": []string{"quota:read"}})
+	if second["key"] == nil || second["secret"] == nil || second["signer"] != false {
+		t.Fatalf("a second client: %v", second)
+	}
+	id := second["id"].(string)
+	if status, a := c.clientAuth(t, second["key"].(string)); status != 200 || len(a["permissions"].([]any)) != 1 {
+		t.Errorf("its key: %d %v", status, a)
+	}
+	d := c.adminOK(t, "PATCH", "/services/svc-new/clients/"+id, map[string]any{"permissions": []string{"quota:read", "branch:read"}})
+	if len(d["permissions"].([]any)) != 2 {
+		t.Errorf("patched: %v", d)
+	}
+	if status, m := c.admin(t, adminToken, "PATCH", "/services/svc-new/clients/"+id, map[string]any{"permissions": []string{"root"}}); status != 400 {
+		t.Errorf("an unknown permission: %d %v", status, m)
+	}
+	// Rotation: the new secret at once, the old one beside it until the
+	// overlap ends; a rotation meanwhile conflicts.
+	firstID := get(list[0], "id").(string)
+	r := c.adminOK(t, "POST", "/services/svc-new/clients/"+firstID+"/secret/rotate", map[string]any{"overlap": "2h"})
+	newSecret, _ := r["secret"].(string)
+	if newSecret == "" || newSecret == firstSecret || get(r, "previous", "expiresAt") == nil {
+		t.Fatalf("rotate: %v", r)
+	}
+	if _, a := c.clientAuth(t, firstKey); a["secret"] != newSecret || get(a, "previousSecret", "secret") != firstSecret {
+		t.Errorf("the edge's record in the overlap: %v", a)
+	}
+	if status, m := c.admin(t, adminToken, "POST", "/services/svc-new/clients/"+firstID+"/secret/rotate", nil); status != 409 || errCode(m) != "CONFLICT" {
+		t.Errorf("a rotation in the overlap: %d %v", status, m)
+	}
+	c.clock.add(2 * time.Hour)
+	if _, a := c.clientAuth(t, firstKey); a["secret"] != newSecret || a["previousSecret"] != nil {
+		t.Errorf("the edge's record after the overlap: %v", a)
+	}
+	// The branch keys sign with the first client's secret: theirs too.
+	if _, a := c.branchAuth(t, get(first, "mainBranch", "key").(string)); a["signingSecret"] != newSecret {
+		t.Errorf("the branch key's signing secret after the rotation: %v", a)
+	}
+	c.adminOK(t, "DELETE", "/services/svc-new/clients/"+id, nil)
+	if status, _ := c.clientAuth(t, second["key"].(string)); status != 401 {
+		t.Errorf("a deleted client's key: %d", status)
+	}
+	// The tenant's own routes, on the operator's word; reads for a read
+	// token only.
+	d = c.adminOK(t, "POST", "/services/svc-new/b2b/branches", map[string]any{"name": "Kiosk"})
+	if d["key"] == nil || d["name"] != "Kiosk" {
+		t.Errorf("a branch through /b2b: %v", d)
+	}
+	status, m = c.admin(t, adminToken, "GET", "/services/svc-new/b2b/branches", nil)
+	if branches, _ := m["data"].([]any); status != 200 || len(branches) != 2 {
+		t.Errorf("branches through /b2b: %d %v", status, m)
+	}
+	reader := c.adminOK(t, "POST", "/tokens", map[string]any{"name": "ro", "scope": "read"})["token"].(string)
+	if status, _ := c.admin(t, reader, "POST", "/services/svc-new/b2b/branches", map[string]any{"name": "x"}); status != 403 {
+		t.Errorf("a read token writing through /b2b: %d", status)
+	}
+	// The export: the seed's format, no key or secret.
+	status, m = c.admin(t, adminToken, "GET", "/export", nil)
+	raw, _ := json.Marshal(m)
+	if status != 200 || !strings.Contains(string(raw), `"id":"svc-new"`) || strings.Contains(string(raw), newSecret) ||
+		strings.Contains(string(raw), firstKey) || strings.Contains(string(raw), get(first, "mainBranch", "key").(string)) {
+		t.Errorf("export: %d %s", status, raw)
+	}
+	actions := map[string]bool{}
+	_, m = c.admin(t, adminToken, "GET", "/audit?service=svc-new", nil)
+	for _, it := range get(m, "data", "items").([]any) {
+		actions[get(it, "action").(string)] = true
+	}
+	for _, want := range []string{"client.create", "client.update", "client.secret.rotate", "client.delete"} {
+		if !actions[want] {
+			t.Errorf("no %s in the audit log: %v", want, actions)
+		}
+	}
+}

@@ -24,11 +24,22 @@ func (s *Server) branchAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 		ServiceExpiresAt: sv.ExpiresAt, KeyExpiresAt: keyEnds,
 	}
 	if first != nil {
-		if a.SigningSecret, err = s.box.Open(first.Secret, "b2b/"+first.KeyDigest); err != nil {
+		if a.SigningSecret, a.Previous, err = s.secrets(first); err != nil {
 			return nil, api.Internal(err)
 		}
 	}
 	return a, nil
+}
+
+// secrets opens a client's signing secret and, during a rotation's
+// overlap, its previous one.
+func (s *Server) secrets(c *store.B2BClient) (string, *api.PreviousSecret, error) {
+	secret, err := s.box.Open(c.Secret, "b2b/"+c.KeyDigest)
+	if err != nil || c.Previous == nil || !s.store.Now().Before(c.Previous.ExpiresAt) {
+		return secret, nil, err
+	}
+	prev, err := s.box.Open(c.Previous.Secret, "b2b/"+c.KeyDigest)
+	return secret, &api.PreviousSecret{Secret: prev, ExpiresAt: c.Previous.ExpiresAt}, err
 }
 
 // clientAuth answers the edge's lookup of a B2B client key by its digest.
@@ -37,12 +48,12 @@ func (s *Server) clientAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	if err != nil {
 		return nil, lookupError(err)
 	}
-	secret, err := s.box.Open(c.Secret, "b2b/"+c.KeyDigest)
+	secret, prev, err := s.secrets(&c)
 	if err != nil {
 		return nil, api.Internal(err)
 	}
 	return api.ClientAuth{
-		ServiceID: sv.ID, ServiceState: sv.State, UserBanned: sv.UserBanned, ServiceExpiresAt: sv.ExpiresAt,
+		ServiceID: sv.ID, ServiceState: sv.State, UserBanned: sv.UserBanned, ServiceExpiresAt: sv.ExpiresAt, Previous: prev,
 		ClientID: c.KeyDigest, Secret: secret, Permissions: c.Permissions,
 	}, nil
 }

@@ -123,6 +123,19 @@ type B2BClient struct {
 	ServiceID   string   `json:"serviceId"`
 	Secret      []byte   `json:"secret"`
 	Permissions []string `json:"permissions"`
+	Name        string   `json:"name,omitempty"`
+	// Previous is the secret a rotation replaced, accepted until its
+	// ExpiresAt; sealed with the master key like Secret.
+	Previous *PreviousSecret `json:"previousSecret,omitempty"`
+}
+
+// ID is how the admin API names a client: the start of its key's digest.
+func (c *B2BClient) ID() string { return c.KeyDigest[:16] }
+
+// PreviousSecret is a rotated B2B secret during its overlap.
+type PreviousSecret struct {
+	Secret    []byte    `json:"secret"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // BankAccount is a receiving account of a service, linked to branches.

@@ -70,7 +70,13 @@ type Principal struct {
 	// NonceClient scopes the key's nonces: its signing secret's (see
 	// nonceScope).
 	NonceClient string
-	Perms       uint8 // api.PermissionBit set
+	// PrevSigner checks what the previous signing secret of a rotation
+	// signed, until PrevEnds, and PrevNonceClient scopes those nonces; nil
+	// outside an overlap.
+	PrevSigner      *authn.Signer
+	PrevNonceClient string
+	PrevEnds        time.Time
+	Perms           uint8 // api.PermissionBit set
 	// Signed marks the copy of a branch principal used by a signed request
 	// (AsSigned): its credential is X-API-Key, not Authorization.
 	Signed bool
@@ -375,6 +381,7 @@ func branchPrincipal(a api.BranchAuth) (*Principal, error) {
 	if a.SigningSecret != "" {
 		p.Signer, p.NonceClient = authn.NewSigner(a.SigningSecret), nonceScope(a.SigningSecret)
 	}
+	p.previous(a.Previous)
 	return p.ready(), nil
 }
 
@@ -388,10 +395,18 @@ func clientPrincipal(a api.ClientAuth) *Principal {
 		ended := api.StateAt(a.ServiceState, a.ServiceExpiresAt, *a.ServiceExpiresAt)
 		p.ServiceEnds, p.RefusalEnded = *a.ServiceExpiresAt, api.CallerRefusal(a.UserBanned, ended, true)
 	}
+	p.previous(a.Previous)
 	for _, name := range a.Permissions {
 		p.Perms |= api.PermissionBit(name)
 	}
 	return p
+}
+
+// previous arms the previous signing secret of a rotation, if any.
+func (p *Principal) previous(prev *api.PreviousSecret) {
+	if prev != nil {
+		p.PrevSigner, p.PrevNonceClient, p.PrevEnds = authn.NewSigner(prev.Secret), nonceScope(prev.Secret), prev.ExpiresAt
+	}
 }
 
 // nonceScope names the nonces of the requests signed with secret. The

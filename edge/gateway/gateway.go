@@ -397,13 +397,16 @@ func (g *Gateway) signed(ctx *fasthttp.RequestCtx, k authcache.Kind, now time.Ti
 	}
 	bp := g.bufs.Get().(*[]byte)
 	sts := authn.AppendStringToSign((*bp)[:0], h.Method(), authn.SignedPath(h.RequestURI()), tsRaw, nonceRaw, ctx.Request.Body())
-	valid := p.Signer.Verify(sts, sig)
+	valid, scope := p.Signer.Verify(sts, sig), p.NonceClient
+	if !valid && p.PrevSigner != nil && now.Before(p.PrevEnds) { // a rotation's overlap: the previous secret, second
+		valid, scope = p.PrevSigner.Verify(sts, sig), p.PrevNonceClient
+	}
 	*bp = sts
 	g.bufs.Put(bp)
 	if !valid {
 		return nil, api.InvalidSignature
 	}
-	switch err := g.cfg.Nonces.Use(p.ServiceID, p.NonceClient, n, time.Unix(ts, 0)); err {
+	switch err := g.cfg.Nonces.Use(p.ServiceID, scope, n, time.Unix(ts, 0)); err {
 	case nil:
 		return p, 0
 	case nonce.ErrDuplicate:
