@@ -760,7 +760,7 @@ func TestHandleJobNoSecret(t *testing.T) {
 // callback goes out unsigned; the next job runs as usual.
 func TestHandleJobSecretUnreadable(t *testing.T) {
 	e := setup(t)
-	if _, err := e.st.UpdateBranch("svc", "br-nosecret", func(b *store.Branch, _ store.Usage) error {
+	if _, err := e.st.UpdateBranch("svc", "br-nosecret", store.Change{}, func(b *store.Branch, _ store.Usage) error {
 		b.WebhookSecret = []byte("sealed under another key")
 		return nil
 	}); err != nil {
@@ -789,7 +789,7 @@ func TestHandleJobBranchDeleted(t *testing.T) {
 	e := setup(t)
 	id := e.submit("br-gone", "GONEREF00001")
 	m := e.takeOne(api.TopicJobs)
-	if err := e.st.DeleteBranch("svc", "br-gone"); err != nil {
+	if err := e.st.DeleteBranch("svc", "br-gone", store.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	e.handle(m)

@@ -349,7 +349,7 @@ func TestAdminClients(t *testing.T) {
 	for _, it := range get(m, "data", "items").([]any) {
 		actions[get(it, "action").(string)] = true
 	}
-	for _, want := range []string{"client.create", "client.update", "client.secret.rotate", "client.delete"} {
+	for _, want := range []string{"client.create", "client.update", "client.secret.rotate", "client.delete", "branch.create"} {
 		if !actions[want] {
 			t.Errorf("no %s in the audit log: %v", want, actions)
 		}

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/fasthttp/router"
@@ -39,10 +38,7 @@ func (s *Server) manageRoutes(r *router.Router) {
 	r.POST("/b2b/branches/{branch}/quota/adjust", b2b(s.adjustQuota))
 	r.POST("/b2b/branches/{branch}/quota/reset", b2b(s.resetQuota))
 	r.POST("/b2b/branches/{branch}/key/rotate", b2b(func(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-		return rotateBranchKey(s, ctx, c.serviceID, store.Change{
-			Actor:     api.AuditActor{Type: api.ActorB2B, ID: c.clientID[:min(16, len(c.clientID))]},
-			RequestID: string(ctx.Request.Header.Peek(api.HeaderRequestID)),
-		})
+		return rotateBranchKey(s, ctx, c.serviceID, tenantChange(ctx, c))
 	}))
 	r.GET("/b2b/bank-accounts", b2b(s.listAccounts))
 	r.POST("/b2b/bank-accounts", b2b(s.createAccount))
@@ -229,10 +225,9 @@ func (s *Server) createBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err := s.applyBranch(f, &b); err != nil {
 		return nil, err
 	}
-	if err := s.store.CreateBranch(b); err != nil {
+	if err := s.store.CreateBranch(b, tenantChange(ctx, c)); err != nil {
 		return nil, manageError(err, "branch")
 	}
-	s.changed(c.serviceID)
 	v, err := s.view(c, b)
 	v.Key = key
 	return created(v), err
@@ -243,7 +238,7 @@ func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.store.UpdateBranch(c.serviceID, param(ctx, "branch"), func(b *store.Branch, u store.Usage) error {
+	b, err := s.store.UpdateBranch(c.serviceID, param(ctx, "branch"), tenantChange(ctx, c), func(b *store.Branch, u store.Usage) error {
 		if f.has("active") && b.Main {
 			if a, ok := f.boolean("active"); ok && !a {
 				return api.Errorf(api.Validation, "active: the main branch cannot be deactivated")
@@ -260,30 +255,25 @@ func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
-	s.changed(c.serviceID)
 	return s.view(c, b)
 }
 
 func (s *Server) deleteBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	id := param(ctx, "branch")
-	if err := s.store.DeleteBranch(c.serviceID, id); err != nil {
+	if err := s.store.DeleteBranch(c.serviceID, id, tenantChange(ctx, c)); err != nil {
 		return nil, manageError(err, "branch")
 	}
-	s.changed(c.serviceID)
 	return map[string]any{"id": id, "deleted": true}, nil
 }
 
-// changed tells the edges (slip.config) that a service's branches or keys
-// changed, so they drop cached auth records at once rather than after
-// their TTL. The TTL still bounds staleness when the event is lost.
-func (s *Server) changed(serviceID string) {
-	raw, err := json.Marshal(api.ConfigEvent{EventID: uuid.NewString(), ServiceID: serviceID, At: time.Now().UTC()})
-	if err == nil {
-		err = s.store.Emit(store.Message{Topic: api.TopicConfig, Key: serviceID, Value: raw})
+// tenantChange is who makes a change through /b2b: the tenant's B2B
+// client (its digest's start), or an operator through the admin API.
+func tenantChange(ctx *fasthttp.RequestCtx, c caller) store.Change {
+	actor := api.AuditActor{Type: api.ActorB2B, ID: c.clientID[:min(16, len(c.clientID))]}
+	if id, ok := strings.CutPrefix(c.clientID, "admin:"); ok {
+		actor = api.AuditActor{Type: api.ActorAdmin, ID: id}
 	}
-	if err != nil {
-		s.log.Warn("config change not announced; edges see it after their auth TTL", "service", serviceID, "err", err)
-	}
+	return store.Change{Actor: actor, RequestID: string(ctx.Request.Header.Peek(api.HeaderRequestID))}
 }
 
 func (s *Server) getQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
@@ -297,8 +287,8 @@ func (s *Server) getQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 
 // changeQuota runs a quota change atomically with verifications and answers
 // the branch quota record.
-func (s *Server) changeQuota(ctx *fasthttp.RequestCtx, c caller, change func(store.BranchQuota) (*int64, bool, error)) (any, error) {
-	q, err := s.store.ChangeQuota(c.serviceID, param(ctx, "branch"), change)
+func (s *Server) changeQuota(ctx *fasthttp.RequestCtx, c caller, action string, change func(store.BranchQuota) (*int64, bool, error)) (any, error) {
+	q, err := s.store.ChangeQuota(c.serviceID, param(ctx, "branch"), action, tenantChange(ctx, c), change)
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
@@ -323,7 +313,7 @@ func (s *Server) putQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) {
+	return s.changeQuota(ctx, c, "branch.quota.set", func(q store.BranchQuota) (*int64, bool, error) {
 		return limit, false, limitAboveUsed(limit, q.Usage.Branch.Used)
 	})
 }
@@ -351,7 +341,7 @@ func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) {
+	return s.changeQuota(ctx, c, "branch.quota.adjust", func(q store.BranchQuota) (*int64, bool, error) {
 		if q.Branch.LimitQuota == nil {
 			return nil, false, api.Errorf(api.Validation, "amount: the branch has no limit of its own (limitQuota is null); set one with PUT first")
 		}
@@ -386,7 +376,7 @@ func (s *Server) resetQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err := noFields(ctx); err != nil {
 		return nil, err
 	}
-	return s.changeQuota(ctx, c, func(q store.BranchQuota) (*int64, bool, error) { return q.Branch.LimitQuota, true, nil })
+	return s.changeQuota(ctx, c, "branch.quota.reset", func(q store.BranchQuota) (*int64, bool, error) { return q.Branch.LimitQuota, true, nil })
 }
 
 // AccountView is a bank account as the API shows it.
@@ -471,7 +461,7 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 		return nil, api.E(api.InvalidBankCode)
 	}
 	a.BankCode, a.BankNumber = code, num
-	if err := s.store.CreateAccount(&a); err != nil { // a branch listed twice is linked, and shown, once
+	if err := s.store.CreateAccount(&a, tenantChange(ctx, c)); err != nil { // a branch listed twice is linked, and shown, once
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, api.Errorf(api.Validation, "branches: every branch must be a branch of the service")
 		}
@@ -494,7 +484,7 @@ func (s *Server) linkAccount(link bool) handler {
 				return nil, manageError(err, "branch")
 			}
 		}
-		a, err := s.store.LinkAccount(c.serviceID, br, param(ctx, "account"), link)
+		a, err := s.store.LinkAccount(c.serviceID, br, param(ctx, "account"), link, tenantChange(ctx, c))
 		if err != nil {
 			return nil, manageError(err, "account")
 		}

@@ -69,13 +69,13 @@ func listings(t *testing.T, st *store.Store) map[string]string {
 func TestIndexesByService(t *testing.T) {
 	c := newClock()
 	st, path, _ := openTwoServices(t, c)
-	if err := st.CreateAccount(&store.BankAccount{ID: "acc-b1", ServiceID: "svc-b", BankCode: "014", BankNumber: "2000", Active: true}); err != nil {
+	if err := st.CreateAccount(&store.BankAccount{ID: "acc-b1", ServiceID: "svc-b", BankCode: "014", BankNumber: "2000", Active: true}, store.Change{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateBranch(store.Branch{ID: "b-0", ServiceID: "svc-b", KeyDigest: store.Digest("kb0")}); err != nil {
+	if err := st.CreateBranch(store.Branch{ID: "b-0", ServiceID: "svc-b", KeyDigest: store.Digest("kb0")}, store.Change{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.DeleteBranch("svc-a", "a-2"); err != nil {
+	if err := st.DeleteBranch("svc-a", "a-2", store.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
@@ -106,7 +106,7 @@ func TestAccountBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := func(svc, id string, branches ...string) error {
-		return st.CreateAccount(&store.BankAccount{ID: id, ServiceID: svc, BankCode: "014", BankNumber: id, Active: true, Branches: branches})
+		return st.CreateAccount(&store.BankAccount{ID: id, ServiceID: svc, BankCode: "014", BankNumber: id, Active: true, Branches: branches}, store.Change{})
 	}
 	if err := one("svc-b", "acc-over"); !errors.Is(err, store.ErrRule) {
 		t.Fatalf("account %d of a service: %v, want a refusal", store.MaxAccountsPerService+1, err)
@@ -119,7 +119,7 @@ func TestAccountBounds(t *testing.T) {
 		t.Fatalf("%d branches: %v, want a refusal", len(many), err)
 	}
 	twice := store.BankAccount{ID: "acc-twice", ServiceID: "svc-a", BankCode: "014", BankNumber: "acc-twice", Active: true, Branches: []string{"a-1", "a-1"}}
-	if err := st.CreateAccount(&twice); err != nil {
+	if err := st.CreateAccount(&twice, store.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(twice.Branches) != "[a-1]" {
@@ -137,7 +137,7 @@ func TestAccountBounds(t *testing.T) {
 func TestDeletedBranchStaysDeleted(t *testing.T) {
 	c := newClock()
 	st, path, r := openTwoServices(t, c)
-	if err := st.DeleteBranch("svc-a", "a-2"); err != nil {
+	if err := st.DeleteBranch("svc-a", "a-2", store.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/slipverify/slipverify/core/api"
+
 	"github.com/slipverify/slipverify/core/quota"
 )
 
@@ -71,7 +73,7 @@ func branchOf(tx *bolt.Tx, serviceID, branchID string, b *Branch) error {
 }
 
 // CreateBranch stores a new branch whose key has digest keyDigest.
-func (s *Store) CreateBranch(b Branch) error {
+func (s *Store) CreateBranch(b Branch, c Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketServices).Get([]byte(b.ServiceID)) == nil {
 			return ErrNotFound
@@ -85,30 +87,37 @@ func (s *Store) CreateBranch(b Branch) error {
 		if err := branchesByService.add(tx, b.ServiceID, b.ID); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketKeys).Put([]byte(b.KeyDigest), []byte(b.ID))
+		if err := tx.Bucket(bucketKeys).Put([]byte(b.KeyDigest), []byte(b.ID)); err != nil {
+			return err
+		}
+		return s.audit(tx, c, "branch.create", b.ServiceID, api.AuditTarget{Type: "branch", ID: b.ID}, nil, b)
 	})
 }
 
 // UpdateBranch applies change to a branch of a service atomically and
 // returns the result. change returns an error to refuse.
-func (s *Store) UpdateBranch(serviceID, branchID string, change func(*Branch, Usage) error) (Branch, error) {
+func (s *Store) UpdateBranch(serviceID, branchID string, c Change, change func(*Branch, Usage) error) (Branch, error) {
 	var q BranchQuota
 	err := s.write(func(tx *bolt.Tx) error {
 		q = BranchQuota{}
 		if err := s.quotaOf(tx, serviceID, branchID, &q); err != nil {
 			return err
 		}
+		before := q.Branch
 		if err := change(&q.Branch, q.Usage); err != nil {
 			return err
 		}
-		return putJSON(tx.Bucket(bucketBranches), q.Branch.ID, q.Branch)
+		if err := putJSON(tx.Bucket(bucketBranches), q.Branch.ID, q.Branch); err != nil {
+			return err
+		}
+		return s.audit(tx, c, "branch.update", serviceID, api.AuditTarget{Type: "branch", ID: branchID}, before, q.Branch)
 	})
 	return q.Branch, err
 }
 
 // DeleteBranch deletes a branch that is not its service's main branch,
 // with its key and links; its key stops working at once.
-func (s *Store) DeleteBranch(serviceID, branchID string) error {
+func (s *Store) DeleteBranch(serviceID, branchID string, c Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		var b Branch
 		if err := branchOf(tx, serviceID, branchID, &b); err != nil {
@@ -132,6 +141,11 @@ func (s *Store) DeleteBranch(serviceID, branchID string) error {
 		if err := tx.Bucket(bucketKeys).Delete([]byte(b.KeyDigest)); err != nil {
 			return err
 		}
+		if p := b.Previous; p != nil {
+			if err := tx.Bucket(bucketKeys).Delete([]byte(p.Digest)); err != nil {
+				return err
+			}
+		}
 		if err := tx.Bucket(bucketQuota).Delete([]byte("b/" + branchID)); err != nil {
 			return err
 		}
@@ -142,7 +156,10 @@ func (s *Store) DeleteBranch(serviceID, branchID string) error {
 		if err := tx.Bucket(bucketBranchesDeleted).Put([]byte(branchID), deleted); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketBranches).Delete([]byte(branchID))
+		if err := tx.Bucket(bucketBranches).Delete([]byte(branchID)); err != nil {
+			return err
+		}
+		return s.audit(tx, c, "branch.delete", serviceID, api.AuditTarget{Type: "branch", ID: branchID}, b, nil)
 	})
 }
 
@@ -171,13 +188,14 @@ func (s *Store) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota)
 // ChangeQuota applies change to a branch's quota atomically with every
 // verification: change sees the branch's current usage and returns the new
 // limit and whether usedQuota resets, or an ErrRule refusal.
-func (s *Store) ChangeQuota(serviceID, branchID string, change func(q BranchQuota) (limit *int64, reset bool, err error)) (BranchQuota, error) {
+func (s *Store) ChangeQuota(serviceID, branchID, action string, c Change, change func(q BranchQuota) (limit *int64, reset bool, err error)) (BranchQuota, error) {
 	var q BranchQuota
 	err := s.write(func(tx *bolt.Tx) error {
 		q = BranchQuota{}
 		if err := s.quotaOf(tx, serviceID, branchID, &q); err != nil {
 			return err
 		}
+		before := q.Branch
 		limit, reset, err := change(q)
 		if err != nil {
 			return err
@@ -189,7 +207,10 @@ func (s *Store) ChangeQuota(serviceID, branchID string, change func(q BranchQuot
 				return err
 			}
 		}
-		return putJSON(tx.Bucket(bucketBranches), branchID, q.Branch)
+		if err := putJSON(tx.Bucket(bucketBranches), branchID, q.Branch); err != nil {
+			return err
+		}
+		return s.audit(tx, c, action, serviceID, api.AuditTarget{Type: "branch", ID: branchID}, before, q.Branch)
 	})
 	return q, err
 }
@@ -234,7 +255,7 @@ func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 // active account of the service with the same bankCode and bankNumber, and
 // with ErrNotFound a branch to link that is not the service's. A branch
 // listed twice is linked once: a.Branches is left as stored.
-func (s *Store) CreateAccount(a *BankAccount) error {
+func (s *Store) CreateAccount(a *BankAccount, c Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		all, err := accountsOf(tx, a.ServiceID)
 		if err != nil {
@@ -264,7 +285,10 @@ func (s *Store) CreateAccount(a *BankAccount) error {
 		if err := putJSON(tx.Bucket(bucketAccounts), a.ID, *a); err != nil {
 			return err
 		}
-		return accountsByService.add(tx, a.ServiceID, a.ID)
+		if err := accountsByService.add(tx, a.ServiceID, a.ID); err != nil {
+			return err
+		}
+		return s.audit(tx, c, "account.create", a.ServiceID, api.AuditTarget{Type: "account", ID: a.ID}, nil, *a)
 	})
 }
 
@@ -285,9 +309,10 @@ var ErrAccountDuplicate = errors.New("store: duplicate bank account")
 
 // LinkAccount links (link true) or unlinks an account of a service to one
 // of its branches. Unlinking an account that is not linked is ErrNotFound.
-func (s *Store) LinkAccount(serviceID, branchID, accountID string, link bool) (BankAccount, error) {
+func (s *Store) LinkAccount(serviceID, branchID, accountID string, link bool, c Change) (BankAccount, error) {
 	var a BankAccount
 	err := s.write(func(tx *bolt.Tx) error {
+		a = BankAccount{}
 		var br Branch
 		if err := branchOf(tx, serviceID, branchID, &br); err != nil {
 			return err
@@ -305,9 +330,16 @@ func (s *Store) LinkAccount(serviceID, branchID, accountID string, link bool) (B
 		case !link && i < 0:
 			return ErrNotFound
 		case !link:
-			a.Branches = slices.Delete(a.Branches, i, i+1)
+			a.Branches = slices.Delete(slices.Clone(a.Branches), i, i+1)
 		}
-		return putJSON(tx.Bucket(bucketAccounts), a.ID, a)
+		if err := putJSON(tx.Bucket(bucketAccounts), a.ID, a); err != nil {
+			return err
+		}
+		action := "account.link"
+		if !link {
+			action = "account.unlink"
+		}
+		return s.audit(tx, c, action, serviceID, api.AuditTarget{Type: "account", ID: accountID}, nil, a)
 	})
 	return a, err
 }
