@@ -432,6 +432,11 @@ func TestUsageEventsWithConsume(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if seeded := outbox(t, st, 10); len(seeded) != 2 || seeded[0].Topic != "slip.audit" || seeded[1].Topic != "slip.config" {
+		t.Fatalf("the seed's messages: %+v, want its audit record and config event", seeded)
+	} else if err := st.Ack(seeded[1].Seq); err != nil { // published
+		t.Fatal(err)
+	}
 	usage := func(charged bool, _ time.Time) store.Message {
 		return store.Message{Topic: "slip.usage", Key: "svc", Value: fmt.Appendf(nil, "charged=%v", charged)}
 	}

@@ -204,7 +204,11 @@ func (s *Store) InsertMissing(r Records) (int, error) {
 		}
 		var errs []error
 		for _, sv := range r.Services {
-			_, err := put(bucketServices, sv.ID, sv)
+			created, err := put(bucketServices, sv.ID, sv)
+			if created && err == nil { // the seed's record of it in the audit log
+				err = s.audit(tx, Change{Actor: api.AuditActor{Type: api.ActorSeed, ID: "seed"}}, "service.create", sv.ID,
+					api.AuditTarget{Type: "service", ID: sv.ID}, nil, sv)
+			}
 			errs = append(errs, err)
 		}
 		for _, br := range r.Branches {
