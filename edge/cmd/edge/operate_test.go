@@ -81,6 +81,23 @@ func TestOperatorChangesReachEveryEdge(t *testing.T) {
 	reached("the lifted ban", keyMain, 200)
 	newKey := operate("POST", "/services/svc/branches/br-main/key/rotate", map[string]any{"overlap": "0s"})["key"].(string)
 	reached("the rotation", keyMain, 401)
+	// A plan's rate: the next X-RateLimit-Limit of every edge.
+	operate("PUT", "/services/svc/plan", map[string]any{"rateBank": 7, "effective": "now"})
+	limit := func(e *testnet.Program) string {
+		req, _ := http.NewRequest("POST", e.URL()+"/v2/verify/bank", bytes.NewReader([]byte(`{"payload":"x"}`)))
+		req.Header.Set("Authorization", "Bearer "+newKey)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.Header.Get("X-RateLimit-Limit")
+	}
+	for i, e := range edges {
+		testnet.Eventually(t, 10*time.Second, func() bool { return limit(e) == "7" },
+			func() string { return "the plan's rate did not reach edge " + string(rune('1'+i)) })
+	}
 	for _, e := range edges {
 		if s := info(e, newKey); s != 200 {
 			t.Errorf("the new key: %d", s)
