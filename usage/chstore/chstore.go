@@ -1,7 +1,8 @@
-// Package chstore is the usage ledger in ClickHouse: the connection, the
-// columnar batch of usage events, inserts, and the finance queries that
-// report and reconcile. It speaks the native protocol (clickhouse-go/v2),
-// the one that works on Debian's ClickHouse 18.16 and on current releases.
+// Package chstore is the usage ledger and the audit log in ClickHouse: the
+// connection, the columnar batches of usage events and audit records,
+// inserts, and the finance queries that report and reconcile. It speaks
+// the native protocol (clickhouse-go/v2), the one that works on Debian's
+// ClickHouse 18.16 and on current releases.
 package chstore
 
 import (
@@ -87,7 +88,8 @@ func (s *Store) Insert(ctx context.Context, rows *Rows) error {
 	return nil
 }
 
-// Reject is a message of slip.usage that is not a valid usage event.
+// Reject is a message of slip.usage or slip.audit that is not a valid
+// usage event or audit record.
 type Reject struct {
 	Partition int32
 	Offset    int64
@@ -96,12 +98,18 @@ type Reject struct {
 	Err       string
 }
 
-// InsertRejects writes rejected messages to usage_rejects.
+// InsertRejects writes rejected messages of slip.usage to usage_rejects.
 func (s *Store) InsertRejects(ctx context.Context, rejects []Reject) error {
+	return s.insertRejects(ctx, "usage_rejects", rejects)
+}
+
+// insertRejects writes rejected messages to table, usage_rejects or
+// audit_rejects (the same columns).
+func (s *Store) insertRejects(ctx context.Context, table string, rejects []Reject) error {
 	if len(rejects) == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".usage_rejects (partition, offset, key, value, error)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" (partition, offset, key, value, error)")
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare rejects: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 type Config struct {
 	Kafka       string        // SLIP_KAFKA_ADDR: brokers, comma-separated
 	Group       string        // consumer group on slip.usage
+	AuditGroup  string        // consumer group on slip.audit
 	CHAddr      string        // ClickHouse native protocol, comma-separated
 	CHDatabase  string        // database of the ledger
 	CHUser      string        // ClickHouse user
@@ -35,6 +36,7 @@ func (c *Config) vars() []envflag.Var {
 	return []envflag.Var{
 		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated", &c.Kafka),
 		envflag.Def("SLIP_USAGE_GROUP", "group", "usage", "consumer group reading slip.usage", &c.Group),
+		envflag.Def("SLIP_USAGE_AUDIT_GROUP", "audit-group", "usage-audit", "consumer group reading slip.audit (core's audit records) into audit_events", &c.AuditGroup),
 		envflag.Def("SLIP_CLICKHOUSE_ADDR", "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol addresses, comma-separated", &c.CHAddr),
 		envflag.Def("SLIP_CLICKHOUSE_DATABASE", "clickhouse-database", "slip", "ClickHouse database of the usage ledger", &c.CHDatabase),
 		envflag.Def("SLIP_CLICKHOUSE_USER", "clickhouse-user", "default", "ClickHouse user", &c.CHUser),
@@ -82,6 +84,12 @@ func (c Config) Validate() error {
 	addrs("SLIP_CORE_ADDR", c.CoreAddr)
 	if c.Group == "" {
 		bad("SLIP_USAGE_GROUP: must not be empty")
+	}
+	switch c.AuditGroup {
+	case "":
+		bad("SLIP_USAGE_AUDIT_GROUP: must not be empty")
+	case c.Group:
+		bad("SLIP_USAGE_AUDIT_GROUP: must differ from SLIP_USAGE_GROUP (one group per topic)")
 	}
 	if !identifier.MatchString(c.CHDatabase) {
 		bad("SLIP_CLICKHOUSE_DATABASE: %q is not a plain identifier (letters, digits, _)", c.CHDatabase)

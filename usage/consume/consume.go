@@ -1,10 +1,13 @@
-// Package consume moves usage events from Kafka (slip.usage) into the
-// ClickHouse ledger: a consumer group member fetches messages, decodes
-// them into a columnar batch, inserts the batch, and only then commits the
-// batch's offsets. A crash anywhere before the commit redelivers the batch,
-// and the ledger counts a redelivered event once (see chstore); a ClickHouse
-// outage holds the batch in hand and pauses fetching until an insert
-// succeeds, so nothing is lost and the backlog drains when it returns.
+// Package consume moves the usage tier's topics from Kafka into
+// ClickHouse: usage events (slip.usage) into the ledger, and core's audit
+// records (slip.audit) into audit_events. A consumer group member fetches
+// messages, decodes them into a columnar batch, inserts the batch, and only
+// then commits the batch's offsets. A crash anywhere before the commit
+// redelivers the batch, and both tables count a redelivered record once
+// (see chstore); a ClickHouse outage holds the batch in hand and pauses
+// fetching until an insert succeeds, so nothing is lost and the backlog
+// drains when it returns. The loop is one for both topics; what differs
+// (decoding, the insert, where rejects go, metric names) is a table.
 //
 // Fetching and decoding the next batch overlaps the insert and commit of
 // the previous one (two batches at most); batches are inserted and
@@ -25,39 +28,82 @@ import (
 	"github.com/slipverify/slipverify/usage/chstore"
 )
 
-// Metrics of the consumer (Prometheus text on the usage tier's /metrics).
+// Metrics of a consumer (Prometheus text on the usage tier's /metrics),
+// by topic.
+type topicMetrics struct {
+	inserted, rejected, failures *metrics.Counter
+	insertSeconds                *metrics.Histogram
+	delaySeconds                 *metrics.Histogram // from a record's time to its insert
+}
+
+func newMetrics(prefix, delay string) topicMetrics {
+	return topicMetrics{
+		inserted:      metrics.GetOrCreateCounter(prefix + "rows_inserted_total"),
+		rejected:      metrics.GetOrCreateCounter(prefix + "rows_rejected_total"),
+		failures:      metrics.GetOrCreateCounter(prefix + "insert_failures_total"),
+		insertSeconds: metrics.GetOrCreateHistogram(prefix + "insert_duration_seconds"),
+		delaySeconds:  metrics.GetOrCreateHistogram(prefix + delay),
+	}
+}
+
 var (
-	rowsInserted   = metrics.GetOrCreateCounter("usage_rows_inserted_total")
-	rowsRejected   = metrics.GetOrCreateCounter("usage_rows_rejected_total")
-	insertFailures = metrics.GetOrCreateCounter("usage_insert_failures_total")
-	insertSeconds  = metrics.GetOrCreateHistogram("usage_insert_duration_seconds")
-	delaySeconds   = metrics.GetOrCreateHistogram("usage_event_delay_seconds")
+	usageMetrics = newMetrics("usage_", "event_delay_seconds")
+	auditMetrics = newMetrics("usage_audit_", "delay_seconds")
 )
 
-// Consumer is one member of the usage consumer group.
+// rows is a batch's records of one topic, by column.
+type rows interface {
+	// add decodes one message into the batch, or returns why it is not a
+	// record of the topic (and adds nothing).
+	add(value []byte) error
+	len() int
+	reset()
+	// insert writes the batch's records; it runs again for the same batch
+	// after a failure.
+	insert(ctx context.Context, st *chstore.Store) error
+	// oldest is the earliest record time in the batch (zero: none).
+	oldest() time.Time
+}
+
+// table is what a consumer does with one topic's messages.
+type table struct {
+	newRows       func() rows
+	insertRejects func(*chstore.Store, context.Context, []chstore.Reject) error
+	metrics       *topicMetrics
+}
+
+// tables are the topics a Consumer reads, each into its table.
+var tables = map[string]table{
+	api.TopicUsage: {func() rows { return &usageRows{} }, (*chstore.Store).InsertRejects, &usageMetrics},
+	api.TopicAudit: {func() rows { return &auditRows{} }, (*chstore.Store).InsertAuditRejects, &auditMetrics},
+}
+
+// Consumer is one member of a consumer group of the usage tier: of
+// slip.usage into the ledger, or of slip.audit into audit_events.
 type Consumer struct {
-	Reader   *kafka.Reader // a group reader of slip.usage (FetchMessage/CommitMessages)
+	Reader   *kafka.Reader // a group reader of Topic (FetchMessage/CommitMessages)
+	Topic    string        // api.TopicUsage or api.TopicAudit
 	Store    *chstore.Store
-	Batch    int           // events per insert at most
+	Batch    int           // records per insert at most
 	Flush    time.Duration // a partial batch waits at most this long
 	RetryMax time.Duration // the longest pause between insert attempts
 	Log      *slog.Logger
 	Now      func() time.Time // the clock of delay metrics; nil means time.Now
 
-	dec Decoder // used by the fetching goroutine only
+	table table
 	// Written by the inserting goroutine, read once Run has returned (for
-	// benchmarks): the largest event delay seen, the batches inserted and
+	// benchmarks): the largest record delay seen, the batches inserted and
 	// the time their inserts took.
 	maxLag     time.Duration
 	inserts    int
 	insertTime time.Duration
 }
 
-// batch is the messages of one insert: their events by column, the
-// messages that are not events, and each partition's last message (whose
+// batch is the messages of one insert: their records by column, the
+// messages that are not records, and each partition's last message (whose
 // offset the commit moves past).
 type batch struct {
-	rows   chstore.Rows
+	rows   rows
 	reject []chstore.Reject
 	last   map[int]kafka.Message
 }
@@ -65,7 +111,7 @@ type batch struct {
 func (b *batch) empty() bool { return len(b.last) == 0 }
 
 func (b *batch) reset() {
-	b.rows.Reset()
+	b.rows.reset()
 	b.reject = b.reject[:0]
 	clear(b.last)
 }
@@ -77,12 +123,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	var ok bool
+	if c.table, ok = tables[c.Topic]; !ok {
+		return fmt.Errorf("consume: no table for topic %q", c.Topic)
+	}
 	// Two batches circulate: one filling, one inserting. The inserter
 	// stops at its first failure, and so does fetching: a later batch
 	// must never commit past an earlier one's messages.
 	free, full := make(chan *batch, 2), make(chan *batch, 1)
 	for range 2 {
-		free <- &batch{last: map[int]kafka.Message{}}
+		free <- &batch{rows: c.table.newRows(), last: map[int]kafka.Message{}}
 	}
 	stopped := make(chan struct{})
 	var insertErr error
@@ -131,7 +181,7 @@ func (c *Consumer) fill(ctx context.Context, b *batch) error {
 	c.add(b, m)
 	fctx, cancel := context.WithTimeout(ctx, c.Flush)
 	defer cancel()
-	for b.rows.Len()+len(b.reject) < c.Batch {
+	for b.rows.len()+len(b.reject) < c.Batch {
 		m, err := c.Reader.FetchMessage(fctx)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -147,7 +197,7 @@ func (c *Consumer) fill(ctx context.Context, b *batch) error {
 // add decodes one message into b, or sets it aside as a reject.
 func (c *Consumer) add(b *batch, m kafka.Message) {
 	b.last[m.Partition] = m
-	if err := c.dec.Decode(m.Value, &b.rows); err != nil {
+	if err := b.rows.add(m.Value); err != nil {
 		b.reject = append(b.reject, chstore.Reject{Partition: int32(m.Partition), Offset: m.Offset,
 			Key: string(m.Key), Value: string(m.Value), Err: err.Error()})
 	}
@@ -164,11 +214,11 @@ func (c *Consumer) flush(ctx context.Context, b *batch) error {
 		if err == nil {
 			break
 		}
-		insertFailures.Inc()
+		c.table.metrics.failures.Inc()
 		if ctx.Err() != nil {
-			return fmt.Errorf("stopping with %d events uncommitted (they will be redelivered): %w", b.rows.Len(), err)
+			return fmt.Errorf("stopping with %d records of %s uncommitted (they will be redelivered): %w", b.rows.len(), c.Topic, err)
 		}
-		c.Log.Warn("insert failed; holding the batch and retrying", "events", b.rows.Len(), "attempt", attempt, "retry_in", pause.String(), "err", err)
+		c.Log.Warn("insert failed; holding the batch and retrying", "topic", c.Topic, "records", b.rows.len(), "attempt", attempt, "retry_in", pause.String(), "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(pause):
@@ -187,35 +237,34 @@ func (c *Consumer) flush(ctx context.Context, b *batch) error {
 	return nil
 }
 
-// insert writes b's events and rejects; both may be written again by a
+// insert writes b's records and rejects; both may be written again by a
 // retry.
 func (c *Consumer) insert(ctx context.Context, b *batch) error {
+	m := c.table.metrics
 	start := time.Now()
-	if err := c.Store.Insert(ctx, &b.rows); err != nil {
+	if err := b.rows.insert(ctx, c.Store); err != nil {
 		return err
 	}
-	insertSeconds.UpdateDuration(start)
+	m.insertSeconds.UpdateDuration(start)
 	c.inserts, c.insertTime = c.inserts+1, c.insertTime+time.Since(start)
 	if len(b.reject) > 0 {
-		if err := c.Store.InsertRejects(ctx, b.reject); err != nil {
+		if err := c.table.insertRejects(c.Store, ctx, b.reject); err != nil {
 			return err
 		}
 		for _, r := range b.reject {
-			c.Log.Warn("rejected a message of "+api.TopicUsage, "partition", r.Partition, "offset", r.Offset, "err", r.Err)
+			c.Log.Warn("rejected a message of "+c.Topic, "partition", r.Partition, "offset", r.Offset, "err", r.Err)
 		}
-		rowsRejected.Add(len(b.reject))
+		m.rejected.Add(len(b.reject))
 	}
-	rowsInserted.Add(b.rows.Len())
-	now := c.Now()
-	var worst time.Duration
-	for _, t := range b.rows.OccurredAt {
-		worst = max(worst, now.Sub(t))
+	m.inserted.Add(b.rows.len())
+	if oldest := b.rows.oldest(); !oldest.IsZero() {
+		worst := max(0, c.Now().Sub(oldest))
+		m.delaySeconds.Update(worst.Seconds())
+		c.maxLag = max(c.maxLag, worst)
 	}
-	delaySeconds.Update(worst.Seconds())
-	c.maxLag = max(c.maxLag, worst)
 	return nil
 }
 
-// MaxDelay is the longest time an event waited between occurring and
+// MaxDelay is the longest time a record waited between occurring and
 // reaching ClickHouse in this consumer's batches; read it after Run.
 func (c *Consumer) MaxDelay() time.Duration { return c.maxLag }

@@ -19,9 +19,15 @@ import (
 // start runs a consumer of group on slip.usage until the test ends.
 func start(t *testing.T, addr, group string, st *chstore.Store, batch int) (*Consumer, func()) {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, GroupID: group, Topic: api.TopicUsage,
+	return startTopic(t, addr, api.TopicUsage, group, st, batch)
+}
+
+// startTopic runs a consumer of group on topic until the test ends.
+func startTopic(t *testing.T, addr, topic, group string, st *chstore.Store, batch int) (*Consumer, func()) {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, GroupID: group, Topic: topic,
 		StartOffset: kafka.FirstOffset, MaxWait: 50 * time.Millisecond, SessionTimeout: 6 * time.Second, QueueCapacity: 4 * batch})
-	c := &Consumer{Reader: r, Store: st, Batch: batch, Flush: 50 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+	c := &Consumer{Reader: r, Topic: topic, Store: st, Batch: batch, Flush: 50 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -126,11 +132,11 @@ func TestClickHouseOutage(t *testing.T) {
 	if !ledgertest.Eventually(time.Minute, func() bool { return rows() > 0 }) {
 		t.Fatal("nothing inserted before the outage")
 	}
-	failures := insertFailures.Get()
+	failures := usageMetrics.failures.Get()
 	if err := ch.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if !ledgertest.Eventually(time.Minute, func() bool { return insertFailures.Get() > failures }) {
+	if !ledgertest.Eventually(time.Minute, func() bool { return usageMetrics.failures.Get() > failures }) {
 		t.Fatal("no insert failed while ClickHouse was down")
 	}
 	// The lag grows while ClickHouse is down: nothing is committed.

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -243,4 +244,29 @@ func digits(s []byte) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, len(s) > 0
+}
+
+// usageRows is a batch of slip.usage: the ledger's columns and the decoder
+// that fills them (its table of repeated strings is per batch).
+type usageRows struct {
+	dec  Decoder
+	rows chstore.Rows
+}
+
+func (u *usageRows) add(value []byte) error { return u.dec.Decode(value, &u.rows) }
+func (u *usageRows) len() int               { return u.rows.Len() }
+func (u *usageRows) reset()                 { u.rows.Reset() }
+
+func (u *usageRows) insert(ctx context.Context, st *chstore.Store) error {
+	return st.Insert(ctx, &u.rows)
+}
+
+func (u *usageRows) oldest() time.Time {
+	var t time.Time
+	for _, at := range u.rows.OccurredAt {
+		if t.IsZero() || at.Before(t) {
+			t = at
+		}
+	}
+	return t
 }

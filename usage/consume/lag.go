@@ -19,6 +19,7 @@ import (
 type Lag struct {
 	Brokers      []string
 	Group, Topic string
+	Metric       string // the gauge Watch publishes; empty: usage_consumer_lag_messages
 
 	last atomic.Int64
 }
@@ -83,9 +84,13 @@ func coordinator(ctx context.Context, client *kafka.Client, group string) net.Ad
 func (l *Lag) Last() int64 { return l.last.Load() }
 
 // Watch measures the lag every interval until ctx ends and publishes it as
-// usage_consumer_lag_messages.
+// the gauge l.Metric.
 func (l *Lag) Watch(ctx context.Context, interval time.Duration) {
-	metrics.GetOrCreateGauge("usage_consumer_lag_messages", func() float64 { return float64(l.Last()) })
+	name := l.Metric
+	if name == "" {
+		name = "usage_consumer_lag_messages"
+	}
+	metrics.GetOrCreateGauge(name, func() float64 { return float64(l.Last()) })
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -1,6 +1,7 @@
 // Package ledgertest starts the real parts the usage tier's tests run
 // against (the dev broker in memory, a ClickHouse server of the test's
-// own) and makes and counts usage events. It is imported only by tests.
+// own) and makes and counts usage events and audit records. It is
+// imported only by tests.
 package ledgertest
 
 import (
@@ -162,4 +163,64 @@ func Eventually(timeout time.Duration, cond func() bool) bool {
 // String renders counts for messages.
 func (c Counts) String() string {
 	return fmt.Sprintf("events %d, billable %d, rows %d, rollup %d", c.Events, c.Billable, c.Rows, c.Rollup)
+}
+
+// Audit returns a valid audit record of service: a plan change by an
+// operator, the changed service before and after as the admin API shows it.
+func Audit(i int, service string, at time.Time) api.AuditRecord {
+	return api.AuditRecord{ID: uuid.NewString(), At: at, Actor: api.AuditActor{Type: api.ActorAdmin, ID: "tok-ops", Name: "ops"},
+		RequestID: fmt.Sprintf("req-%d", i), Action: "service.plan", ServiceID: service,
+		Target: api.AuditTarget{Type: "service", ID: service},
+		Before: json.RawMessage(fmt.Sprintf(`{"id":%q,"plan":{"name":"basic","quotaLimit":%d}}`, service, 1000+i)),
+		After:  json.RawMessage(fmt.Sprintf(`{"id":%q,"plan":{"name":"pro","quotaLimit":%d}}`, service, 5000+i)),
+		Reason: fmt.Sprintf("upgrade %d", i)}
+}
+
+// ProduceAudit writes records to slip.audit keyed by service, as core's
+// outbox does.
+func ProduceAudit(tb testing.TB, addr string, records ...api.AuditRecord) {
+	tb.Helper()
+	msgs := make([]kafka.Message, len(records))
+	for i, a := range records {
+		v, err := json.Marshal(a)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		msgs[i] = kafka.Message{Key: []byte(a.ServiceID), Value: v}
+	}
+	ProduceRaw(tb, addr, api.TopicAudit, msgs...)
+}
+
+// ProduceRaw writes messages as they are to topic.
+func ProduceRaw(tb testing.TB, addr, topic string, msgs ...kafka.Message) {
+	tb.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll,
+		BatchSize: 1000, BatchTimeout: 5 * time.Millisecond, BatchBytes: 1 << 20}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// AuditCounts is what a reader of audit_events sees.
+type AuditCounts struct {
+	Records uint64 // rows read with FINAL: each record once
+	IDs     uint64 // distinct ids
+	Rows    uint64 // rows, redeliveries included until a merge folds them
+	Rejects uint64 // rows of audit_rejects
+}
+
+// CountAudit reads audit_events' and audit_rejects' counts.
+func CountAudit(ctx context.Context, st *chstore.Store) (AuditCounts, error) {
+	var c AuditCounts
+	err := st.Conn().QueryRow(ctx, "SELECT count() FROM slip.audit_events FINAL").Scan(&c.Records)
+	if err == nil {
+		err = st.Conn().QueryRow(ctx, "SELECT uniqExact(id), count() FROM slip.audit_events").Scan(&c.IDs, &c.Rows)
+	}
+	if err == nil {
+		err = st.Conn().QueryRow(ctx, "SELECT count() FROM slip.audit_rejects").Scan(&c.Rejects)
+	}
+	return c, err
 }

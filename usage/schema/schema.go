@@ -115,6 +115,48 @@ var Migrations = []Migration{
 		)
 		GROUP BY service_id, branch_id, period_start`,
 	}},
+	{2, "audit log: audit events and their rejects", []string{
+		// audit_events keeps core's audit records (slip.audit) for long
+		// retention, one row per delivery, as usage_events does: a
+		// redelivered record writes its row again, ReplacingMergeTree
+		// folds the rows of one id (the sort key ends in it; a record's
+		// service and time never change) in background merges, and
+		// readers use FINAL (or LIMIT 1 BY id) so a record counts once.
+		// 18.16 has no DateTime64: at is the second and at_ms the
+		// milliseconds within it. before and after are the changed record
+		// as compact JSON, 'null' for a creation or a deletion.
+		`CREATE TABLE IF NOT EXISTS {db}.audit_events (
+			id          String,
+			at          DateTime,
+			at_ms       UInt16,
+			actor_type  String,
+			actor_id    String,
+			actor_name  String,
+			request_id  String,
+			action      String,
+			service_id  String,
+			target_type String,
+			target_id   String,
+			before      String,
+			after       String,
+			reason      String,
+			inserted_at DateTime DEFAULT now()
+		) ENGINE = ReplacingMergeTree
+		PARTITION BY toYYYYMM(at)
+		ORDER BY (service_id, at, id)`,
+		// audit_rejects keeps messages of slip.audit that are not valid
+		// audit records, for an operator to look at.
+		`CREATE TABLE IF NOT EXISTS {db}.audit_rejects (
+			received_at DateTime DEFAULT now(),
+			partition   Int32,
+			offset      Int64,
+			key         String,
+			value       String,
+			error       String
+		) ENGINE = MergeTree
+		PARTITION BY toYYYYMM(received_at)
+		ORDER BY (received_at, partition, offset)`,
+	}},
 }
 
 // Migrate creates the database and applies every migration not yet

@@ -29,8 +29,13 @@ import (
 // anchor days into the ledger (reconciliation copies them too).
 const anchorSync = 10 * time.Minute
 
-// lagInterval is how often the consumer group's lag is measured.
+// lagInterval is how often the consumer groups' lag is measured.
 const lagInterval = 2 * time.Second
+
+// auditBatch bounds the audit consumer's batch below SLIP_USAGE_BATCH:
+// audit records are few but larger than usage events (the changed record
+// before and after), and a reader holds 4 batches of messages in memory.
+const auditBatch = 1000
 
 func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) > 0 {
@@ -68,7 +73,7 @@ func usageLag(cfg config.Config) *consume.Lag {
 	return &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}
 }
 
-// serve runs the consumer and the HTTP listener until ctx ends.
+// serve runs the consumers and the HTTP listener until ctx ends.
 func serve(ctx context.Context, args []string, getenv func(string) string) error {
 	cfg, done, err := load("usage", args, getenv)
 	if done {
@@ -82,11 +87,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	defer store.Close()
 	lag := usageLag(cfg)
 	go lag.Watch(ctx, lagInterval)
+	auditLag := &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.AuditGroup, Topic: api.TopicAudit, Metric: "usage_audit_consumer_lag_messages"}
+	go auditLag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
 
 	// The listener comes before ClickHouse: /metrics answers and /health
 	// says 503 while the tier waits for it.
-	errc := make(chan error, 2)
+	errc := make(chan error, 1)
 	if cfg.Addr != "off" {
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
@@ -107,31 +114,43 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if cfg.EdgeToken != "" {
 		go syncAnchors(ctx, core, store, log)
 	}
-	c := &consume.Consumer{Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log}
+	// Two consumer groups, each at least once into its table: usage
+	// events into the ledger, core's audit records into audit_events.
+	consumers := make(chan error, 2)
 	go func() {
-		// A broker outage stops a run; the next one starts from the
-		// committed offsets, with a reader of its own.
-		errc <- stream.Resume(ctx, log, "usage consumer", time.Second, func(ctx context.Context) error {
-			c.Reader = kafka.NewReader(kafka.ReaderConfig{
-				Brokers: cfg.Brokers(), GroupID: cfg.Group, Topic: api.TopicUsage,
-				StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
-				QueueCapacity: 4 * cfg.Batch, SessionTimeout: 10 * time.Second, CommitInterval: 0, // commits are synchronous, after the insert
-				ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn("kafka: " + fmt.Sprintf(f, a...)) }),
-			})
-			defer c.Reader.Close()
-			return c.Run(ctx)
-		})
+		consumers <- consumeTopic(ctx, cfg, log, "usage consumer", cfg.Group,
+			&consume.Consumer{Topic: api.TopicUsage, Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log})
+	}()
+	go func() {
+		consumers <- consumeTopic(ctx, cfg, log, "audit consumer", cfg.AuditGroup,
+			&consume.Consumer{Topic: api.TopicAudit, Store: store, Batch: min(cfg.Batch, auditBatch), Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log})
 	}()
 	select {
-	case err = <-errc:
+	case err = <-errc: // the listener failed
 	case <-ctx.Done():
-		err = <-errc // the consumer finishes its batch
+		err = errors.Join(<-consumers, <-consumers) // the consumers finish their batches
 	}
 	log.Info("shutting down")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// consumeTopic runs c in group until ctx ends. A broker outage stops a
+// run; the next one starts from the committed offsets, with a reader of its
+// own.
+func consumeTopic(ctx context.Context, cfg config.Config, log *slog.Logger, name, group string, c *consume.Consumer) error {
+	return stream.Resume(ctx, log, name, time.Second, func(ctx context.Context) error {
+		c.Reader = kafka.NewReader(kafka.ReaderConfig{
+			Brokers: cfg.Brokers(), GroupID: group, Topic: c.Topic,
+			StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
+			QueueCapacity: 4 * c.Batch, SessionTimeout: 10 * time.Second, CommitInterval: 0, // commits are synchronous, after the insert
+			ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn("kafka: "+fmt.Sprintf(f, a...), "consumer", name) }),
+		})
+		defer c.Reader.Close()
+		return c.Run(ctx)
+	})
 }
 
 // migrate waits for ClickHouse and migrates the schema, retrying while the
