@@ -64,7 +64,8 @@ var programs = map[string]*program{
 			return c.Validate()
 		},
 		listeners: map[string][]route{
-			"SLIP_CORE_ADDR": {{"/health", "core/server/server.go", `r.GET("/health", s.health)`}},
+			"SLIP_CORE_ADDR":  {{"/health", "core/server/server.go", `r.GET("/health", s.health)`}},
+			"SLIP_ADMIN_ADDR": {{"/admin/v1/services", "core/server/admin.go", `r.GET(p+"/services", read(a.listServices))`}},
 		},
 		healthVar: "SLIP_CORE_ADDR", healthPath: "/health", grace: 23, // fetch + bank timeouts + 5 s
 	},
@@ -246,6 +247,7 @@ var secretLike = regexp.MustCompile(`TOKEN|KEY|PASSWORD|SECRET`)
 var operatorValues = map[string]string{
 	"SLIP_EDGE_TOKEN":          strings.Repeat("t", 64),
 	"SLIP_MASTER_KEY":          strings.Repeat("ab", 32),
+	"SLIP_ADMIN_TOKEN":         strings.Repeat("a", 40),
 	"SLIP_CLICKHOUSE_PASSWORD": "operator-password",
 	"SLIP_BANK_URL":            "https://bank-gateway.example",
 	"SLIP_SEED_FILE":           "/srv/slipverify/seed.json",
