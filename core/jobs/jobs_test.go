@@ -29,6 +29,7 @@ import (
 	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/verify"
 )
@@ -1239,4 +1240,38 @@ func TestOutcomeWithoutDelivery(t *testing.T) {
 func firstLines(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+1)
 	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// TestHandleJobServiceRefused: a job accepted before its service was
+// banned, or before its end date, fails with the spec's code when it runs,
+// charging nothing.
+func TestHandleJobServiceRefused(t *testing.T) {
+	for _, tc := range []struct {
+		code   string
+		change func(sv *store.Service, now time.Time)
+	}{
+		{"SERVICE_BANNED", func(sv *store.Service, _ time.Time) { sv.State = store.StateBanned }},
+		{"SERVICE_EXPIRED", func(sv *store.Service, now time.Time) { sv.ExpiresAt = &now }},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			e := setup(t)
+			id := e.submit("br", "REFUSEDREF01")
+			m := e.takeOne(api.TopicJobs)
+			if _, err := e.st.UpdateService("svc", "service.state", store.Change{}, func(sv *store.Service, _ quota.Counter, now time.Time) error {
+				tc.change(sv, now)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			e.handle(m)
+			j := e.job(id)
+			var body api.ErrorBody
+			if err := json.Unmarshal(j.Error, &body); err != nil || j.Status != jobs.Failed || body.Code != tc.code {
+				t.Fatalf("job %s error %s (%v), want failed %s", j.Status, j.Error, err, tc.code)
+			}
+			if n := e.used("svc", "br"); n != 0 {
+				t.Errorf("quota used %d", n)
+			}
+		})
+	}
 }
