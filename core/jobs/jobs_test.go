@@ -27,9 +27,9 @@ import (
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/jobs"
+	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/verify"
 )
