@@ -32,6 +32,7 @@ package nonce
 import (
 	"errors"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,11 +47,14 @@ var (
 	// (INVALID_TIMESTAMP).
 	ErrOutsideWindow = errors.New("nonce: timestamp outside the window")
 	// ErrBeforeStart: the timestamp is before the second the store was made
-	// in (INVALID_TIMESTAMP). The store cannot know the nonces used before
-	// it existed (by the edge before a restart), so it refuses what was
-	// signed then: a request captured before a restart cannot be replayed
-	// after it. A client whose clock is behind by d is refused for up to d
-	// after a start.
+	// in (INVALID_TIMESTAMP), and the store was not opened yet (Open). A
+	// store cannot know the nonces used before it existed (by the edge
+	// before a restart, by other edges) until it has read them, so until
+	// then it refuses what was signed before it started: a request captured
+	// before a restart cannot be replayed after it. A client whose clock is
+	// behind by d is refused for up to d after a start. A request stamped
+	// in the future and accepted before the start is not caught by this
+	// rule: only Open after reading the nonces of the past window is.
 	ErrBeforeStart = errors.New("nonce: timestamp before the store started")
 	// ErrFull: the store holds MaxEntries nonces and cannot take one more
 	// without forgetting one still inside its window. The caller answers 503
@@ -101,6 +105,19 @@ type Config struct {
 	MaxPerService int
 	// Now is the clock; time.Now.
 	Now func() time.Time
+	// Journal, when not nil, is told every nonce Use accepts (not those
+	// Add takes), after Use has released its locks.
+	Journal Journal
+}
+
+// Journal is told of the nonces a Store accepted, to pass them on to other
+// stores (the other edges, the edge after a restart). Record is called on
+// the request path: it must not block, wait on I/O or allocate. service
+// and client are the strings given to Use: the journal may keep them, so a
+// caller must not pass strings that alias mutable memory. ts is the
+// request's timestamp in Unix seconds (rounded down).
+type Journal interface {
+	Record(service, client string, nonce [16]byte, ts int64)
 }
 
 const numShards = 64 // a power of two
@@ -116,8 +133,9 @@ type Store struct {
 	maxPerClient   int32
 	maxPerService  int32
 	now            func() time.Time
-	started        int64 // Unix seconds of New: see ErrBeforeStart
+	started        atomic.Int64 // Unix seconds of New, or math.MinInt64 once opened: see ErrBeforeStart
 	seed           maphash.Seed
+	journal        Journal
 
 	total     atomic.Int64 // entries in all tables, due ones not yet deleted included
 	sweptUpTo atomic.Int64 // cutoff of the last full sweep
@@ -217,8 +235,9 @@ func New(cfg Config) *Store {
 		maxPerService: int32(min(cfg.MaxPerService, 1<<31-1)),
 		now:           cfg.Now,
 		seed:          maphash.MakeSeed(),
+		journal:       cfg.Journal,
 	}
-	s.started = s.now().Unix()
+	s.started.Store(s.now().Unix())
 	s.sweptUpTo.Store(noEpoch)
 	// Live epochs run from the cutoff, floor((now-W)/B), to floor((now+W)/B):
 	// at most ceil(2W/B)+1 of them, plus one for rounding.
@@ -249,18 +268,54 @@ func New(cfg Config) *Store {
 // under two clients is not. Checks run in that order: window, duplicate,
 // bounds.
 //
-// Use does not retain client or service. It allocates nothing unless its
+// Use does not retain client or service (its Journal may). It allocates nothing unless its
 // segment's table grows (when 3/4 full, so the pass that rebuilds it is paid
 // for by as many new nonces as it holds) or shrinks after a burst; it never
-// waits on I/O.
+// waits on I/O. An accepted nonce is given to the Journal, if any.
 func (s *Store) Use(service, client string, nonce [16]byte, ts time.Time) error {
 	now := s.now()
 	if d := ts.Sub(now); d > time.Duration(s.window) || d < -time.Duration(s.window) {
 		return ErrOutsideWindow
 	}
-	if ts.Unix() < s.started {
+	if ts.Unix() < s.started.Load() {
 		return ErrBeforeStart
 	}
+	err := s.insert(service, client, nonce, ts, now)
+	if err == nil && s.journal != nil {
+		s.journal.Record(service, client, nonce, floorDiv(ts.UnixNano(), int64(time.Second)))
+	}
+	return err
+}
+
+// Add remembers a nonce that another store accepted (another edge, or this
+// edge before a restart), so that Use refuses it as a duplicate. It returns
+// nil when the nonce is new here, ErrDuplicate when it is known already,
+// ErrOutsideWindow when ts is more than Window from now (a nonce past its
+// window needs no remembering; one further ahead than Window is refused
+// here too, so edges' clocks must agree within the second the edge's
+// window has to spare), and ErrFull, ErrClientFull or ErrServiceFull when
+// the bounds leave no room: nonces from elsewhere count against the same
+// budgets as the store's own. It ignores the before-start rule and does
+// not tell the Journal.
+func (s *Store) Add(service, client string, nonce [16]byte, ts time.Time) error {
+	now := s.now()
+	if d := ts.Sub(now); d > time.Duration(s.window) || d < -time.Duration(s.window) {
+		return ErrOutsideWindow
+	}
+	return s.insert(service, client, nonce, ts, now)
+}
+
+// Open lifts the before-start rule (ErrBeforeStart): the caller has given
+// the store, with Add, every nonce that could still be replayed.
+func (s *Store) Open() { s.started.Store(math.MinInt64) }
+
+// Opened reports whether Open was called.
+func (s *Store) Opened() bool { return s.started.Load() == math.MinInt64 }
+
+// Window returns the store's timestamp tolerance, either way.
+func (s *Store) Window() time.Duration { return time.Duration(s.window) }
+
+func (s *Store) insert(service, client string, nonce [16]byte, ts, now time.Time) error {
 	nowNs := now.UnixNano()
 	epoch := floorDiv(ts.UnixNano(), s.bucket)
 	cutoff := floorDiv(nowNs-s.window, s.bucket)
