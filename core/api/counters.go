@@ -20,6 +20,9 @@ type UsageCounters struct {
 type ServiceCounters struct {
 	ServiceID      string           `json:"serviceId"`
 	CycleAnchorDay int              `json:"cycleAnchorDay"`
+	// AnchorSince is when CycleAnchorDay took effect; absent: it always
+	// was. The ledger cuts the periods of before it by the anchor then.
+	AnchorSince *time.Time `json:"anchorSince,omitempty"`
 	PeriodStart    time.Time        `json:"periodStart"`
 	PeriodEnd      time.Time        `json:"periodEnd"`
 	Used           int64            `json:"used"`

@@ -199,7 +199,7 @@ func serviceView(sv store.Service, used quota.Counter, period int64) ServiceView
 		v.PendingPlan = &PendingPlanView{PlanView: planView(p.Plan), EffectiveFrom: time.Unix(p.From, 0).In(quota.Bangkok)}
 	}
 	start := time.Unix(period, 0).In(quota.Bangkok)
-	v.Usage.PeriodStart, v.Usage.PeriodEnd = start, quota.PeriodEnd(start, sv.CycleAnchorDay)
+	v.Usage.PeriodStart, v.Usage.PeriodEnd = start, sv.PeriodEnd(start)
 	v.Usage.UsedQuota, v.Usage.TotalUsedQuota = used.Used, used.Total
 	return v
 }
@@ -477,8 +477,9 @@ func (a *admin) putState(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
 }
 
 // putPlan changes a service's plan now or from its next period. A quota
-// below what the period has used is refused, naming it; the billing
-// anchor day does not change yet (the ledger's periods would not follow).
+// below what the period has used is refused, naming it; the billing anchor
+// day changes from the next period only: the first period under it runs
+// from the current one's end to the new anchor day (Service.PeriodStart).
 func (a *admin) putPlan(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
 	f, err := jsonFields(ctx.PostBody())
 	if err != nil {
@@ -496,8 +497,8 @@ func (a *admin) putPlan(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
 	return a.update(ctx, c, "service.plan", "", func(sv *store.Service, used quota.Counter, now time.Time) error {
 		var fe api.FieldErrors
 		p, _ := planFields(&fe, f, sv.Plan(), false)
-		if p.CycleAnchorDay != sv.CycleAnchorDay {
-			fe.Add("cycleAnchorDay", "cannot change: the ledger's billing periods would no longer match core's")
+		if p.CycleAnchorDay != sv.CycleAnchorDay && effective == "now" {
+			fe.Add("cycleAnchorDay", `changes only from the next period (effective: "nextPeriod"): a period already begun keeps its end`)
 		}
 		if effective == "now" && p.QuotaLimit < used.Used {
 			fe.Add("quotaLimit", "must not be below the "+strconv.FormatInt(used.Used, 10)+" used in the current period")
@@ -509,8 +510,7 @@ func (a *admin) putPlan(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
 			sv.QuotaLimit, sv.Rate, sv.PlanName, sv.Pending = p.QuotaLimit, p.Rate, p.Name, nil
 			return nil
 		}
-		start := time.Unix(quota.PeriodStart(now, sv.CycleAnchorDay).Unix(), 0).In(quota.Bangkok)
-		sv.Pending = &store.PendingPlan{Plan: p, From: quota.PeriodEnd(start, sv.CycleAnchorDay).Unix()}
+		sv.Pending = &store.PendingPlan{Plan: p, From: sv.PeriodEnd(sv.PeriodStart(now)).Unix()}
 		return nil
 	})
 }

@@ -355,3 +355,47 @@ func TestAdminClients(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminAnchorChange: the billing anchor day moves from the next period
+// only; the first period under it runs from the old period's end to the
+// new anchor day, counters are not zeroed mid-period, and core tells the
+// ledger when the anchor took effect.
+func TestAdminAnchorChange(t *testing.T) {
+	c := startCore(t, nil) // Nov 22, anchor day 1
+	c.adminOK(t, "POST", "/services", onboard)
+	if status, m := c.admin(t, adminToken, "PUT", "/services/svc-new/plan", map[string]any{"cycleAnchorDay": 15, "effective": "now"}); status != 400 ||
+		!strings.Contains(get(m, "error", "message").(string), "next period") {
+		t.Errorf("an anchor change now: %d %v", status, m)
+	}
+	c.adminOK(t, "PUT", "/services/svc-new/plan", map[string]any{"cycleAnchorDay": 15, "quotaLimit": 100, "effective": "nextPeriod"})
+	verify := func(ref string) {
+		t.Helper()
+		c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "svc-new-main", service: "svc-new",
+			body: map[string]any{"payload": bankPayload("004", ref)}}).data(t)
+	}
+	verify("ANCHORREF1")
+	period := func() (string, string, float64) {
+		d := c.adminOK(t, "GET", "/services/svc-new", nil)
+		return get(d, "usage", "periodStart").(string), get(d, "usage", "periodEnd").(string), get(d, "usage", "usedQuota").(float64)
+	}
+	if s, e, u := period(); s != "2026-11-01T00:00:00+07:00" || e != "2026-12-01T00:00:00+07:00" || u != 1 {
+		t.Errorf("before the change: %s to %s, used %v", s, e, u)
+	}
+	c.clock.add(10 * 24 * time.Hour) // Dec 2
+	verify("ANCHORREF2")
+	if s, e, u := period(); s != "2026-12-01T00:00:00+07:00" || e != "2026-12-15T00:00:00+07:00" || u != 1 {
+		t.Errorf("the first period under anchor 15: %s to %s, used %v", s, e, u)
+	}
+	counters := c.do(t, call{method: "GET", path: api.PathUsageCounters}).body
+	for _, sv := range get(counters, "data", "services").([]any) {
+		if get(sv, "serviceId") == "svc-new" && (get(sv, "anchorSince") != "2026-12-01T00:00:00+07:00" ||
+			get(sv, "periodStart") != "2026-12-01T00:00:00+07:00" || get(sv, "periodEnd") != "2026-12-15T00:00:00+07:00") {
+			t.Errorf("the counters the ledger reconciles with: %v", sv)
+		}
+	}
+	c.clock.add(14 * 24 * time.Hour) // Dec 16
+	verify("ANCHORREF3")
+	if s, e, u := period(); s != "2026-12-15T00:00:00+07:00" || e != "2027-01-15T00:00:00+07:00" || u != 1 {
+		t.Errorf("the next period: %s to %s, used %v", s, e, u)
+	}
+}

@@ -21,8 +21,12 @@ func (s *Server) usageCounters(*fasthttp.RequestCtx, caller) (any, error) {
 		start := time.Unix(sc.PeriodStart, 0).In(quota.Bangkok)
 		c := api.ServiceCounters{
 			ServiceID: sc.Service.ID, CycleAnchorDay: sc.Service.CycleAnchorDay,
-			PeriodStart: start, PeriodEnd: quota.PeriodEnd(start, sc.Service.CycleAnchorDay),
+			PeriodStart: start, PeriodEnd: sc.Service.PeriodEnd(start),
 			Used: sc.Counter.Used, Total: sc.Counter.Total, Branches: make([]api.BranchCounters, 0, len(sc.Branches)),
+		}
+		if since := sc.Service.AnchorSince; since != 0 {
+			t := time.Unix(since, 0).In(quota.Bangkok)
+			c.AnchorSince = &t
 		}
 		for _, b := range sc.Branches {
 			c.Branches = append(c.Branches, api.BranchCounters{BranchID: b.BranchID, Used: b.Counter.Used, Total: b.Counter.Total})

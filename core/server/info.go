@@ -142,7 +142,7 @@ func (s *Server) info(_ *fasthttp.RequestCtx, c caller) (any, error) {
 	in.RemainingQuota = x.remaining()
 	start := time.Unix(u.PeriodStart, 0).In(quota.Bangkok)
 	in.Period.Start = start.Format(time.RFC3339)
-	in.Period.End = quota.PeriodEnd(start, sv.CycleAnchorDay).Format(time.RFC3339)
+	in.Period.End = sv.PeriodEnd(start).Format(time.RFC3339)
 	return in, nil
 }
 

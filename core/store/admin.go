@@ -138,7 +138,7 @@ func (s *Store) Service(id string) (Service, quota.Counter, int64, error) {
 		}
 		now := s.now()
 		sv = sv.At(now)
-		period = quota.PeriodStart(now, sv.CycleAnchorDay).Unix()
+		period = sv.PeriodStart(now).Unix()
 		c = readCounter(tx.Bucket(bucketQuota), "s/"+id).In(period)
 		return nil
 	})
@@ -196,7 +196,7 @@ func (s *Store) UpdateService(id, action string, c Change, change func(sv *Servi
 		sv = sv.At(now)
 		sv.State = state
 		before := sv
-		period := quota.PeriodStart(now, sv.CycleAnchorDay).Unix()
+		period := sv.PeriodStart(now).Unix()
 		if err := change(&sv, readCounter(tx.Bucket(bucketQuota), "s/"+id).In(period), now); err != nil {
 			return err
 		}

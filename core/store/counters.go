@@ -40,7 +40,7 @@ func (s *Store) Counters() (at time.Time, out []ServiceCounters, err error) {
 				return err
 			}
 			sv = sv.At(at)
-			period := quota.PeriodStart(at, sv.CycleAnchorDay).Unix()
+			period := sv.PeriodStart(at).Unix()
 			index[sv.ID] = len(out)
 			out = append(out, ServiceCounters{Service: sv, PeriodStart: period, Counter: readCounter(q, "s/"+sv.ID).In(period)})
 			return nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 
-	"github.com/slipverify/slipverify/core/quota"
 )
 
 // Refusals of management changes. Messages name the field and the reason;
@@ -179,7 +178,7 @@ func (s *Store) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota)
 	}
 	now := s.now()
 	q.Service = q.Service.At(now)
-	period := quota.PeriodStart(now, q.Service.CycleAnchorDay).Unix()
+	period := q.Service.PeriodStart(now).Unix()
 	b := tx.Bucket(bucketQuota)
 	q.Usage = Usage{Service: readCounter(b, "s/"+serviceID).In(period), Branch: readCounter(b, "b/"+branchID).In(period), PeriodStart: period}
 	return nil

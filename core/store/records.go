@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/receiver"
 )
 
@@ -33,6 +34,27 @@ type Service struct {
 	StateReason  string       `json:"stateReason,omitempty"`
 	CreatedAt    *time.Time   `json:"createdAt,omitempty"`
 	Pending      *PendingPlan `json:"pendingPlan,omitempty"`
+	// AnchorSince is when CycleAnchorDay took effect (Unix seconds; 0: it
+	// always was): a plan that moved the anchor starts a period there.
+	AnchorSince int64 `json:"anchorSince,omitempty"`
+}
+
+// PeriodStart returns the start of the billing period holding t: at the
+// anchor day's midnight in Bangkok (quota.PeriodStart), but never before
+// the anchor took effect, so the first period under a new anchor runs from
+// the old one's end to the new anchor day.
+func (sv *Service) PeriodStart(t time.Time) time.Time {
+	start := quota.PeriodStart(t, sv.CycleAnchorDay)
+	if since := time.Unix(sv.AnchorSince, 0).In(quota.Bangkok); sv.AnchorSince != 0 && start.Before(since) {
+		return since
+	}
+	return start
+}
+
+// PeriodEnd returns the start of the period after the one beginning at
+// start.
+func (sv *Service) PeriodEnd(start time.Time) time.Time {
+	return quota.PeriodEnd(quota.PeriodStart(start, sv.CycleAnchorDay), sv.CycleAnchorDay)
 }
 
 // Plan is what a service's plan sets.
@@ -66,6 +88,9 @@ func (sv *Service) setPlan(p Plan) {
 // At, so a change made ahead of time takes effect at its instant.
 func (sv Service) At(t time.Time) Service {
 	if p := sv.Pending; p != nil && t.Unix() >= p.From {
+		if p.CycleAnchorDay != sv.CycleAnchorDay {
+			sv.AnchorSince = p.From
+		}
 		sv.setPlan(p.Plan)
 		sv.Pending = nil
 	}

@@ -11,7 +11,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/slipverify/slipverify/core/quota"
 )
 
 // Snapshot is everything a verification's decision reads, from one
@@ -68,7 +67,7 @@ func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string) (Snap
 			}
 		}
 	}
-	period := quota.PeriodStart(snap.At, sv.CycleAnchorDay).Unix()
+	period := snap.Service.PeriodStart(snap.At).Unix()
 	q := tx.Bucket(bucketQuota)
 	snap.Usage = Usage{Service: readCounter(q, "s/"+serviceID).In(period), Branch: readCounter(q, "b/"+branchID).In(period),
 		PeriodStart: period}

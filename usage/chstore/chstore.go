@@ -125,19 +125,31 @@ func (s *Store) insertRejects(ctx context.Context, table string, rejects []Rejec
 	return nil
 }
 
-// SetAnchors records each service's billing-cycle anchor day, so the
-// billable_by_period view cuts its periods where core does.
-func (s *Store) SetAnchors(ctx context.Context, anchors map[string]int, at time.Time) error {
+// Anchor is a service's billing-cycle anchor day and when it took effect
+// (zero: it always was).
+type Anchor struct {
+	Day   int
+	Since time.Time
+}
+
+// SetAnchors records each service's billing-cycle anchor day from the
+// instant it took effect, so the periods of billable_by_period follow
+// core's: a moved anchor cuts the periods after it, never those before.
+func (s *Store) SetAnchors(ctx context.Context, anchors map[string]Anchor, at time.Time) error {
 	if len(anchors) == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".service_anchors (service_id, anchor_day, updated_at)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".service_anchor_history (service_id, anchor_day, effective_from, updated_at)")
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare anchors: %w", err)
 	}
 	defer b.Abort()
-	for id, day := range anchors {
-		if err := b.Append(id, uint8(day), at); err != nil {
+	for id, a := range anchors {
+		since := a.Since
+		if since.IsZero() {
+			since = time.Unix(0, 0)
+		}
+		if err := b.Append(id, uint8(a.Day), since, at); err != nil {
 			return fmt.Errorf("clickhouse: append anchor: %w", err)
 		}
 	}

@@ -106,11 +106,16 @@ func (c Core) Counters(ctx context.Context) (api.UsageCounters, error) {
 	return env.Data, nil
 }
 
-// Anchors returns each service's billing-cycle anchor day.
-func Anchors(c api.UsageCounters) map[string]int {
-	m := make(map[string]int, len(c.Services))
+// Anchors returns each service's billing-cycle anchor day and when it took
+// effect.
+func Anchors(c api.UsageCounters) map[string]chstore.Anchor {
+	m := make(map[string]chstore.Anchor, len(c.Services))
 	for _, s := range c.Services {
-		m[s.ServiceID] = s.CycleAnchorDay
+		a := chstore.Anchor{Day: s.CycleAnchorDay}
+		if s.AnchorSince != nil {
+			a.Since = *s.AnchorSince
+		}
+		m[s.ServiceID] = a
 	}
 	return m
 }

@@ -157,6 +157,57 @@ var Migrations = []Migration{
 		PARTITION BY toYYYYMM(received_at)
 		ORDER BY (received_at, partition, offset)`,
 	}},
+	{3, "billing anchors from the instant each took effect", []string{
+		// service_anchor_history holds each anchor day a service had and
+		// when it took effect (core's anchorSince; 1970 for always), one
+		// row per (service, effective_from) once merged (FINAL).
+		`CREATE TABLE IF NOT EXISTS {db}.service_anchor_history (
+			service_id     String,
+			anchor_day     UInt8,
+			effective_from DateTime,
+			updated_at     DateTime
+		) ENGINE = ReplacingMergeTree(updated_at)
+		ORDER BY (service_id, effective_from)`,
+		// The anchors known so far, as in force from the start (a rerun
+		// writes the same rows again, folded by the engine).
+		`INSERT INTO {db}.service_anchor_history
+		SELECT service_id, argMax(anchor_day, updated_at), toDateTime(0), max(updated_at)
+		FROM {db}.service_anchors GROUP BY service_id`,
+		`DROP TABLE IF EXISTS {db}.billable_by_period`,
+		// billable_by_period, as in migration 1, but each day's period is
+		// cut by the anchor in force that day, and never starts before that
+		// anchor took effect: the first period under a moved anchor runs
+		// from the last one's end to the new anchor day (core's
+		// store.Service.PeriodStart), and the periods before it keep
+		// theirs. A service with no anchor recorded bills from day 1.
+		`CREATE VIEW IF NOT EXISTS {db}.billable_by_period AS
+		SELECT service_id, branch_id, period_start,
+			uniqExactIfMerge(billable) AS billable, uniqExactMerge(attempts) AS attempts
+		FROM (
+			SELECT service_id, branch_id, billable, attempts, period_start
+			FROM {db}.usage_daily
+			ANY LEFT JOIN (
+				SELECT service_id, day,
+					toStartOfMonth(day) AS m0, addMonths(m0, -1) AS m1,
+					if(a = 0, 1, a) AS an,
+					addDays(m0, least(an, toDayOfMonth(addDays(addMonths(m0, 1), -1))) - 1) AS this_start,
+					addDays(m1, least(an, toDayOfMonth(addDays(m0, -1))) - 1) AS prev_start,
+					greatest(if(day >= this_start, this_start, prev_start), since) AS period_start
+				FROM (
+					SELECT service_id, day, argMax(anchor_day, effective_from) AS a, max(effective_from) AS since
+					FROM (
+						SELECT service_id, day, anchor_day, effective_from
+						FROM (SELECT DISTINCT service_id, day FROM {db}.usage_daily)
+						ALL LEFT JOIN (SELECT service_id, anchor_day, toDate(effective_from, 'Asia/Bangkok') AS effective_from
+							FROM {db}.service_anchor_history FINAL) USING service_id
+						WHERE effective_from <= day
+					)
+					GROUP BY service_id, day
+				)
+			) USING service_id, day
+		)
+		GROUP BY service_id, branch_id, period_start`,
+	}},
 }
 
 // Migrate creates the database and applies every migration not yet

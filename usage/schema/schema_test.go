@@ -9,6 +9,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/ledgertest"
 	"github.com/slipverify/slipverify/usage/schema"
@@ -29,13 +30,29 @@ func TestMigrateTwice(t *testing.T) {
 }
 
 // TestPeriodsMatchCore: billable_by_period cuts billing periods where core
-// does (core/quota), for anchor days 1, 15, 29, 30 and 31 over two years,
-// month ends and leap days included, at the Bangkok midnight boundary.
+// does (core/quota, store.Service.PeriodStart), for anchor days 1, 15, 29,
+// 30 and 31 over two years, month ends and leap days included, at the
+// Bangkok midnight boundary, and for an anchor moved from 30 to 5: the
+// periods before the move keep theirs, the first after it runs from the
+// move to the 5th.
 func TestPeriodsMatchCore(t *testing.T) {
 	_, st := ledgertest.Ledger(t)
 	ctx := context.Background()
 	anchors := map[string]int{"a1": 1, "a15": 15, "a29": 29, "a30": 30, "a31": 31}
-	if err := st.SetAnchors(ctx, anchors, time.Now()); err != nil {
+	set := map[string]chstore.Anchor{}
+	for svc, a := range anchors {
+		set[svc] = chstore.Anchor{Day: a}
+	}
+	// moved: anchor day 30, then 5 from the end of the period of
+	// 2028-03-30 (its change applied at the next period), as core moves it.
+	moved := store.Service{CycleAnchorDay: 30}
+	set["moved"] = chstore.Anchor{Day: 30}
+	if err := st.SetAnchors(ctx, set, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	change := moved.PeriodEnd(moved.PeriodStart(time.Date(2028, 4, 2, 12, 0, 0, 0, quota.Bangkok))) // 2028-04-30
+	after := store.Service{CycleAnchorDay: 5, AnchorSince: change.Unix()}
+	if err := st.SetAnchors(ctx, map[string]chstore.Anchor{"moved": {Day: 5, Since: change}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var rows chstore.Rows
@@ -51,6 +68,15 @@ func TestPeriodsMatchCore(t *testing.T) {
 				}
 				want[svc+"/"+quota.PeriodStart(at, a).Format(time.DateOnly)]++
 			}
+			e := ledgertest.Event(1, "moved", "br", at.UTC())
+			if err := rows.Append(&e); err != nil {
+				t.Fatal(err)
+			}
+			sv := moved
+			if !at.Before(change) {
+				sv = after
+			}
+			want["moved/"+sv.PeriodStart(at).Format(time.DateOnly)]++
 		}
 	}
 	if err := st.Insert(ctx, &rows); err != nil {
