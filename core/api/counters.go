@@ -18,16 +18,16 @@ type UsageCounters struct {
 // [PeriodStart, PeriodEnd) (usedQuota), Total since it began
 // (totalUsedQuota), and those of each of its branches.
 type ServiceCounters struct {
-	ServiceID      string           `json:"serviceId"`
-	CycleAnchorDay int              `json:"cycleAnchorDay"`
+	ServiceID      string `json:"serviceId"`
+	CycleAnchorDay int    `json:"cycleAnchorDay"`
 	// AnchorSince is when CycleAnchorDay took effect; absent: it always
 	// was. The ledger cuts the periods of before it by the anchor then.
-	AnchorSince *time.Time `json:"anchorSince,omitempty"`
-	PeriodStart    time.Time        `json:"periodStart"`
-	PeriodEnd      time.Time        `json:"periodEnd"`
-	Used           int64            `json:"used"`
-	Total          int64            `json:"total"`
-	Branches       []BranchCounters `json:"branches"`
+	AnchorSince *time.Time       `json:"anchorSince,omitempty"`
+	PeriodStart time.Time        `json:"periodStart"`
+	PeriodEnd   time.Time        `json:"periodEnd"`
+	Used        int64            `json:"used"`
+	Total       int64            `json:"total"`
+	Branches    []BranchCounters `json:"branches"`
 }
 
 // BranchCounters is a branch's counters in its service's current period.

@@ -11,7 +11,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/slipverify/slipverify/core/api"
-
 )
 
 // Refusals of management changes. Messages name the field and the reason;

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
 )
 
 // Snapshot is everything a verification's decision reads, from one
