@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"errors"
+	"io"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -87,6 +91,11 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 	h.SetCanonical(hVersion, versions[rt.Version])
 	h.SetCanonical(hClientIP, x.ip.AppendTo(buf[:0]))
 	h.SetCanonical(hRequestID, x.id())
+	if len(h.Host()) == 0 {
+		// HTTP/1.0 has no Host; fasthttp's client refuses to send a
+		// request without one (before any byte reaches core).
+		h.SetHostBytes(g.coreAddr)
+	}
 	closeAfter := h.ConnectionClose()
 	h.ResetConnectionClose()
 
@@ -96,7 +105,9 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		h.SetConnectionClose()
 	}
 	if err != nil {
-		g.cfg.Adaptive.ObserveAt(end.Sub(x.start), true, end)
+		if coreFault(err) {
+			g.cfg.Adaptive.ObserveAt(end.Sub(x.start), true, end)
+		}
 		g.cfg.Log.Error("forward to core failed", "path", string(ctx.Path()), "err", err)
 		ctx.Response.Reset()
 		g.reject(ctx, x, rt.Version, api.APIServerError)
@@ -124,8 +135,29 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		}
 		rh.Del(api.HeaderFetchTime)
 	}
-	g.cfg.Adaptive.ObserveAt(latency, overloaded, end)
+	switch status := ctx.Response.StatusCode(); {
+	case status >= 400 && status < 500 && !overloaded:
+		// Core refused the request: its time is the request's doing (a
+		// body of 700,000 fields to list), not a sign of core's health.
+	default:
+		// A big body takes core longer to read, decode and store in
+		// proportion: each MiB sent has the latency target again.
+		latency -= time.Duration(int64(g.cfg.Adaptive.Target()) * int64(len(ctx.Request.Body())) >> 20)
+		g.cfg.Adaptive.ObserveAt(latency, overloaded, end)
+	}
 	return end
+}
+
+// coreFault reports whether a failed exchange with core is core's trouble
+// (it is down, refused the connection, closed it or did not answer in
+// time), which lowers every tenant's rate factor, rather than a request the
+// request the edge could not send on as it came (no byte of it reached core).
+func coreFault(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrNoFreeConns) ||
+		errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // coreHealth remembers whether core answered its health check lately, so

@@ -53,6 +53,7 @@ type Config struct {
 type Gateway struct {
 	cfg       Config
 	edgeToken []byte
+	coreAddr  []byte     // the Host of a request that has none (HTTP/1.0)
 	rejects   []rendered // by api.Code, v2 then v1
 	metrics   *Metrics
 	draining  atomic.Bool
@@ -75,7 +76,7 @@ const edgeValidation = "request: not taken as sent: a body in a content coding (
 
 // New returns a Gateway.
 func New(cfg Config, m *Metrics) *Gateway {
-	g := &Gateway{cfg: cfg, metrics: m, edgeToken: []byte(cfg.EdgeToken)}
+	g := &Gateway{cfg: cfg, metrics: m, edgeToken: []byte(cfg.EdgeToken), coreAddr: []byte(cfg.Core.Addr)}
 	for _, r := range api.Rows() {
 		for int(r.Code) >= len(g.rejects) {
 			g.rejects = append(g.rejects, rendered{})

@@ -112,6 +112,9 @@ func (a *Adaptive) ObserveAt(latency time.Duration, overloaded bool, t time.Time
 	}
 }
 
+// Target is the latency above which an answer counts as slow.
+func (a *Adaptive) Target() time.Duration { return a.target }
+
 // Factor returns the current factor, in [MinFactor, 1].
 func (a *Adaptive) Factor() float64 {
 	return float64(a.current()) / ppm
