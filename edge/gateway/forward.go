@@ -150,8 +150,8 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 
 // coreFault reports whether a failed exchange with core is core's trouble
 // (it is down, refused the connection, closed it or did not answer in
-// time), which lowers every tenant's rate factor, rather than a request the
-// request the edge could not send on as it came (no byte of it reached core).
+// time), which lowers every tenant's rate factor, rather than a request
+// the edge could not send on as it came (no byte of it reached core).
 func coreFault(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
