@@ -17,10 +17,11 @@ const (
 	TopicResults         = "slip.results"          // key: job id
 	TopicWebhookOutcomes = "slip.webhook.outcomes" // key: job id
 	TopicConfig          = "slip.config"           // key: service id
+	TopicNonces          = "slip.nonces"           // key: the signing scope (NonceEvent.Scope)
 )
 
 // Topics lists every platform topic.
-var Topics = []string{TopicUsage, TopicJobs, TopicResults, TopicWebhookOutcomes, TopicConfig, TopicAudit}
+var Topics = []string{TopicUsage, TopicJobs, TopicResults, TopicWebhookOutcomes, TopicConfig, TopicAudit, TopicNonces}
 
 // UsageEvent records one verification attempt (slip.usage). Billable is true
 // when the attempt consumed one unit of quota; finance counts billable events
@@ -194,6 +195,21 @@ type ErrorBody struct {
 // the default name; a deployment may name it otherwise
 // (SLIP_WEBHOOK_SIGNATURE_HEADER, read by the dispatcher).
 const SignatureHeader = "X-Service-Signature"
+
+// NonceEvent is a nonce of a signed request that an edge accepted
+// (slip.nonces): every edge reads every one and refuses the nonce from then
+// on (DUPLICATE_NONCE), an edge that restarts reads those of the past
+// window again. The nonce is unique per Scope (the signing client's nonce
+// scope) within its Service.
+type NonceEvent struct {
+	Edge    string `json:"edge"`    // the process that accepted it, random per start: it skips its own
+	Service string `json:"service"` // service id
+	Scope   string `json:"scope"`   // the signing client's nonce scope
+	Nonce   string `json:"nonce"`   // X-Nonce, a UUID, lower-case
+	TS      int64  `json:"ts"`      // the request's X-Timestamp, Unix seconds
+	Until   int64  `json:"until"`   // Unix seconds after which no edge accepts it any more: ts + the window
+	At      int64  `json:"at"`      // when the edge accepted it, Unix milliseconds (for the lag)
+}
 
 // ConfigEvent tells the edges that records of a service changed
 // (slip.config): its branches, keys or their state. Every edge drops its

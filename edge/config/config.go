@@ -31,7 +31,9 @@ type Config struct {
 	NonceMax        int           // nonces remembered at most (all clients)
 	NoncePerClient  int           // nonces remembered at most per client
 	NoncePerService int           // nonces remembered at most per service, all its clients together
-	KafkaAddr       string        // brokers of slip.config; "off": TTL only
+	NonceQueue      int           // accepted nonces waiting to be published on slip.nonces at most
+	NonceMargin     time.Duration // the replay at start reaches this much further back than twice the window
+	KafkaAddr       string        // brokers of slip.config and slip.nonces; "off": TTL only, nonces of this edge only
 	AccessLog       string        // "stderr", "off" or a file path
 	envflag.Common
 }
@@ -54,7 +56,9 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_NONCE_MAX", "nonce-max", "4000000", "nonces remembered at most, all clients together", &c.NonceMax),
 		envflag.Def("SLIP_EDGE_NONCE_PER_CLIENT", "nonce-per-client", "400000", "nonces remembered at most per B2B client (its requests and the signed requests of its service's branch keys)", &c.NoncePerClient),
 		envflag.Def("SLIP_EDGE_NONCE_PER_SERVICE", "nonce-per-service", "2000000", "nonces remembered at most per service, all its clients together", &c.NoncePerService),
-		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated, for record changes on slip.config (off: cached records live their TTL)", &c.KafkaAddr),
+		envflag.Def("SLIP_EDGE_NONCE_QUEUE", "nonce-queue", "100000", "accepted nonces waiting to be published on slip.nonces at most (more are dropped, counted, and known to this edge only)", &c.NonceQueue),
+		envflag.Def("SLIP_EDGE_NONCE_MARGIN", "nonce-margin", "1m", "the replay of slip.nonces at start reaches this much further back than twice the timestamp window (the topic's retention must cover both)", &c.NonceMargin),
+		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated, for record changes on slip.config and the nonces of every edge on slip.nonces (off: cached records live their TTL, nonces are this edge's own and timestamps before its start are refused)", &c.KafkaAddr),
 	}
 }
 
@@ -95,10 +99,13 @@ func (c Config) Validate() error {
 		bad("SLIP_TRUSTED_PROXIES: %v", err)
 	}
 	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout, "SLIP_EDGE_READ_TIMEOUT": c.ReadTimeout,
-		"SLIP_EDGE_LATENCY_TARGET": c.LatencyTarget, "SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval} {
+		"SLIP_EDGE_LATENCY_TARGET": c.LatencyTarget, "SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval, "SLIP_EDGE_NONCE_MARGIN": c.NonceMargin} {
 		if d <= 0 {
 			bad("%s: must be positive", env)
 		}
+	}
+	if c.NonceQueue < 1 {
+		bad("SLIP_EDGE_NONCE_QUEUE: must be positive")
 	}
 	if c.AccessLog == "" {
 		bad("SLIP_EDGE_ACCESS_LOG: stderr, off or a file path")

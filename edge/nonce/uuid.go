@@ -52,3 +52,16 @@ var unhex = func() (t [256]byte) {
 	}
 	return t
 }()
+
+// AppendUUID appends u in the 36-character textual form, lower case: the
+// form ParseUUID reads.
+func AppendUUID(dst []byte, u [16]byte) []byte {
+	const hex = "0123456789abcdef"
+	for i, b := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hex[b>>4], hex[b&0xf])
+	}
+	return dst
+}

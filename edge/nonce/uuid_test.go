@@ -74,3 +74,15 @@ func BenchmarkParseUUID(b *testing.B) {
 		ParseUUID(s)
 	}
 }
+
+func TestAppendUUIDRoundTrip(t *testing.T) {
+	for _, s := range []string{"123e4567-e89b-42d3-a456-426614174000", "00000000-0000-4000-8000-000000000000"} {
+		u, ok := ParseUUID([]byte(s))
+		if !ok {
+			t.Fatalf("%s: not parsed", s)
+		}
+		if got := string(AppendUUID(nil, u)); got != s {
+			t.Errorf("AppendUUID(ParseUUID(%s)) = %s", s, got)
+		}
+	}
+}

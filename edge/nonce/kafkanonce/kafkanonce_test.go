@@ -1,0 +1,211 @@
+package kafkanonce
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/deploy/broker"
+	"github.com/slipverify/slipverify/edge/nonce"
+)
+
+// edge is a nonce store with its Share running, as one edge process has.
+type edge struct {
+	store *nonce.Store
+	share *Share
+	stop  func()
+}
+
+// startEdge runs a store and its Share against the brokers at addr until
+// the test ends (or stop). The stores read the real clock: the broker
+// stamps records with it, and the replay seeks by it.
+func startEdge(t *testing.T, addr string, cfg Config) *edge {
+	t.Helper()
+	var sh *Share
+	j := journalFunc(func(service, client string, n [16]byte, ts int64) { sh.Record(service, client, n, ts) })
+	st := nonce.New(nonce.Config{Window: 5*time.Minute + time.Second, Journal: j})
+	cfg.Brokers, cfg.Store = []string{addr}, st
+	if cfg.Backoff == 0 {
+		cfg.Backoff = 50 * time.Millisecond
+	}
+	sh = New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); sh.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return &edge{store: st, share: sh, stop: stop}
+}
+
+type journalFunc func(service, client string, n [16]byte, ts int64)
+
+func (f journalFunc) Record(service, client string, n [16]byte, ts int64) { f(service, client, n, ts) }
+
+func uuid(t *testing.T, s string) [16]byte {
+	u, ok := nonce.ParseUUID([]byte(s))
+	if !ok {
+		t.Fatalf("bad uuid %s", s)
+	}
+	return u
+}
+
+func waitReady(t *testing.T, e *edge) {
+	t.Helper()
+	testnet.Eventually(t, 10*time.Second, e.share.Ready, func() string { return "replay at start not done" })
+}
+
+func waitAdded(t *testing.T, e *edge, n uint64) {
+	t.Helper()
+	testnet.Eventually(t, 10*time.Second, func() bool { return e.share.added.Get() >= n },
+		func() string { return "nonce not received" })
+}
+
+// TestNonceReachesOtherEdge: a nonce one edge accepts is refused by the
+// other once its record arrived, and the other edge's own nonces are not
+// added back to it.
+func TestNonceReachesOtherEdge(t *testing.T) {
+	addr := broker.StartTest(t, 3)
+	a, b := startEdge(t, addr, Config{}), startEdge(t, addr, Config{})
+	waitReady(t, a)
+	waitReady(t, b)
+	n := uuid(t, "11111111-1111-4111-8111-111111111111")
+	now := time.Now()
+	if err := a.store.Use("svc", "branch-1", n, now); err != nil {
+		t.Fatal(err)
+	}
+	waitAdded(t, b, 1)
+	if err := b.store.Use("svc", "branch-1", n, now.Add(time.Second)); err != nonce.ErrDuplicate {
+		t.Fatalf("edge B took edge A's nonce: %v", err)
+	}
+	if err := b.store.Use("svc", "branch-2", n, now); err != nil { // another scope
+		t.Fatalf("another client's nonce: %v", err)
+	}
+	waitAdded(t, a, 1)
+	testnet.Eventually(t, 5*time.Second, func() bool { return a.share.published.Get() == 1 && b.share.published.Get() == 1 },
+		func() string { return "not published" })
+	if a.share.added.Get() != 1 || b.share.added.Get() != 1 {
+		t.Errorf("an edge added its own nonces: a %d, b %d", a.share.added.Get(), b.share.added.Get())
+	}
+}
+
+// TestRestartReplays: an edge started after others accepted nonces (or
+// after its own restart) refuses them, one stamped 4 minutes ahead
+// included, and accepts the whole window once replayed: a fresh request
+// stamped 4 minutes before its start.
+func TestRestartReplays(t *testing.T) {
+	addr := broker.StartTest(t, 1)
+	// A record from before 2×Window+Margin: the replay seeks past it.
+	w := stream.NewWriter([]string{addr})
+	old, _ := json.Marshal(api.NonceEvent{Edge: "gone", Service: "svc", Scope: "c", Nonce: "77777777-7777-4777-8777-777777777777",
+		TS: time.Now().Add(-time.Hour).Unix()})
+	if err := w.WriteMessages(context.Background(), kafka.Message{Topic: api.TopicNonces, Key: []byte("c"), Value: old,
+		Time: time.Now().Add(-12 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	a := startEdge(t, addr, Config{})
+	waitReady(t, a)
+	if got := a.share.replayedNonces.Get(); got != 0 {
+		t.Errorf("replayed %v records older than 2×Window+Margin", got)
+	}
+	now := time.Now()
+	past, ahead := uuid(t, "22222222-2222-4222-8222-222222222222"), uuid(t, "33333333-3333-4333-8333-333333333333")
+	if err := a.store.Use("svc", "c", past, now.Add(-4*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.store.Use("svc", "c", ahead, now.Add(240*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, 5*time.Second, func() bool { return a.share.published.Get() == 2 }, func() string { return "not published" })
+	a.stop()
+
+	b := startEdge(t, addr, Config{})
+	waitReady(t, b)
+	if !b.store.Opened() || b.share.Fallback() {
+		t.Fatal("replayed but not opened")
+	}
+	for _, n := range [][16]byte{past, ahead} {
+		if err := b.store.Use("svc", "c", n, time.Now()); err != nonce.ErrDuplicate {
+			t.Errorf("after the restart, a nonce accepted before it: %v", err)
+		}
+	}
+	fresh := uuid(t, "44444444-4444-4444-8444-444444444444")
+	if err := b.store.Use("svc", "c", fresh, time.Now().Add(-4*time.Minute)); err != nil {
+		t.Errorf("fresh nonce stamped 4 minutes ago: %v", err)
+	}
+	if got := b.share.replayedNonces.Get(); got != 2 {
+		t.Errorf("replayed %v records, want 2", got)
+	}
+}
+
+// TestFallbackUntilBrokerIsBack: with no broker at start the edge refuses
+// timestamps before its start and shows the fallback; publishing fails,
+// counted, without blocking Use; once the broker is there, the replay runs,
+// the queued nonce is published in order and the whole window is accepted.
+func TestFallbackUntilBrokerIsBack(t *testing.T) {
+	addr := testnet.FreeAddr(t)
+	a := startEdge(t, addr, Config{})
+	testnet.Eventually(t, 10*time.Second, a.share.Fallback, func() string { return "no fallback" })
+	if a.share.Ready() || a.store.Opened() {
+		t.Fatal("ready without a broker")
+	}
+	n := uuid(t, "55555555-5555-4555-8555-555555555555")
+	if err := a.store.Use("svc", "c", n, time.Now().Add(-time.Minute)); err != nonce.ErrBeforeStart {
+		t.Fatalf("fallback: stamped before the start: %v", err)
+	}
+	if err := a.store.Use("svc", "c", n, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	testnet.Eventually(t, 20*time.Second, func() bool { return a.share.failures.Get() >= 1 },
+		func() string { return "publishing did not fail" })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		done <- broker.Run(ctx, broker.Config{Addr: addr, Partitions: 2, Memory: true}, func([]string) { close(ready) })
+	}()
+	t.Cleanup(func() { a.stop(); cancel(); <-done })
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("broker: %v", err)
+	}
+	waitReady(t, a)
+	if a.share.Fallback() {
+		t.Error("fallback shown after the replay")
+	}
+	if err := a.store.Use("svc", "c", uuid(t, "66666666-6666-4666-8666-666666666666"), time.Now().Add(-4*time.Minute)); err != nil {
+		t.Errorf("after the replay, stamped 4 minutes ago: %v", err)
+	}
+	testnet.Eventually(t, 20*time.Second, func() bool { return a.share.published.Get() == 2 },
+		func() string { return "queued nonces not published" })
+	b := startEdge(t, addr, Config{})
+	waitReady(t, b)
+	if err := b.store.Use("svc", "c", n, time.Now()); err != nonce.ErrDuplicate {
+		t.Errorf("the nonce accepted during the outage, on another edge: %v", err)
+	}
+}
+
+// TestQueueFullDrops: Record never waits: a full queue drops, counted.
+func TestQueueFullDrops(t *testing.T) {
+	s := New(Config{Queue: 2, Store: nonce.New(nonce.Config{})})
+	for i := range 5 {
+		s.Record("svc", "c", [16]byte{byte(i)}, time.Now().Unix())
+	}
+	if s.drops.Get() != 3 || len(s.queue) != 2 {
+		t.Fatalf("dropped %d, queued %d", s.drops.Get(), len(s.queue))
+	}
+	if a := testing.AllocsPerRun(100, func() { s.Record("svc", "c", [16]byte{}, 1) }); a != 0 {
+		t.Errorf("Record allocates %v times", a)
+	}
+}
