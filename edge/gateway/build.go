@@ -88,6 +88,10 @@ func dialCore(addr string, timeout time.Duration) (net.Conn, error) {
 // The edge calls it once a minute, the nonce store's bucket.
 func (g *Gateway) SweepNonces() { g.cfg.Nonces.Sweep() }
 
+// Nonces returns the store of signed requests' nonces, for the edge to
+// share them with other edges (edge/nonce/kafkanonce).
+func (g *Gateway) Nonces() *nonce.Store { return g.cfg.Nonces }
+
 // Metrics returns the gateway's metrics.
 func (g *Gateway) Metrics() *Metrics { return g.metrics }
 

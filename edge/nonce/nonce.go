@@ -305,6 +305,11 @@ func (s *Store) Add(service, client string, nonce [16]byte, ts time.Time) error 
 	return s.insert(service, client, nonce, ts, now)
 }
 
+// SetJournal sets the Journal (see Config.Journal) of a store built
+// without one. Call it before the store is used: it is not synchronised
+// with Use.
+func (s *Store) SetJournal(j Journal) { s.journal = j }
+
 // Open lifts the before-start rule (ErrBeforeStart): the caller has given
 // the store, with Add, every nonce that could still be replayed.
 func (s *Store) Open() { s.started.Store(math.MinInt64) }

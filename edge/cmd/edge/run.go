@@ -21,6 +21,7 @@ import (
 	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
+	"github.com/slipverify/slipverify/edge/nonce/kafkanonce"
 	"github.com/slipverify/slipverify/edge/rawsock"
 )
 
@@ -54,16 +55,33 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			}
 		}
 	}()
+	// share is nil without Kafka: the edge knows its own nonces only and
+	// keeps refusing timestamps before its start.
+	var share *kafkanonce.Share
+	shareDone := make(chan struct{})
+	shareCtx, stopShare := context.WithCancel(context.Background())
+	defer func() { stopShare(); <-shareDone }() // after the listener: nonces accepted until then are published
 	if cfg.KafkaAddr != "off" {
 		go followConfig(ctx, cfg.KafkaAddr, gw, log)
+		share = kafkanonce.New(kafkanonce.Config{Brokers: stream.Brokers(cfg.KafkaAddr), Store: gw.Nonces(),
+			Queue: cfg.NonceQueue, Margin: cfg.NonceMargin, Log: log})
+		gw.Nonces().SetJournal(share)
+		go func() { defer close(shareDone); share.Run(shareCtx) }()
+	} else {
+		close(shareDone)
 	}
+	// replaying: signed requests are checked against nonces of this start
+	// only, so /health and /ready fail until the replay of slip.nonces is
+	// done (Bearer requests are served meanwhile).
+	replaying := func() bool { return share != nil && !share.Ready() }
 	if access := gw.AccessLog(); access != nil {
 		go reopenOnHangup(ctx, access, log)
 	}
 	metrics := gw.Metrics()
 
+	handler := gw.Handler()
 	srv := &fasthttp.Server{
-		Handler:            gw.Handler(),
+		Handler:            notReadyWhileReplaying(share, handler),
 		HeaderReceived:     closeOnAmbiguousFraming,
 		ErrorHandler:       gw.ErrorHandler,
 		Logger:             fastlog.Logger{Log: log},
@@ -102,6 +120,14 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 					c.SetBodyString("draining\n")
 					return
 				}
+				if replaying() {
+					c.SetStatusCode(fasthttp.StatusServiceUnavailable)
+					c.SetBodyString("replaying nonces\n")
+					if share.Fallback() {
+						c.SetBodyString("slip.nonces unreadable: timestamps before the start refused\n")
+					}
+					return
+				}
 				c.SetBodyString("ready\n")
 				return
 			}
@@ -114,6 +140,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			}
 			c.SetContentType("text/plain; version=0.0.4")
 			metrics.WritePrometheus(c)
+			if share != nil {
+				share.WritePrometheus(c)
+			}
 		}}
 		go func() { errc <- msrv.Serve(mln) }()
 		defer msrv.Shutdown()
@@ -203,4 +232,36 @@ func followConfig(ctx context.Context, brokers string, gw *gateway.Gateway, log 
 			gw.InvalidateAuth()
 		}
 	})
+}
+
+// Answers of /health while the nonces of slip.nonces are not replayed: in
+// the gateway's format, API_SERVER_ERROR as when core is down.
+var (
+	healthReplaying = []byte(`{"success":false,"error":{"code":"API_SERVER_ERROR","message":"edge is replaying the nonces of slip.nonces"}}`)
+	healthFallback  = []byte(`{"success":false,"error":{"code":"API_SERVER_ERROR","message":"edge cannot read slip.nonces: timestamps before its start are refused"}}`)
+)
+
+// notReadyWhileReplaying answers /health (and /v2/health) 503 while
+// share is not done replaying, and hands every other request, and /health
+// once the replay is done, to next. Fast path: one atomic load once
+// replayed; without share (no Kafka), next itself.
+func notReadyWhileReplaying(share *kafkanonce.Share, next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if share == nil {
+		return next
+	}
+	return func(c *fasthttp.RequestCtx) {
+		if !share.Ready() {
+			if p := c.Path(); string(p) == "/health" || string(p) == "/v2/health" {
+				c.SetStatusCode(fasthttp.StatusServiceUnavailable)
+				c.SetContentType("application/json")
+				body := healthReplaying
+				if share.Fallback() {
+					body = healthFallback
+				}
+				c.SetBody(body)
+				return
+			}
+		}
+		next(c)
+	}
 }
