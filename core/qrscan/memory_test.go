@@ -113,7 +113,7 @@ func TestBombs(t *testing.T) {
 	}{
 		{"png 100000×100000 RGBA", pngBomb(100000, 100000, 8, 6)},
 		{"png 20000×20000 grey", pngBomb(20000, 20000, 8, 0)},
-		{"png 5000×5000 16-bit RGBA", pngBomb(5000, 5000, 16, 6)},
+		{"png 10000×10000 16-bit RGBA", pngBomb(10000, 10000, 16, 6)},
 		{"png 12000×12000 zeros", real.Bytes()},
 		{"gif 65535×65535", gifBomb(65535, 65535)},
 		{"gif 9000×9000", gifBomb(9000, 9000)},

@@ -21,6 +21,12 @@ const MaxBytes = 4 << 20
 // pixels than fit are refused with ErrTooManyPixels before decoding.
 const Budget = 64 << 20
 
+// MaxPixels is the most pixels an image may have, 64 Mipx (67,108,864):
+// above every phone camera's default output (12 to 50 Mpx), far below a
+// decompression bomb. A file of a few kilobytes may declare that many, so
+// this bounds the time a decode takes as Budget bounds its memory.
+const MaxPixels = 64 << 20
+
 // Errors of Scan; test them with errors.Is.
 var (
 	// ErrFormat means the image is not a JPEG, PNG, GIF or WebP file, or is
@@ -30,10 +36,10 @@ var (
 	// than can be decoded within Budget (IMAGE_SIZE_TOO_LARGE,
 	// image_size_too_large).
 	ErrTooLarge = errors.New("qrscan: image too large")
-	// ErrTooManyPixels is the ErrTooLarge of an image under MaxBytes whose
-	// dimensions would need more than Budget to decode: a decompression
-	// bomb, or a photo too big to process. errors.Is(err, ErrTooLarge)
-	// holds for it too.
+	// ErrTooManyPixels is the ErrTooLarge of an image under MaxBytes that
+	// has more than MaxPixels, or whose dimensions would need more than
+	// Budget to decode even at a reduced scale: a decompression bomb.
+	// errors.Is(err, ErrTooLarge) holds for it too.
 	ErrTooManyPixels = fmt.Errorf("%w: too many pixels", ErrTooLarge)
 	// ErrNoQR means no QR code was found (SLIP_NOT_FOUND, qrcode_not_found).
 	ErrNoQR = errors.New("qrscan: no QR code found")
@@ -68,9 +74,10 @@ type Checked struct {
 	// bytes, estimated from its header on the high side; at most Budget.
 	Cost int64
 
-	img []byte
-	f   format
-	cfg image.Config
+	img    []byte
+	f      format
+	cfg    image.Config
+	stream bool // a PNG read row by row into a reduced plane (pngrows.go)
 }
 
 // Check checks img from its header, without decoding it, and returns what
@@ -91,15 +98,25 @@ func Check(img []byte) (Checked, error) {
 	if cfg.Width <= 0 || cfg.Height <= 0 {
 		return Checked{}, fmt.Errorf("%w: %s: %d×%d pixels", ErrFormat, f, cfg.Width, cfg.Height)
 	}
+	if px := int64(cfg.Width) * int64(cfg.Height); px > MaxPixels {
+		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels (%d Mpx), over the %d Mpx allowed",
+			ErrTooManyPixels, f, cfg.Width, cfg.Height, px/1_000_000, MaxPixels/1_000_000)
+	}
 	cost, err := decodeCost(f, img, cfg.Width, cfg.Height)
 	if err != nil {
 		return Checked{}, err
 	}
-	if cost += workCost(cfg.Width, cfg.Height); cost > Budget {
-		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to scan, over %d MiB",
+	stream := false
+	if cost += workCost(cfg.Width, cfg.Height); cost > Budget && f == formatPNG && pngStreamable(img) {
+		// Too big for image/png: read it row by row into the working
+		// plane, which is all of its pixels that the scan uses anyway.
+		cost, stream = pngStreamCost(img, cfg.Width, cfg.Height)+workCost(cfg.Width, cfg.Height), true
+	}
+	if cost > Budget {
+		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to decode, over %d MiB",
 			ErrTooManyPixels, f, cfg.Width, cfg.Height, cost>>20, Budget>>20)
 	}
-	return Checked{Cost: cost, img: img, f: f, cfg: cfg}, nil
+	return Checked{Cost: cost, img: img, f: f, cfg: cfg, stream: stream}, nil
 }
 
 // Scan decodes the image and returns the payload of its slip QR code, as
@@ -119,6 +136,14 @@ func (c Checked) Scan(accept func(payload string) bool) (payload string, err err
 			}
 		}
 	}()
+	if c.stream {
+		w, h := c.cfg.Width, c.cfg.Height
+		p, err := pngLuma(c.img, w, h, shrinkFactor(w, h))
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrFormat, err)
+		}
+		return scanPlane(p, accept)
+	}
 	m, err := decodeImage(c.f, c.img)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %v", ErrFormat, c.f, err)

@@ -49,7 +49,11 @@ type scanner struct {
 
 func scanImage(m image.Image, accept func(string) bool) (string, error) {
 	b := m.Bounds()
-	full := toGray(m, shrinkFactor(b.Dx(), b.Dy()))
+	return scanPlane(toGray(m, shrinkFactor(b.Dx(), b.Dy())), accept)
+}
+
+// scanPlane runs the strategies on full, the image's luma within maxWorkPixels.
+func scanPlane(full plane, accept func(string) bool) (string, error) {
 	if full.w == 0 || full.h == 0 {
 		return "", ErrNoQR
 	}

@@ -1,0 +1,208 @@
+package qrscan
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// withTRNS inserts a tRNS chunk holding data before the first IDAT of a PNG.
+func withTRNS(img, data []byte) []byte {
+	i := bytes.Index(img, []byte("IDAT")) - 4
+	out := append([]byte(nil), img[:i]...)
+	out = append(out, pngChunk("tRNS", data)...)
+	return append(out, img[i:]...)
+}
+
+// TestPNGLumaAsDecoded: reading a PNG row by row gives, for every colour
+// type, bit depth and transparency, the luma plane that image/png and
+// toGray give, at full size and shrunk.
+func TestPNGLumaAsDecoded(t *testing.T) {
+	const w, h = 61, 47
+	r := rand.New(rand.NewPCG(3, 4))
+	// A picture with flat areas and noise, so that every filter is used.
+	var imgs []image.Image
+	nrgba := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for i := range nrgba.Pix {
+		nrgba.Pix[i] = uint8(r.IntN(256))
+		if (i/4)%w < 20 {
+			nrgba.Pix[i] = uint8((i / 4 / w) * 5)
+		}
+	}
+	rgba := image.NewRGBA(nrgba.Bounds())
+	gray := image.NewGray(nrgba.Bounds())
+	gray16 := image.NewGray16(nrgba.Bounds())
+	nrgba64 := image.NewNRGBA64(nrgba.Bounds())
+	rgba64 := image.NewRGBA64(nrgba.Bounds())
+	for y := range h {
+		for x := range w {
+			c := nrgba.NRGBAAt(x, y)
+			rgba.SetRGBA(x, y, color.RGBA{c.R, c.G, c.B, 255})
+			gray.SetGray(x, y, color.Gray{c.G})
+			gray16.SetGray16(x, y, color.Gray16{uint16(c.G)<<8 | uint16(c.R)})
+			nrgba64.SetNRGBA64(x, y, color.NRGBA64{uint16(c.R) << 8, uint16(c.G)<<8 | 7, uint16(c.B) << 8, uint16(c.A)<<8 | uint16(c.R)})
+			rgba64.SetRGBA64(x, y, color.RGBA64{uint16(c.R) << 8, uint16(c.G) << 8, uint16(c.B) << 8, 0xffff})
+		}
+	}
+	imgs = append(imgs, nrgba, rgba, gray, gray16, nrgba64, rgba64)
+	for _, n := range []int{2, 4, 16, 256} { // bit depths 1, 2, 4 and 8
+		pal := color.Palette{}
+		for i := range n {
+			pal = append(pal, color.NRGBA{uint8(i * 37), uint8(i * 11), uint8(255 - i), uint8(255 - i%3*100)})
+		}
+		p := image.NewPaletted(nrgba.Bounds(), pal)
+		for i := range p.Pix {
+			p.Pix[i] = uint8(r.IntN(n))
+		}
+		imgs = append(imgs, p)
+	}
+	var files [][]byte
+	for _, m := range imgs {
+		var b bytes.Buffer
+		if err := png.Encode(&b, m); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, b.Bytes())
+	}
+	// Grey and RGB with a transparent colour, 8 and 16 bits.
+	files = append(files,
+		withTRNS(files[2], []byte{0, byte(gray.Pix[5])}),
+		withTRNS(files[3], gray16.Pix[10:12]),
+		withTRNS(files[1], []byte{0, rgba.Pix[0], 0, rgba.Pix[1], 0, rgba.Pix[2]}),
+	)
+	for i, f := range files {
+		want, err := png.Decode(bytes.NewReader(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []int{1, 2, 3} {
+			got, err := pngLuma(f, w, h, k)
+			if err != nil {
+				t.Fatalf("file %d (%T, colour type %d, depth %d): %v", i, want, f[25], f[24], err)
+			}
+			if p := toGray(want, k); !bytes.Equal(got.pix, p.pix) || got.w != p.w || got.h != p.h {
+				t.Errorf("file %d (%T, colour type %d, depth %d), k=%d: luma differs from image/png's", i, want, f[25], f[24], k)
+			}
+		}
+	}
+	// Damaged files are refused.
+	bad := append([]byte(nil), files[0]...)
+	bad[bytes.Index(bad, []byte("IDAT"))+6]++
+	if _, err := pngLuma(bad, w, h, 1); err == nil {
+		t.Error("a bad CRC read without error")
+	}
+	if _, err := pngLuma(files[0][:len(files[0])/2], w, h, 1); err == nil {
+		t.Error("a truncated file read without error")
+	}
+}
+
+// bigPicture is a w×h picture of a slip screenshot enlarged by a whole
+// factor to fill most of its height, on a desk: what a phone camera sends
+// of a slip on another screen, at its full resolution. With grain, each
+// pixel is nudged by ±3 levels, as a sensor would (and as keeps a JPEG's
+// size realistic).
+func bigPicture(seed uint64, w, h int, grain bool) (*image.RGBA, string) {
+	r := rand.New(rand.NewPCG(seed, 99))
+	p := bankPayload(r)
+	s := renderSlip(r, slipSpec{payload: p, qrFrac: 0.2 + 0.1*r.Float64()})
+	sw, sh := s.Bounds().Dx(), s.Bounds().Dy()
+	k := max(1, min(h*85/100/sh, w*85/100/sw))
+	out := image.NewRGBA(image.Rect(0, 0, w, h))
+	fill(out, out.Bounds(), deskColor(r))
+	x0, y0 := (w-sw*k)/2, (h-sh*k)/2
+	for y := range sh * k {
+		src := s.Pix[(y/k)*s.Stride:]
+		dst := out.Pix[(y0+y)*out.Stride+4*x0:]
+		for x := range sw * k {
+			copy(dst[4*x:4*x+4], src[4*(x/k):4*(x/k)+4])
+		}
+	}
+	if grain {
+		g := rand.New(rand.NewPCG(seed, 7))
+		for i := 0; i < len(out.Pix); i += 4 {
+			d := g.IntN(7) - 3
+			for ch := range 3 {
+				out.Pix[i+ch] = uint8(max(0, min(255, int(out.Pix[i+ch])+d)))
+			}
+		}
+	}
+	return out, p
+}
+
+// largeSizes are the camera resolutions of the large-picture tests: 12, 24
+// and 48 Mpx at 3:4.
+var largeSizes = [][2]int{{3024, 4032}, {4000, 6000}, {6000, 8000}}
+
+// TestLargePictures: photos of 12, 24 and 48 Mpx, as JPEG and as PNG where
+// the file stays within MaxBytes, are read within the Budget. It logs the
+// time and the bytes Scan allocated (all of them: a bound on its peak),
+// the figures of the README.
+func TestLargePictures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	for i, sz := range largeSizes {
+		w, h := sz[0], sz[1]
+		for _, f := range []string{"jpeg", "png"} {
+			t.Run(fmt.Sprintf("%s-%dMpx", f, w*h/1_000_000), func(t *testing.T) {
+				if f == "jpeg" && w*h > 40_000_000 {
+					t.Skip("image/jpeg needs 72 MiB for the planes of a 48 Mpx file")
+				}
+				m, payload := bigPicture(uint64(i), w, h, f == "jpeg")
+				var b bytes.Buffer
+				var err error
+				if f == "jpeg" {
+					err = jpeg.Encode(&b, m, &jpeg.Options{Quality: 85})
+				} else {
+					err = png.Encode(&b, m)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.Len() > MaxBytes {
+					t.Skipf("%d bytes, over MaxBytes", b.Len())
+				}
+				var got string
+				start := time.Now()
+				n := allocated(func() { got, err = Scan(b.Bytes(), isSlip) })
+				t.Logf("%s %d×%d, %d bytes: read in %v, allocated %.1f MiB", f, w, h, b.Len(), time.Since(start).Round(time.Millisecond), float64(n)/(1<<20))
+				if err != nil || got != payload {
+					t.Fatalf("Scan = %q, %v; want the slip", got, err)
+				}
+				if n > Budget {
+					t.Errorf("allocated %d bytes, over the budget of %d", n, Budget)
+				}
+			})
+		}
+	}
+}
+
+// TestTooManyPixels: an image over MaxPixels is refused from its header
+// with an error that says so, not that the file is too big.
+func TestTooManyPixels(t *testing.T) {
+	for _, img := range [][]byte{pngBomb(100000, 100000, 8, 2), pngBomb(8193, 8193, 8, 0), jpegBomb(9000, 8000)} {
+		_, err := Check(img)
+		if !errors.Is(err, ErrTooManyPixels) {
+			t.Errorf("err = %v, want ErrTooManyPixels", err)
+			continue
+		}
+		if !bytes.Contains([]byte(err.Error()), []byte("Mpx allowed")) {
+			t.Errorf("err = %v, does not name the pixel limit", err)
+		}
+	}
+	// Within MaxPixels, a PNG too big for image/png is read row by row
+	// (the 16-bit one was among the bombs before it was).
+	for _, img := range [][]byte{pngBomb(8192, 8192, 8, 6), pngBomb(5000, 5000, 16, 6)} {
+		c, err := Check(img)
+		if err != nil || !c.stream || c.Cost > Budget {
+			t.Errorf("%d×%d PNG: cost %d, %v; want it read row by row within the budget", c.cfg.Width, c.cfg.Height, c.Cost, err)
+		}
+	}
+}
