@@ -5,7 +5,9 @@ package api
 
 import (
 	"errors"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Code identifies a client-visible error condition: one row of the catalog.
@@ -184,20 +186,128 @@ func E(c Code) *Error { return &Error{Code: c} }
 // Errorf returns an error of c with a message of its own.
 func Errorf(c Code, msg string) *Error { return &Error{Code: c, Message: msg} }
 
-// FieldErrors collects every failing field of a request so a
-// VALIDATION_ERROR names them all.
-type FieldErrors []string
+// FieldErrors collects the failing fields of a request so a
+// VALIDATION_ERROR names them: every one when they are few, as a client
+// needs, and otherwise the first ones and how many more. The message is
+// bounded (MaxNamedFields fields, a field's name at maxFieldName bytes, the
+// named part at maxFieldsMessage bytes), and so is the work of building it:
+// a body naming 700,000 unknown fields costs a count, not a 16 MB answer.
+type FieldErrors struct {
+	named []string
+	size  int // bytes of named, with separators
+	more  int // failures not named
+}
+
+// Bounds of a VALIDATION_ERROR's message.
+const (
+	MaxNamedFields   = 10
+	maxFieldName     = 64
+	maxFieldEntry    = 160
+	maxFieldsMessage = 600
+)
 
 // Add records that field failed for reason.
-func (f *FieldErrors) Add(field, reason string) { *f = append(*f, field+": "+reason) }
+func (f *FieldErrors) Add(field, reason string) {
+	if f.full() {
+		f.more++
+		return
+	}
+	f.add(clip(field, maxFieldName) + ": " + reason)
+}
+
+// More records n failures more that are not named.
+func (f *FieldErrors) More(n int) { f.more += max(0, n) }
+
+// Len is the number of failures recorded, named or not.
+func (f *FieldErrors) Len() int { return len(f.named) + f.more }
+
+// AddAll records every failure of g, each field named under prefix (as
+// "plan." for the fields of a request's plan object).
+func (f *FieldErrors) AddAll(prefix string, g FieldErrors) {
+	for _, e := range g.named {
+		if f.full() {
+			f.more++
+			continue
+		}
+		f.add(prefix + e)
+	}
+	f.more += g.more
+}
+
+// AddMessage records the failures a VALIDATION_ERROR's message names (one
+// of another request, as a batch's items): its fields and how many more.
+func (f *FieldErrors) AddMessage(msg string) {
+	for _, e := range strings.Split(msg, "; ") {
+		if n, ok := moreFields(e); ok {
+			f.more += n
+		} else if f.full() {
+			f.more++
+		} else {
+			f.add(e)
+		}
+	}
+}
+
+func (f *FieldErrors) full() bool {
+	return len(f.named) >= MaxNamedFields || f.size >= maxFieldsMessage
+}
+
+func (f *FieldErrors) add(entry string) {
+	entry = clip(entry, maxFieldEntry)
+	if f.size+len(entry) > maxFieldsMessage && len(f.named) > 0 {
+		f.more++
+		return
+	}
+	f.named = append(f.named, entry)
+	f.size += len(entry) + 2
+}
 
 // Err returns nil when no field failed, or the VALIDATION_ERROR whose message
-// names every failing field, joined with "; ".
+// names the failing fields, joined with "; ", then "and N more fields" when
+// there were more than it names.
 func (f FieldErrors) Err() error {
-	if len(f) == 0 {
+	if f.Len() == 0 {
 		return nil
 	}
-	return Errorf(Validation, strings.Join(f, "; "))
+	msg := strings.Join(f.named, "; ")
+	if f.more > 0 {
+		if msg != "" {
+			msg += "; "
+		}
+		msg += "and " + strconv.Itoa(f.more) + " more field"
+		if f.more > 1 {
+			msg += "s"
+		}
+	}
+	return Errorf(Validation, msg)
+}
+
+// moreFields reads the tail of a bounded VALIDATION_ERROR message: "and N
+// more fields".
+func moreFields(e string) (int, bool) {
+	rest, ok := strings.CutPrefix(e, "and ")
+	if !ok {
+		return 0, false
+	}
+	num, word, ok := strings.Cut(rest, " ")
+	if !ok || word != "more field" && word != "more fields" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	return n, err == nil && n > 0
+}
+
+// clip cuts s to at most n bytes, at a character's start, marking the cut
+// with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - len("…")
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // Within returns err with its message placed in a part of the request: for
@@ -214,7 +324,9 @@ func Within(err error, part string) error {
 	if e.Code == Validation && e.Message != "" {
 		fields := strings.Split(e.Message, "; ")
 		for i, f := range fields {
-			fields[i] = part + "." + f
+			if _, tail := moreFields(f); !tail {
+				fields[i] = part + "." + f
+			}
 		}
 		msg = strings.Join(fields, "; ")
 	}

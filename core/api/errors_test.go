@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // The codes of spec section 7 and the decisions of ARCHITECTURE.md: every
@@ -151,5 +153,40 @@ func TestRenderOKAppender(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("%v: %s, want %s", v, got, want)
 		}
+	}
+}
+
+// TestFieldErrorsBounded: the message names at most MaxNamedFields fields,
+// each name cut short, then how many more; a batch's items' messages join
+// under the same bounds, and Within keeps the count as it is.
+func TestFieldErrorsBounded(t *testing.T) {
+	message := func(f FieldErrors) string { return f.Err().(*Error).Message }
+	var f FieldErrors
+	for i := range 700000 {
+		f.Add(fmt.Sprintf("k%d", i), "unknown field")
+	}
+	if got := message(f); !strings.HasPrefix(got, "k0: unknown field; k1: unknown field") || !strings.HasSuffix(got, "k9: unknown field; and 699990 more fields") {
+		t.Errorf("700,000 fields: %q", got)
+	}
+	var long FieldErrors
+	long.Add(strings.Repeat("ก", 1000), "unknown field")
+	if got := message(long); len(got) > 100 || !strings.HasSuffix(got, "…: unknown field") || !utf8.ValidString(got) {
+		t.Errorf("a long name: %q", got)
+	}
+	var batch FieldErrors
+	for i := range 100 {
+		item := Within(f.Err(), fmt.Sprintf("items[%d]", i)).(*Error).Message
+		if i == 0 && !strings.HasSuffix(item, "; and 699990 more fields") {
+			t.Errorf("an item's message: %q", item)
+		}
+		batch.AddMessage(item)
+	}
+	if got := message(batch); len(got) > 700 || !strings.HasPrefix(got, "items[0].k0: unknown field") || !strings.HasSuffix(got, "; and 69999990 more fields") {
+		t.Errorf("a batch: %d bytes: %q", len(got), got)
+	}
+	var one FieldErrors
+	one.More(1)
+	if got := message(one); got != "and 1 more field" {
+		t.Errorf("one unnamed: %q", got)
 	}
 }

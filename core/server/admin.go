@@ -354,7 +354,7 @@ func termFields(fe *api.FieldErrors, f fields, sv *store.Service) {
 // base's values.
 func planFields(fe *api.FieldErrors, f fields, base store.Plan, nested bool) (store.Plan, bool) {
 	p := base
-	n := len(*fe)
+	n := fe.Len()
 	prefix := ""
 	if nested {
 		prefix = "plan."
@@ -366,9 +366,7 @@ func planFields(fe *api.FieldErrors, f fields, base store.Plan, nested bool) (st
 		f = pf
 		var unknown api.FieldErrors
 		f.only(&unknown, "name", "quotaLimit", "rateBank", "rateWallet", "cycleAnchorDay")
-		for _, u := range unknown {
-			*fe = append(*fe, prefix+u)
-		}
+		fe.AddAll(prefix, unknown)
 		for _, name := range []string{"name", "quotaLimit", "rateBank", "rateWallet", "cycleAnchorDay"} {
 			if !f.has(name) {
 				fe.Add("plan."+name, "is required")
@@ -402,7 +400,7 @@ func planFields(fe *api.FieldErrors, f fields, base store.Plan, nested bool) (st
 			fe.Add(prefix+x.name, "must be a whole number from "+strconv.FormatInt(x.min, 10)+" to "+strconv.FormatInt(x.max, 10))
 		}
 	}
-	return p, len(*fe) == n
+	return p, fe.Len() == n
 }
 
 func (a *admin) patchService(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {

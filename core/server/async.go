@@ -94,12 +94,12 @@ func joinItemErrors(errs []error) error {
 	for _, err := range errs {
 		var e *api.Error
 		if errors.As(err, &e) && e.Code == api.Validation {
-			fe = append(fe, e.Message)
+			fe.AddMessage(e.Message)
 		} else if other == nil {
 			other = err
 		}
 	}
-	if len(fe) > 0 {
+	if fe.Len() > 0 {
 		return fe.Err()
 	}
 	return other

@@ -47,18 +47,6 @@ type fields struct {
 	form map[string]string
 }
 
-func (f fields) names() []string {
-	var n []string
-	for k := range f.json {
-		n = append(n, k)
-	}
-	for k := range f.form {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
-}
-
 func (f fields) has(name string) bool {
 	_, j := f.json[name]
 	_, v := f.form[name]
@@ -341,8 +329,16 @@ func jsonFields(body []byte) (fields, error) {
 	}
 	f := fields{json: make(map[string]json.RawMessage, 8)}
 	var fe api.FieldErrors
+	n := 0
 	for i = skipSpace(body, i+1); body[i] != '}'; {
 		end := stringEnd(body, i)
+		if n++; n > maxBodyFields { // count the rest: no request has so many
+			i = valueEnd(body, skipSpace(body, skipSpace(body, end)+1))
+			if i = skipSpace(body, i); body[i] == ',' {
+				i = skipSpace(body, i+1)
+			}
+			continue
+		}
 		name := string(body[i+1 : end-1])
 		if !plainASCII(body[i:end]) { // escapes, or text encoding/json would mend
 			json.Unmarshal(body[i:end], &name) // valid: cannot fail
@@ -357,11 +353,19 @@ func jsonFields(body []byte) (fields, error) {
 			i = skipSpace(body, i+1)
 		}
 	}
+	if n > maxBodyFields {
+		return fields{}, api.Errorf(api.Validation, "body: has "+strconv.Itoa(n)+" fields; a request has at most "+strconv.Itoa(maxBodyFields))
+	}
 	if err := fe.Err(); err != nil {
 		return fields{}, err
 	}
 	return f, nil
 }
+
+// maxBodyFields bounds the fields of one JSON object read: every request
+// has a few dozen at most, and a body of 700,000 would cost core a map of
+// them (about 80 MB) to name them as unknown.
+const maxBodyFields = 1000
 
 // The walk of jsonFields over valid JSON: i is at the start of a token.
 
@@ -417,13 +421,36 @@ func valueEnd(b []byte, i int) int {
 	return i
 }
 
-// only records every field not in allowed as unknown.
+// only records every field not in allowed as unknown: the first ones by
+// name, and how many more. It sorts only the names it reports, so a body of
+// 700,000 fields costs one pass.
 func (f fields) only(fe *api.FieldErrors, allowed ...string) {
-	for _, n := range f.names() {
-		if !slices.Contains(allowed, n) {
-			fe.Add(n, "unknown field")
+	var first []string // the smallest unknown names, in order
+	n := 0
+	see := func(name string) {
+		if slices.Contains(allowed, name) {
+			return
 		}
+		n++
+		if len(first) == api.MaxNamedFields && name >= first[len(first)-1] {
+			return
+		}
+		i, _ := slices.BinarySearch(first, name)
+		if len(first) == api.MaxNamedFields {
+			first = first[:len(first)-1]
+		}
+		first = slices.Insert(first, i, name)
 	}
+	for k := range f.json {
+		see(k)
+	}
+	for k := range f.form {
+		see(k)
+	}
+	for _, name := range first {
+		fe.Add(name, "unknown field")
+	}
+	fe.More(n - len(first))
 }
 
 // null reports whether a JSON field is present and null.
