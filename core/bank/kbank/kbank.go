@@ -1,0 +1,312 @@
+// Package kbank is a bank.Connector for KBank's Slip Verification API,
+// which looks up interbank transfers (any sending bank) at Thailand's
+// switch.
+//
+// # Wire format
+//
+// A token by OAuth2 client credentials:
+//
+//	POST {base}/v2/oauth/token
+//	Authorization: Basic base64(consumer id ":" consumer secret)
+//	Content-Type: application/x-www-form-urlencoded
+//	grant_type=client_credentials
+//	→ 200 {"access_token": "...", "token_type": "Bearer", "expires_in": "1799", ...}
+//
+// then one lookup per call:
+//
+//	POST {base}/v1/verslip/kbank/verify
+//	Authorization: Bearer <token>
+//	{"rqUID": "<uuid>", "rqDt": "2024-10-08T14:22:54+07:00",
+//	 "data": {"sendingBank": "004", "transRef": "015..."}}
+//	→ {"rqUID": "...", "kbankTxnId": "...", "statusCode": "0000",
+//	   "statusMessage": "SUCCESS", "data": {...the switch's record...}}
+//
+// In test mode (KBank's sandbox) the token call also sends
+// x-test-mode: true and env-id: OAUTH2, and the lookup x-test-mode: true.
+// Both endpoints take a client certificate (two-way TLS) in test and in
+// production.
+//
+// # Answers
+//
+// statusCode 0000 with data is the slip (package slipdata maps it); 8404
+// (not found, or older than the switch's 7 days) is bank.ErrNotFound. KBank
+// does not tell a transfer still settling from one that does not exist, so
+// this connector never answers bank.ErrPending: core's async retry schedule
+// covers the settling window. HTTP 401 means the token expired: it is
+// dropped and the lookup sent once more, as the bank did not run it.
+// Everything else (6501/8501 bank not supported, 8503 switch-to-bank
+// failure, 429, 5xx, malformed replies, timeouts) is bank.ErrUpstream, with
+// the bank's status code, rqUID and kbankTxnId in the error text for core's
+// log; clients see only API_SERVER_ERROR.
+package kbank
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/bank/slipdata"
+	"github.com/slipverify/slipverify/core/bank/upstream"
+)
+
+// Paths below the base URL.
+const (
+	TokenPath  = "/v2/oauth/token"
+	VerifyPath = "/v1/verslip/kbank/verify"
+)
+
+// Status codes of the verify reply.
+const (
+	StatusOK       = "0000"
+	StatusNotFound = "8404"
+)
+
+// DefaultTimeout bounds a call when Config.Timeout is zero.
+const DefaultTimeout = 10 * time.Second
+
+// Config configures a Connector.
+type Config struct {
+	URL          string // scheme and host, https://openapi.kasikornbank.com say
+	ClientID     string // consumer id
+	ClientSecret string // consumer secret
+	TLS          upstream.TLS
+	TestMode     bool          // send the sandbox's headers
+	Timeout      time.Duration // one call, token fetch included; zero: DefaultTimeout
+	Limits       upstream.Limits
+	// Client sends the requests; nil means one made from TLS. Tests pass
+	// one trusting their own CA. Redirects are never followed.
+	Client  *http.Client
+	Now     func() time.Time // nil: time.Now
+	Metrics *metrics.Set     // nil: not exported
+}
+
+// Connector is a bank.Connector asking KBank. It is safe for concurrent use.
+type Connector struct {
+	tokenURL, verifyURL string
+	basic               string
+	testMode            bool
+	timeout             time.Duration
+	client              *http.Client
+	now                 func() time.Time
+	tokens              *upstream.Tokens
+	guard               *upstream.Guard
+}
+
+var _ bank.Connector = (*Connector)(nil)
+
+// New returns a connector for cfg, reporting every problem of cfg at once.
+func New(cfg Config) (*Connector, error) {
+	var errs []error
+	base, err := upstream.CheckURL(cfg.URL)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("SLIP_KBANK_URL: %w", err))
+	}
+	if cfg.ClientID == "" {
+		errs = append(errs, errors.New("SLIP_KBANK_CLIENT_ID: required"))
+	}
+	if cfg.ClientSecret == "" {
+		errs = append(errs, errors.New("SLIP_KBANK_CLIENT_SECRET: required"))
+	}
+	if cfg.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("kbank: timeout %v is negative", cfg.Timeout))
+	}
+	client := cfg.Client
+	if client == nil {
+		tc, err := cfg.TLS.Config("SLIP_KBANK")
+		if err != nil {
+			errs = append(errs, err)
+		}
+		client = upstream.NewClient(tc)
+	} else {
+		client = upstream.NoRedirects(client)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	c := &Connector{
+		tokenURL:  base + TokenPath,
+		verifyURL: base + VerifyPath,
+		basic:     "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret)),
+		testMode:  cfg.TestMode,
+		timeout:   timeout,
+		client:    client,
+		now:       now,
+		guard:     upstream.NewGuard("kbank", cfg.Limits, now, cfg.Metrics),
+	}
+	c.tokens = upstream.NewTokens(c.fetchToken, now, timeout, c.guard.TokenFetched)
+	return c, nil
+}
+
+// tokenReply is the token endpoint's answer, read liberally.
+type tokenReply struct {
+	AccessToken string           `json:"access_token"`
+	TokenType   string           `json:"token_type"`
+	ExpiresIn   upstream.Seconds `json:"expires_in"`
+}
+
+func (c *Connector) fetchToken(ctx context.Context) (upstream.Token, error) {
+	rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.tokenURL, strings.NewReader("grant_type=client_credentials"))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", c.basic)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Accept", "application/json")
+		if c.testMode {
+			req.Header.Set("x-test-mode", "true")
+			req.Header.Set("env-id", "OAUTH2")
+		}
+		return req, nil
+	})
+	if err != nil {
+		return upstream.Token{}, err
+	}
+	if rep.Status != http.StatusOK {
+		return upstream.Token{}, fmt.Errorf("kbank: POST %s: HTTP %d", TokenPath, rep.Status)
+	}
+	var tr tokenReply
+	if err := json.Unmarshal(rep.Body, &tr); err != nil {
+		return upstream.Token{}, fmt.Errorf("kbank: token reply: %w", err)
+	}
+	if !upstream.IsBearer(tr.TokenType) {
+		return upstream.Token{}, fmt.Errorf("kbank: token type %.20q is not a bearer token", tr.TokenType)
+	}
+	return upstream.Token{Value: tr.AccessToken, Life: tr.ExpiresIn.Life()}, nil
+}
+
+// verifyRequest is the lookup's body.
+type verifyRequest struct {
+	RqUID string     `json:"rqUID"`
+	RqDt  string     `json:"rqDt"`
+	Data  verifyData `json:"data"`
+}
+
+type verifyData struct {
+	SendingBank string `json:"sendingBank"`
+	TransRef    string `json:"transRef"`
+}
+
+// verifyReply is the lookup's answer.
+type verifyReply struct {
+	RqUID         string         `json:"rqUID"`
+	KbankTxnID    string         `json:"kbankTxnId"`
+	StatusCode    string         `json:"statusCode"`
+	StatusMessage string         `json:"statusMessage"`
+	Data          *slipdata.Data `json:"data"`
+}
+
+// bangkok is UTC+07:00, the offset KBank wants in rqDt.
+var bangkok = time.FixedZone("+07", 7*60*60)
+
+// Bank looks up (bankCode, transRef): one billed lookup, sent again only
+// after an expired-token answer.
+func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
+	if err := upstream.CheckLookup(bankCode, transRef); err != nil {
+		return bank.Slip{}, fmt.Errorf("%w: kbank: %w", bank.ErrUpstream, err)
+	}
+	var s bank.Slip
+	err := c.guard.Do(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		var err error
+		s, err = c.lookup(ctx, bankCode, transRef)
+		return err
+	})
+	return s, err
+}
+
+func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
+	for attempt := 0; ; attempt++ {
+		token, err := c.tokens.Get(ctx)
+		if err != nil {
+			return bank.Slip{}, fmt.Errorf("%w: kbank: %w", bank.ErrUpstream, err)
+		}
+		rqUID := upstream.RequestID()
+		body, err := json.Marshal(verifyRequest{
+			RqUID: rqUID,
+			RqDt:  c.now().In(bangkok).Format(time.RFC3339),
+			Data:  verifyData{SendingBank: bankCode, TransRef: transRef},
+		})
+		if err != nil {
+			return bank.Slip{}, fmt.Errorf("%w: kbank: %w", bank.ErrUpstream, err)
+		}
+		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.verifyURL, bytes.NewReader(body))
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json")
+			if c.testMode {
+				req.Header.Set("x-test-mode", "true")
+			}
+			return req, nil
+		})
+		if err != nil {
+			return bank.Slip{}, fmt.Errorf("%w: kbank: rqUID %s: %w", bank.ErrUpstream, rqUID, err)
+		}
+		if rep.Status == http.StatusUnauthorized {
+			c.tokens.Drop(token)
+			if attempt == 0 {
+				continue // the bank refused the token and ran nothing
+			}
+			return bank.Slip{}, fmt.Errorf("%w: kbank: rqUID %s: HTTP 401 with a fresh token", bank.ErrUpstream, rqUID)
+		}
+		return decode(rep, rqUID, transRef)
+	}
+}
+
+// decode reads a verify reply to the lookup rqUID of transRef.
+func decode(rep upstream.Reply, rqUID, transRef string) (bank.Slip, error) {
+	var r verifyReply
+	jerr := json.Unmarshal(rep.Body, &r)
+	if jerr != nil || r.StatusCode == "" {
+		if rep.Status != http.StatusOK {
+			return bank.Slip{}, fmt.Errorf("%w: kbank: rqUID %s: HTTP %d", bank.ErrUpstream, rqUID, rep.Status)
+		}
+		return bank.Slip{}, fmt.Errorf("%w: kbank: rqUID %s: malformed reply: %v", bank.ErrUpstream, rqUID, jerr)
+	}
+	trace := fmt.Sprintf("rqUID %s kbankTxnId %.64q", rqUID, r.KbankTxnID)
+	switch r.StatusCode {
+	case StatusOK:
+		if rep.Status != http.StatusOK || r.Data == nil {
+			return bank.Slip{}, fmt.Errorf("%w: kbank: %s: HTTP %d, status 0000 without data", bank.ErrUpstream, trace, rep.Status)
+		}
+		s, err := slipdata.Map(r.Data)
+		if err != nil {
+			return bank.Slip{}, fmt.Errorf("%w: kbank: %s: %w", bank.ErrUpstream, trace, err)
+		}
+		if s.TransRef != transRef {
+			return bank.Slip{}, fmt.Errorf("%w: kbank: %s: asked for %q, reply is for %.40q", bank.ErrUpstream, trace, transRef, s.TransRef)
+		}
+		return s, nil
+	case StatusNotFound:
+		return bank.Slip{}, fmt.Errorf("%w: kbank: %s: status %s", bank.ErrNotFound, trace, r.StatusCode)
+	}
+	return bank.Slip{}, fmt.Errorf("%w: kbank: %s: HTTP %d status %.10q %.100q", bank.ErrUpstream, trace, rep.Status, r.StatusCode, r.StatusMessage)
+}
+
+// Wallet is not a KBank lookup: wallet transfers are not on the
+// interbank switch's slip API.
+func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
+	return bank.WalletSlip{}, fmt.Errorf("%w: kbank: wallet lookups are not supported", bank.ErrUpstream)
+}

@@ -1,0 +1,310 @@
+// Package scb is a bank.Connector for SCB's Slip Verification API
+// (documented for QR 30 bill payments; it answers for transfers on the
+// interbank switch).
+//
+// # Wire format
+//
+// A token:
+//
+//	POST {base}/v1/oauth/token
+//	Content-Type: application/json
+//	resourceOwnerId: <API key>
+//	requestUId: <uuid>
+//	{"applicationKey": "<API key>", "applicationSecret": "<API secret>"}
+//	→ {"status": {"code": 1000, "description": "Success"},
+//	   "data": {"accessToken": "...", "tokenType": "Bearer", "expiresIn": 1800, ...}}
+//
+// then one lookup per call:
+//
+//	GET {base}/v1/payment/billpayment/transactions/{transRef}?sendingBank=014
+//	authorization: Bearer <token>
+//	requestUId: <uuid>
+//	resourceOwnerId: <API key>
+//	accept-language: EN
+//	→ {"status": {"code": 1000, "description": "Success"}, "data": {...}}
+//
+// where data is the switch's record with every field a string ("amount":
+// "5345.45"). {base} is the base SCB gives, with its /partners/... prefix.
+//
+// # Answers
+//
+// Status 1000 with data is the slip; 1104 (and the switch's 8404) is
+// bank.ErrNotFound. SCB does not tell a transfer still settling from one
+// that does not exist, so bank.ErrPending is never answered. HTTP 401 or
+// status 9300 means the token expired: it is dropped and the lookup sent
+// once more. Everything else is bank.ErrUpstream, with the status code and
+// requestUId in the error text for core's log.
+package scb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/bank/slipdata"
+	"github.com/slipverify/slipverify/core/bank/upstream"
+)
+
+// Paths below the base URL.
+const (
+	TokenPath  = "/v1/oauth/token"
+	LookupPath = "/v1/payment/billpayment/transactions/"
+)
+
+// Status codes of SCB's replies.
+const (
+	StatusOK           = 1000
+	StatusNotFound     = 1104
+	StatusSwitchNotFnd = 8404
+	StatusTokenExpired = 9300
+)
+
+// DefaultTimeout bounds a call when Config.Timeout is zero.
+const DefaultTimeout = 10 * time.Second
+
+// Config configures a Connector.
+type Config struct {
+	URL       string // base, https://api-sandbox.partners.scb/partners/sandbox say
+	APIKey    string // applicationKey, also sent as resourceOwnerId
+	APISecret string // applicationSecret
+	TLS       upstream.TLS
+	Timeout   time.Duration // one call, token fetch included; zero: DefaultTimeout
+	Limits    upstream.Limits
+	Client    *http.Client     // nil: one made from TLS; redirects never followed
+	Now       func() time.Time // nil: time.Now
+	Metrics   *metrics.Set     // nil: not exported
+}
+
+// Connector is a bank.Connector asking SCB. It is safe for concurrent use.
+type Connector struct {
+	tokenURL, lookupURL string
+	key, secret         string
+	timeout             time.Duration
+	client              *http.Client
+	tokens              *upstream.Tokens
+	guard               *upstream.Guard
+}
+
+var _ bank.Connector = (*Connector)(nil)
+
+// New returns a connector for cfg, reporting every problem of cfg at once.
+func New(cfg Config) (*Connector, error) {
+	var errs []error
+	base, err := upstream.CheckURL(cfg.URL)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("SLIP_SCB_URL: %w", err))
+	}
+	if cfg.APIKey == "" {
+		errs = append(errs, errors.New("SLIP_SCB_API_KEY: required"))
+	}
+	if cfg.APISecret == "" {
+		errs = append(errs, errors.New("SLIP_SCB_API_SECRET: required"))
+	}
+	if cfg.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("scb: timeout %v is negative", cfg.Timeout))
+	}
+	client := cfg.Client
+	if client == nil {
+		tc, err := cfg.TLS.Config("SLIP_SCB")
+		if err != nil {
+			errs = append(errs, err)
+		}
+		client = upstream.NewClient(tc)
+	} else {
+		client = upstream.NoRedirects(client)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	c := &Connector{
+		tokenURL:  base + TokenPath,
+		lookupURL: base + LookupPath,
+		key:       cfg.APIKey,
+		secret:    cfg.APISecret,
+		timeout:   timeout,
+		client:    client,
+		guard:     upstream.NewGuard("scb", cfg.Limits, now, cfg.Metrics),
+	}
+	c.tokens = upstream.NewTokens(c.fetchToken, now, timeout, c.guard.TokenFetched)
+	return c, nil
+}
+
+// code is a status code sent as a number or a string.
+type code int
+
+func (c *code) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		b = []byte(s)
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil {
+		return fmt.Errorf("status code %.20q is not a number", b)
+	}
+	*c = code(n)
+	return nil
+}
+
+type status struct {
+	Code        code   `json:"code"`
+	Description string `json:"description"`
+}
+
+type tokenReply struct {
+	Status status `json:"status"`
+	Data   *struct {
+		AccessToken string           `json:"accessToken"`
+		TokenType   string           `json:"tokenType"`
+		ExpiresIn   upstream.Seconds `json:"expiresIn"`
+	} `json:"data"`
+}
+
+type tokenRequest struct {
+	ApplicationKey    string `json:"applicationKey"`
+	ApplicationSecret string `json:"applicationSecret"`
+}
+
+func (c *Connector) fetchToken(ctx context.Context) (upstream.Token, error) {
+	body, err := json.Marshal(tokenRequest{ApplicationKey: c.key, ApplicationSecret: c.secret})
+	if err != nil {
+		return upstream.Token{}, err
+	}
+	rqUID := upstream.RequestID()
+	rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.tokenURL, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("resourceOwnerId", c.key)
+		req.Header.Set("requestUId", rqUID)
+		req.Header.Set("accept-language", "EN")
+		return req, nil
+	})
+	if err != nil {
+		return upstream.Token{}, err
+	}
+	var tr tokenReply
+	if err := json.Unmarshal(rep.Body, &tr); err != nil || rep.Status != http.StatusOK {
+		return upstream.Token{}, fmt.Errorf("scb: POST %s: requestUId %s: HTTP %d: %v", TokenPath, rqUID, rep.Status, err)
+	}
+	if tr.Status.Code != StatusOK || tr.Data == nil {
+		return upstream.Token{}, fmt.Errorf("scb: POST %s: requestUId %s: status %d %.100q", TokenPath, rqUID, tr.Status.Code, tr.Status.Description)
+	}
+	if !upstream.IsBearer(tr.Data.TokenType) {
+		return upstream.Token{}, fmt.Errorf("scb: token type %.20q is not a bearer token", tr.Data.TokenType)
+	}
+	return upstream.Token{Value: tr.Data.AccessToken, Life: tr.Data.ExpiresIn.Life()}, nil
+}
+
+type lookupReply struct {
+	Status status         `json:"status"`
+	Data   *slipdata.Data `json:"data"`
+}
+
+// Bank looks up (bankCode, transRef): one billed lookup, sent again only
+// after an expired-token answer.
+func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
+	if err := upstream.CheckLookup(bankCode, transRef); err != nil {
+		return bank.Slip{}, fmt.Errorf("%w: scb: %w", bank.ErrUpstream, err)
+	}
+	var s bank.Slip
+	err := c.guard.Do(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		var err error
+		s, err = c.lookup(ctx, bankCode, transRef)
+		return err
+	})
+	return s, err
+}
+
+func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
+	target := c.lookupURL + url.PathEscape(transRef) + "?sendingBank=" + url.QueryEscape(bankCode)
+	for attempt := 0; ; attempt++ {
+		token, err := c.tokens.Get(ctx)
+		if err != nil {
+			return bank.Slip{}, fmt.Errorf("%w: scb: %w", bank.ErrUpstream, err)
+		}
+		rqUID := upstream.RequestID()
+		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+			if err != nil {
+				return nil, err
+			}
+			req.Body = upstream.NoBody() // not replayable: see NoBody
+			req.Header.Set("authorization", "Bearer "+token)
+			req.Header.Set("requestUId", rqUID)
+			req.Header.Set("resourceOwnerId", c.key)
+			req.Header.Set("accept-language", "EN")
+			req.Header.Set("Accept", "application/json")
+			return req, nil
+		})
+		if err != nil {
+			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: %w", bank.ErrUpstream, rqUID, err)
+		}
+		var r lookupReply
+		jerr := json.Unmarshal(rep.Body, &r)
+		expired := rep.Status == http.StatusUnauthorized || (jerr == nil && r.Status.Code == StatusTokenExpired)
+		if expired {
+			c.tokens.Drop(token)
+			if attempt == 0 {
+				continue // the bank refused the token and ran nothing
+			}
+			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: token refused twice (HTTP %d)", bank.ErrUpstream, rqUID, rep.Status)
+		}
+		return decode(rep.Status, &r, jerr, rqUID, transRef)
+	}
+}
+
+func decode(httpStatus int, r *lookupReply, jerr error, rqUID, transRef string) (bank.Slip, error) {
+	if jerr != nil || r.Status.Code == 0 {
+		if httpStatus != http.StatusOK {
+			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: HTTP %d", bank.ErrUpstream, rqUID, httpStatus)
+		}
+		return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: malformed reply: %v", bank.ErrUpstream, rqUID, jerr)
+	}
+	switch r.Status.Code {
+	case StatusOK:
+		if httpStatus != http.StatusOK || r.Data == nil {
+			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: HTTP %d, status 1000 without data", bank.ErrUpstream, rqUID, httpStatus)
+		}
+		s, err := slipdata.Map(r.Data)
+		if err != nil {
+			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: %w", bank.ErrUpstream, rqUID, err)
+		}
+		if s.TransRef != transRef {
+			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: asked for %q, reply is for %.40q", bank.ErrUpstream, rqUID, transRef, s.TransRef)
+		}
+		return s, nil
+	case StatusNotFound, StatusSwitchNotFnd:
+		return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: status %d", bank.ErrNotFound, rqUID, r.Status.Code)
+	}
+	return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: HTTP %d status %d %.100q", bank.ErrUpstream, rqUID, httpStatus, r.Status.Code, r.Status.Description)
+}
+
+// Wallet is not an SCB slip lookup.
+func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
+	return bank.WalletSlip{}, fmt.Errorf("%w: scb: wallet lookups are not supported", bank.ErrUpstream)
+}

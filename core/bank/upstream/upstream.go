@@ -1,0 +1,258 @@
+// Package upstream holds what core's connectors to real bank APIs share
+// (packages kbank and scb): an HTTPS client with an optional client
+// certificate, an OAuth token cache, the one-send rule for lookups, a
+// per-upstream cap and circuit, and per-upstream metrics.
+//
+// # Money rules
+//
+// A bank may bill every lookup it receives. Send therefore sends a lookup
+// once, and repeats it only when the connection failed before the request
+// could have left core: the dial or TLS handshake failed, so no byte of it
+// was written. A timeout, a reset, a 5xx or a malformed reply after that is
+// an error, never a second request. Redirects are refused, not followed.
+// The one other repeat is the connectors' own: a lookup the bank refused
+// because the token had expired (it did not run it) is sent once more with
+// a new token.
+package upstream
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// MaxReplySize is the largest reply body, in bytes, read from a bank; a
+// longer one is an error. A slip is about 1 KiB.
+const MaxReplySize = 1 << 20
+
+// TLS holds the files of a connector's TLS settings; each may be empty.
+type TLS struct {
+	CertFile, KeyFile string // client certificate and its key (PEM), both or neither
+	CAFile            string // extra roots (PEM) trusted besides the system's
+}
+
+// Config returns the TLS configuration t names, reporting every problem at
+// once. prefix names the settings in messages (SLIP_KBANK, say).
+func (t TLS) Config(prefix string) (*tls.Config, error) {
+	var errs []error
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	switch {
+	case t.CertFile == "" && t.KeyFile == "":
+	case t.CertFile == "" || t.KeyFile == "":
+		errs = append(errs, fmt.Errorf("%s_CERT_FILE and %s_KEY_FILE: set both or neither", prefix, prefix))
+	default:
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s_CERT_FILE, %s_KEY_FILE: %w", prefix, prefix, err))
+		} else {
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		pool, perr := x509.SystemCertPool()
+		if perr != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s_CA_FILE: %w", prefix, err))
+		case !pool.AppendCertsFromPEM(pem):
+			errs = append(errs, fmt.Errorf("%s_CA_FILE %s: no PEM certificate", prefix, t.CAFile))
+		default:
+			cfg.RootCAs = pool
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// NewClient returns a client for one bank host over tc that never follows
+// a redirect (a redirect would send a lookup twice).
+func NewClient(tc *tls.Config) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment,
+			DialContext: (&net.Dialer{
+				Timeout:   5 * time.Second,
+				KeepAlive: 30 * time.Second,
+			}).DialContext,
+			TLSClientConfig:        tc,
+			ForceAttemptHTTP2:      false, // HTTP/1.1 only: its retry rules are the ones Send relies on
+			MaxIdleConns:           256,
+			MaxIdleConnsPerHost:    128,
+			IdleConnTimeout:        90 * time.Second,
+			TLSHandshakeTimeout:    5 * time.Second,
+			MaxResponseHeaderBytes: 64 << 10,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// NoRedirects returns a copy of c that answers a redirect with the 3xx
+// itself.
+func NoRedirects(c *http.Client) *http.Client {
+	cp := *c
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
+}
+
+// Reply is a bank's answer: its HTTP status and body.
+type Reply struct {
+	Status int
+	Body   []byte
+}
+
+// ErrMaybeSent is wrapped by Send's errors after the request may have
+// reached the bank: it must not be sent again.
+var ErrMaybeSent = errors.New("the request may have reached the bank")
+
+// Send sends the request newReq builds, reads the reply (up to
+// MaxReplySize) and returns it. It sends again only when the first attempt
+// failed before a connection was made, which newReq makes possible by
+// building a fresh request each time. Errors after a connection was made
+// wrap ErrMaybeSent.
+func Send(client *http.Client, newReq func() (*http.Request, error)) (Reply, error) {
+	for attempt := 0; ; attempt++ {
+		req, err := newReq()
+		if err != nil {
+			return Reply{}, err
+		}
+		connected := false
+		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected = true }}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		resp, err := client.Do(req)
+		if err != nil {
+			if !connected && attempt == 0 && req.Context().Err() == nil {
+				continue // nothing left core: the bank cannot have seen it
+			}
+			if connected {
+				return Reply{}, fmt.Errorf("%w: %w", ErrMaybeSent, err)
+			}
+			return Reply{}, err
+		}
+		body, err := readBody(resp)
+		if err == nil {
+			// A reply cut short by the deadline can end cleanly on the
+			// wire; it is the deadline's, not the bank's answer.
+			err = req.Context().Err()
+		}
+		if err != nil {
+			return Reply{Status: resp.StatusCode}, fmt.Errorf("%w: read reply: %w", ErrMaybeSent, err)
+		}
+		return Reply{Status: resp.StatusCode, Body: body}, nil
+	}
+}
+
+func readBody(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, MaxReplySize+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxReplySize {
+		return nil, fmt.Errorf("reply exceeds %d bytes", MaxReplySize)
+	}
+	return buf.Bytes(), nil
+}
+
+// RequestID returns a fresh random id for a request's trace header
+// (KBank's rqUID, SCB's requestUId): a UUID v4.
+func RequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hex[c>>4], hex[c&0xf])
+	}
+	return string(out)
+}
+
+// CheckLookup validates a lookup before it is sent (and billed): a bank
+// code of three digits and a transRef of 1 to 64 letters and digits, as
+// the switch issues them.
+func CheckLookup(bankCode, transRef string) error {
+	var errs []error
+	if len(bankCode) != 3 || !digits(bankCode) {
+		errs = append(errs, fmt.Errorf("bank code %.10q is not 3 digits", bankCode))
+	}
+	if len(transRef) == 0 || len(transRef) > 64 || !alnum(transRef) {
+		errs = append(errs, fmt.Errorf("transRef %.70q is not 1 to 64 letters and digits", transRef))
+	}
+	return errors.Join(errs...)
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// NoBody returns a request body of no bytes that makes a GET not
+// replayable: net/http resends a replayable request on its own when a
+// reused connection breaks after the request was written, which for a
+// billed lookup would be a second bill. The transport probes the body,
+// finds it empty and sends no body and no Content-Length, as for any GET.
+func NoBody() io.ReadCloser { return io.NopCloser(empty{}) }
+
+type empty struct{}
+
+func (empty) Read([]byte) (int, error) { return 0, io.EOF }
+
+// CheckURL returns the base URL u names, without a trailing slash: https
+// (or http, for a local fake), a host, and nothing after the path.
+func CheckURL(u string) (string, error) {
+	if u == "" {
+		return "", errors.New("required")
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", err
+	}
+	switch {
+	case p.Scheme != "https" && p.Scheme != "http":
+		return "", fmt.Errorf("%q: scheme must be https", p.Redacted())
+	case p.Host == "":
+		return "", fmt.Errorf("%q: no host", p.Redacted())
+	case p.User != nil || p.RawQuery != "" || p.Fragment != "":
+		return "", fmt.Errorf("%q: takes no user, query or fragment", p.Redacted())
+	}
+	return strings.TrimSuffix(p.String(), "/"), nil
+}

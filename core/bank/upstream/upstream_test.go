@@ -1,0 +1,187 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/bank"
+)
+
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func TestTokensOneFetchForConcurrentCallers(t *testing.T) {
+	var fetches atomic.Int32
+	release := make(chan struct{})
+	tok := NewTokens(func(context.Context) (Token, error) {
+		fetches.Add(1)
+		<-release
+		return Token{Value: "t", Life: time.Hour}, nil
+	}, new(clock).Now, time.Minute, nil)
+	var wg sync.WaitGroup
+	started := make(chan struct{}, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			if v, err := tok.Get(context.Background()); v != "t" || err != nil {
+				t.Errorf("got %q %v", v, err)
+			}
+		}()
+	}
+	for range 16 {
+		<-started
+	}
+	close(release)
+	wg.Wait()
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("%d fetches, want 1", n)
+	}
+}
+
+func TestTokensRetryDropAndExpiry(t *testing.T) {
+	clk := new(clock)
+	var n atomic.Int32
+	tok := NewTokens(func(context.Context) (Token, error) {
+		if n.Add(1) == 1 {
+			return Token{}, errors.New("connection refused")
+		}
+		return Token{Value: "t" + string(rune('0'+n.Load())), Life: 10 * time.Minute}, nil
+	}, clk.Now, time.Minute, nil)
+	v, err := tok.Get(context.Background())
+	if err != nil || v != "t2" {
+		t.Fatalf("got %q %v, want t2 after one failed fetch", v, err)
+	}
+	tok.Drop("stale") // another token: kept
+	if v, _ := tok.Get(context.Background()); v != "t2" {
+		t.Errorf("dropping another token lost t2: %q", v)
+	}
+	tok.Drop("t2")
+	if v, _ := tok.Get(context.Background()); v != "t3" {
+		t.Errorf("after Drop: %q, want t3", v)
+	}
+	clk.Advance(9*time.Minute + time.Second) // last minute of 10
+	if v, _ := tok.Get(context.Background()); v != "t4" {
+		t.Errorf("in the last minute: %q, want t4", v)
+	}
+}
+
+func TestTokensWaiterLeaves(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	tok := NewTokens(func(context.Context) (Token, error) { <-release; return Token{Value: "t"}, nil }, new(clock).Now, time.Minute, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tok.Get(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v, want Canceled", err)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		`1799`: 1799 * time.Second, `"1799"`: 1799 * time.Second, `" 60 "`: time.Minute, `1.5`: 1500 * time.Millisecond,
+		`null`: DefaultLife, `""`: DefaultLife, `0`: DefaultLife,
+	} {
+		var s Seconds
+		if err := json.Unmarshal([]byte(in), &s); err != nil || s.Life() != want {
+			t.Errorf("%s: %v %v, want %v", in, s.Life(), err, want)
+		}
+	}
+	for _, in := range []string{`"soon"`, `-1`, `true`, `{}`} {
+		var s Seconds
+		if err := json.Unmarshal([]byte(in), &s); err == nil {
+			t.Errorf("%s: no error", in)
+		}
+	}
+	for tt, want := range map[string]bool{"Bearer": true, "bearer": true, "BearerToken": true, "": true, "MAC": false, "Basic": false} {
+		if IsBearer(tt) != want {
+			t.Errorf("IsBearer(%q) != %v", tt, want)
+		}
+	}
+}
+
+func TestCheckLookup(t *testing.T) {
+	for _, ok := range [][2]string{{"004", "015278145821CTF09876"}, {"014", "a"}} {
+		if err := CheckLookup(ok[0], ok[1]); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range [][2]string{{"04", "A"}, {"0a4", "A"}, {"004", ""}, {"004", "A B"}, {"004", "A?x=1"}, {"004", "../x"}} {
+		if err := CheckLookup(bad[0], bad[1]); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+var errBank = errors.New("HTTP 503")
+
+func TestCircuit(t *testing.T) {
+	clk := new(clock)
+	g := NewGuard("test", Limits{FailuresToOpen: 3, OpenFor: time.Minute}, clk.Now, nil)
+	calls := 0
+	fail := func(context.Context) error { calls++; return errBank }
+	ok := func(context.Context) error { calls++; return nil }
+	notFound := func(context.Context) error { calls++; return bank.ErrNotFound }
+	ctx := context.Background()
+	g.Do(ctx, fail)
+	g.Do(ctx, fail)
+	g.Do(ctx, notFound) // an answer: resets the count
+	for range 3 {
+		g.Do(ctx, fail)
+	}
+	if calls != 6 {
+		t.Fatalf("%d calls", calls)
+	}
+	err := g.Do(ctx, ok)
+	if !errors.Is(err, bank.ErrUpstream) || !errors.Is(err, ErrRefused) || calls != 6 {
+		t.Fatalf("open circuit: err %v calls %d", err, calls)
+	}
+	clk.Advance(time.Minute)
+	if err := g.Do(ctx, fail); err != errBank || calls != 7 { // the probe fails: open again
+		t.Fatalf("probe: %v", err)
+	}
+	if err := g.Do(ctx, ok); !errors.Is(err, ErrRefused) {
+		t.Fatalf("after a failed probe: %v", err)
+	}
+	clk.Advance(time.Minute)
+	if err := g.Do(ctx, ok); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if err := g.Do(ctx, ok); err != nil || calls != 9 {
+		t.Fatalf("closed again: %v, %d calls", err, calls)
+	}
+}
+
+func TestCaps(t *testing.T) {
+	clk := new(clock)
+	g := NewGuard("test", Limits{MaxConcurrent: 1, PerSecond: 2}, clk.Now, nil)
+	ctx := context.Background()
+	inside := make(chan struct{})
+	leave := make(chan struct{})
+	done := make(chan error)
+	go func() { done <- g.Do(ctx, func(context.Context) error { close(inside); <-leave; return nil }) }()
+	<-inside
+	if err := g.Do(ctx, func(context.Context) error { return nil }); !errors.Is(err, ErrRefused) {
+		t.Errorf("second concurrent call: %v, want refused", err)
+	}
+	close(leave)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Rate: 2 a second, and the first two calls above took both.
+	if err := g.Do(ctx, func(context.Context) error { return nil }); !errors.Is(err, ErrRefused) {
+		t.Errorf("third call in a second: %v, want refused", err)
+	}
+	clk.Advance(500 * time.Millisecond)
+	if err := g.Do(ctx, func(context.Context) error { return nil }); err != nil {
+		t.Errorf("after half a second: %v", err)
+	}
+}
