@@ -297,6 +297,7 @@ func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error)
 				fe.Add(string(k), "given more than once")
 			}
 			f.form[string(k)] = string(val)
+			textValue(&fe, string(k), f.form[string(k)])
 		}
 		return f, nil, fe.Err()
 	}
@@ -315,6 +316,9 @@ func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error)
 // errNotObject refuses a body that is not one JSON object.
 var errNotObject = api.Errorf(api.Validation, "body: must be a JSON object")
 
+// errNotUTF8 refuses a JSON body that is not UTF-8 (RFC 8259 8.1).
+var errNotUTF8 = api.Errorf(api.Validation, "body: must be UTF-8 text")
+
 // jsonFields reads a JSON object body. A field given twice is refused,
 // naming it: JSON parsers disagree on which value counts, so such a body
 // means different things to different readers. The values are body's
@@ -322,6 +326,9 @@ var errNotObject = api.Errorf(api.Validation, "body: must be a JSON object")
 func jsonFields(body []byte) (fields, error) {
 	if !json.Valid(body) { // the walk below relies on it
 		return fields{}, errNotObject
+	}
+	if !utf8.Valid(body) { // encoding/json would read it, with U+FFFD for each bad byte
+		return fields{}, errNotUTF8
 	}
 	i := skipSpace(body, 0)
 	if body[i] != '{' {
@@ -472,6 +479,7 @@ func readMultipart(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, err
 			fe.Add(k, "given more than once") // as in JSON: which one counts would be a guess
 		}
 		if len(vals) > 0 {
+			textValue(&fe, k, vals[0])
 			f.form[k] = vals[0]
 		}
 	}
@@ -487,6 +495,14 @@ func readMultipart(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, err
 		}
 	}
 	return f, image, fe.Err()
+}
+
+// textValue refuses a form or query value that is not UTF-8 text, as a
+// JSON body that is not is refused.
+func textValue(fe *api.FieldErrors, name, v string) {
+	if !utf8.ValidString(v) {
+		fe.Add(name, "must be UTF-8 text")
+	}
 }
 
 func readPart(h *multipart.FileHeader) ([]byte, error) {
