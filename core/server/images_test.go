@@ -78,15 +78,17 @@ func TestImageSources(t *testing.T) {
 		img = append(img, 0) // after the PNG's end: ignored
 	}
 	b64 := base64.StdEncoding.EncodeToString(img)
-	var mime strings.Builder
+	var mime, spaced strings.Builder
 	for rest := b64; rest != ""; rest = rest[min(76, len(rest)):] {
 		mime.WriteString(rest[:min(76, len(rest))] + "\r\n")
+		spaced.WriteString(rest[:min(76, len(rest))] + " \t")
 	}
 	for _, src := range []map[string]any{
 		{"base64": b64},
 		{"base64": "data:image/png;base64," + b64},
 		{"base64": b64 + "\n"},
 		{"base64": mime.String()},
+		{"base64": spaced.String()}, // white space of any kind, as line breaks
 		{"url": imgs.URL + "/slip.png"},
 	} {
 		d := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: src}).data(t)

@@ -531,11 +531,12 @@ func decodeBase64(s string) ([]byte, error) {
 		}
 	}
 	// Encoders often end their text with a line break, and MIME's wrap it
-	// every 76 characters; both decoders skip \r and \n, but the choice
+	// every 76 characters; others break it with spaces. White space is no
+	// base64 character, so all of it (space, tab, CR, LF) is skipped,
+	// wherever it is: the decoders skip only CR and LF, and the choice
 	// between them counts characters.
-	s = strings.TrimSpace(s)
-	if strings.ContainsAny(s, "\r\n") {
-		s = strings.NewReplacer("\r", "", "\n", "").Replace(s)
+	if strings.ContainsAny(s, " \t\r\n") {
+		s = strings.NewReplacer(" ", "", "\t", "", "\r", "", "\n", "").Replace(s)
 	}
 	enc := base64.StdEncoding
 	if !strings.HasSuffix(s, "=") && len(s)%4 != 0 {
