@@ -1,7 +1,9 @@
 // Package bank defines how core asks a bank whether a transfer is real: the
 // Connector interface, the slip records it answers with, and the errors it
-// may return. Implementations: the sandbox bank (package bank/sandbox) and an
-// HTTP connector to an upstream bank gateway (package bank/httpbank).
+// may return. Implementations: the sandbox bank (package bank/sandbox), an
+// HTTP connector to an upstream bank gateway (package bank/httpbank), the
+// banks' own slip verification APIs (packages bank/kbank and bank/scb), and
+// a router picking one of them by sending bank (package bank/route).
 package bank
 
 import (

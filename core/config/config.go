@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/bank/httpbank"
+	"github.com/slipverify/slipverify/core/bank/route"
+	"github.com/slipverify/slipverify/core/bank/upstream"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/jobs"
@@ -22,9 +24,13 @@ type Config struct {
 	Addr         string        // listener for the edge
 	DataDir      string        // holds core.db
 	Seed         string        // seed file loaded at start; empty loads none
-	Bank         string        // bank connector: sandbox or http
+	Bank         string        // bank connector: sandbox, http, kbank, scb or a route list
 	BankURL      string        // upstream bank gateway for Bank=http
 	BankTimeout  time.Duration // one upstream lookup
+	BankMaxConc  int           // lookups in flight per bank upstream; 0: no cap
+	BankMaxRate  int           // lookups a second per bank upstream; 0: no cap
+	KBank        KBank         // SLIP_KBANK_*
+	SCB          SCB           // SLIP_SCB_*
 	EdgeToken    string        // shared secret the edge sends
 	MasterKey    string        // 64 hex digits sealing stored secrets
 	MaxInflight  int           // concurrent requests above which core signals overload
@@ -45,15 +51,46 @@ type Config struct {
 	envflag.Common
 }
 
+// KBank holds the settings of KBank's Slip Verification API.
+type KBank struct {
+	URL, ClientID, ClientSecret string
+	CertFile, KeyFile, CAFile   string
+	TestMode                    bool
+}
+
+// SCB holds the settings of SCB's Slip Verification API.
+type SCB struct {
+	URL, APIKey, APISecret    string
+	CertFile, KeyFile, CAFile string
+}
+
+// Upstreams are the names SLIP_BANK and its route lists take.
+var Upstreams = []string{"sandbox", "http", "kbank", "scb"}
+
 // vars lists every setting of c, bound to its fields.
 func (c *Config) vars() []envflag.Var {
 	return []envflag.Var{
 		envflag.Def("SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr),
 		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir),
 		envflag.Def("SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (none: no seed)", &c.Seed),
-		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox or http", &c.Bank),
+		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox, http, kbank, scb, or a route list by sending bank such as 014=scb,*=kbank", &c.Bank),
 		envflag.Def("SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL),
 		envflag.Def("SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout),
+		envflag.Def("SLIP_BANK_MAX_CONCURRENT", "bank-max-concurrent", "64", "lookups in flight per bank upstream (kbank, scb); more are refused at once (0: no cap)", &c.BankMaxConc),
+		envflag.Def("SLIP_BANK_MAX_RATE", "bank-max-rate", "0", "lookups a second per bank upstream (kbank, scb); more are refused at once (0: no cap)", &c.BankMaxRate),
+		envflag.Def("SLIP_KBANK_URL", "kbank-url", "", "KBank API scheme and host, e.g. https://openapi.kasikornbank.com (SLIP_BANK uses kbank)", &c.KBank.URL),
+		envflag.Def("SLIP_KBANK_CLIENT_ID", "kbank-client-id", "", "KBank consumer id", &c.KBank.ClientID),
+		envflag.Secret("SLIP_KBANK_CLIENT_SECRET", "kbank-client-secret", "KBank consumer secret", &c.KBank.ClientSecret),
+		envflag.Def("SLIP_KBANK_CERT_FILE", "kbank-cert-file", "", "client certificate (PEM) for KBank's two-way TLS (with SLIP_KBANK_KEY_FILE)", &c.KBank.CertFile),
+		envflag.Def("SLIP_KBANK_KEY_FILE", "kbank-key-file", "", "key (PEM) of SLIP_KBANK_CERT_FILE", &c.KBank.KeyFile),
+		envflag.Def("SLIP_KBANK_CA_FILE", "kbank-ca-file", "", "extra CA roots (PEM) trusted for KBank", &c.KBank.CAFile),
+		envflag.Def("SLIP_KBANK_TEST_MODE", "kbank-test-mode", "false", "send KBank sandbox's x-test-mode and env-id headers", &c.KBank.TestMode),
+		envflag.Def("SLIP_SCB_URL", "scb-url", "", "SCB API base with its /partners/... prefix, e.g. https://api-sandbox.partners.scb/partners/sandbox (SLIP_BANK uses scb)", &c.SCB.URL),
+		envflag.Def("SLIP_SCB_API_KEY", "scb-api-key", "", "SCB application key (also sent as resourceOwnerId)", &c.SCB.APIKey),
+		envflag.Secret("SLIP_SCB_API_SECRET", "scb-api-secret", "SCB application secret", &c.SCB.APISecret),
+		envflag.Def("SLIP_SCB_CERT_FILE", "scb-cert-file", "", "client certificate (PEM) for SCB's two-way TLS (with SLIP_SCB_KEY_FILE)", &c.SCB.CertFile),
+		envflag.Def("SLIP_SCB_KEY_FILE", "scb-key-file", "", "key (PEM) of SLIP_SCB_CERT_FILE", &c.SCB.KeyFile),
+		envflag.Def("SLIP_SCB_CA_FILE", "scb-ca-file", "", "extra CA roots (PEM) trusted for SCB", &c.SCB.CAFile),
 		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "shared secret the edge sends in X-Slip-Edge-Token (required, 32+ characters)", &c.EdgeToken),
 		envflag.Def("SLIP_CORE_MAX_INFLIGHT", "max-inflight", "256", "concurrent requests above which core tells the edge it is overloaded", &c.MaxInflight),
 		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
@@ -103,21 +140,7 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		bad("SLIP_DATA_DIR: must not be empty")
 	}
-	switch c.Bank {
-	case "sandbox":
-	case "http":
-		// The connector's own checks: scheme, host, no query or fragment.
-		if c.BankURL == "" {
-			bad("SLIP_BANK_URL: required when SLIP_BANK=http")
-		} else if _, err := httpbank.New(httpbank.Config{URL: c.BankURL}); err != nil {
-			bad("SLIP_BANK_URL: %v", err)
-		}
-	default:
-		bad("SLIP_BANK: %q is not sandbox or http", c.Bank)
-	}
-	if c.BankTimeout <= 0 {
-		bad("SLIP_BANK_TIMEOUT: must be positive")
-	}
+	errs = append(errs, c.validateBank()...)
 	if len(c.EdgeToken) < 32 {
 		bad("SLIP_EDGE_TOKEN: required, at least 32 characters")
 	}
@@ -176,6 +199,69 @@ func (c Config) Validate() error {
 		bad("SLIP_MASTER_KEY: required, 64 hex digits")
 	}
 	return errors.Join(errs...)
+}
+
+// validateBank returns the problems of SLIP_BANK and the settings of the
+// upstreams it uses; those of the others are not looked at.
+func (c Config) validateBank() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	routes, err := route.Parse(c.Bank, Upstreams)
+	if err != nil {
+		bad("SLIP_BANK: %v", err)
+	}
+	for _, name := range routes.Names() {
+		switch name {
+		case "http":
+			// The connector's own checks: scheme, host, no query or fragment.
+			if c.BankURL == "" {
+				bad("SLIP_BANK_URL: required when SLIP_BANK uses http")
+			} else if _, err := httpbank.New(httpbank.Config{URL: c.BankURL}); err != nil {
+				bad("SLIP_BANK_URL: %v", err)
+			}
+		case "kbank":
+			k := c.KBank
+			errs = append(errs, upstreamErrs("SLIP_KBANK", k.URL, upstream.TLS{CertFile: k.CertFile, KeyFile: k.KeyFile, CAFile: k.CAFile},
+				[2]string{"CLIENT_ID", k.ClientID}, [2]string{"CLIENT_SECRET", k.ClientSecret})...)
+		case "scb":
+			s := c.SCB
+			errs = append(errs, upstreamErrs("SLIP_SCB", s.URL, upstream.TLS{CertFile: s.CertFile, KeyFile: s.KeyFile, CAFile: s.CAFile},
+				[2]string{"API_KEY", s.APIKey}, [2]string{"API_SECRET", s.APISecret})...)
+		}
+	}
+	if c.BankTimeout <= 0 {
+		bad("SLIP_BANK_TIMEOUT: must be positive")
+	}
+	if c.BankMaxConc < 0 {
+		bad("SLIP_BANK_MAX_CONCURRENT: must not be negative (0: no cap)")
+	}
+	if c.BankMaxRate < 0 {
+		bad("SLIP_BANK_MAX_RATE: must not be negative (0: no cap)")
+	}
+	return errs
+}
+
+// upstreamErrs checks a bank upstream's URL, TLS files and required
+// credentials (named by suffix, with their values), never showing a value.
+func upstreamErrs(prefix, rawURL string, files upstream.TLS, required ...[2]string) []error {
+	var errs []error
+	if _, err := upstream.CheckURL(rawURL); err != nil {
+		errs = append(errs, fmt.Errorf("%s_URL: %w", prefix, err))
+	}
+	for _, r := range required {
+		if r[1] == "" {
+			errs = append(errs, fmt.Errorf("%s_%s: required", prefix, r[0]))
+		}
+	}
+	if _, err := files.Config(prefix); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// Limits returns the caps of each bank upstream.
+func (c Config) Limits() upstream.Limits {
+	return upstream.Limits{MaxConcurrent: c.BankMaxConc, PerSecond: c.BankMaxRate}
 }
 
 // ValidateAll returns every problem of c at once: Validate's, and those of

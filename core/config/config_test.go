@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -196,4 +197,42 @@ func TestValidateFiles(t *testing.T) {
 		[]string{"SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"}, []string{"SLIP_SEED", "SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"})
 	f(goodSeed, filepath.Join(dir, "missing.pem"),
 		[]string{"SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"}, []string{"SLIP_EGRESS_CA_FILE", "SLIP_BANK_TIMEOUT"})
+}
+
+// TestValidateBankUpstreams: the settings of each upstream SLIP_BANK uses
+// are checked, all at once, without showing a secret; unused ones are not.
+func TestValidateBankUpstreams(t *testing.T) {
+	base := map[string]string{"SLIP_EDGE_TOKEN": strings.Repeat("t", 32), "SLIP_MASTER_KEY": strings.Repeat("ab", 32)}
+	load := func(extra map[string]string) Config {
+		t.Helper()
+		env := maps.Clone(base)
+		maps.Copy(env, extra)
+		c, err := Load(nil, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := load(map[string]string{"SLIP_BANK": "014=scb,*=kbank", "SLIP_KBANK_URL": "ftp://kbank", "SLIP_KBANK_CLIENT_SECRET": "hunter2hunter2",
+		"SLIP_KBANK_CERT_FILE": "/nonexistent/cert.pem", "SLIP_SCB_URL": "https://api.partners.scb/partners/v1?x=1", "SLIP_BANK_MAX_RATE": "-1"})
+	err := c.Validate()
+	for _, want := range []string{"SLIP_KBANK_URL", "SLIP_KBANK_CLIENT_ID", "SLIP_KBANK_CERT_FILE and SLIP_KBANK_KEY_FILE",
+		"SLIP_SCB_URL", "SLIP_SCB_API_KEY", "SLIP_SCB_API_SECRET", "SLIP_BANK_MAX_RATE"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %s", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error shows the secret: %v", err)
+	}
+
+	c = load(map[string]string{"SLIP_BANK": "kbank", "SLIP_KBANK_URL": "https://openapi.kasikornbank.com",
+		"SLIP_KBANK_CLIENT_ID": "id", "SLIP_KBANK_CLIENT_SECRET": "secret", "SLIP_SCB_URL": "ftp://unused"})
+	if err := c.Validate(); err != nil {
+		t.Errorf("kbank alone: %v", err)
+	}
+	c = load(map[string]string{"SLIP_BANK": "014=scb,014=kbank,*=citi"})
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") || !strings.Contains(err.Error(), "citi") {
+		t.Errorf("route list: %v", err)
+	}
 }

@@ -13,12 +13,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/httpbank"
+	"github.com/slipverify/slipverify/core/bank/kbank"
+	"github.com/slipverify/slipverify/core/bank/route"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
+	"github.com/slipverify/slipverify/core/bank/scb"
+	"github.com/slipverify/slipverify/core/bank/upstream"
 	"github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/fastlog"
@@ -211,12 +216,59 @@ func expire(ctx context.Context, j *jobs.Jobs, st *store.Store, slipRetention ti
 	}
 }
 
-// connector returns the bank connector cfg names; the sandbox takes its
-// scripted slips from the seed file.
+// connector returns the bank connector cfg names: one upstream, or a route
+// list over several (package route). The sandbox takes its scripted slips
+// from the seed file. The bank upstreams' metrics (slip_core_bank_*) go to a
+// set registered with the metrics package.
 func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
-	if cfg.Bank == "http" {
-		return httpbank.New(httpbank.Config{URL: cfg.BankURL, Timeout: cfg.BankTimeout})
+	routes, err := route.Parse(cfg.Bank, config.Upstreams)
+	if err != nil {
+		return nil, fmt.Errorf("SLIP_BANK: %w", err)
 	}
+	set := metrics.NewSet()
+	metrics.RegisterSet(set)
+	conns := map[string]bank.Connector{}
+	var errs []error
+	for _, name := range routes.Names() {
+		var c bank.Connector
+		var err error
+		switch name {
+		case "sandbox":
+			c, err = sandboxConnector(sf)
+		case "http":
+			c, err = httpbank.New(httpbank.Config{URL: cfg.BankURL, Timeout: cfg.BankTimeout})
+		case "kbank":
+			k := cfg.KBank
+			c, err = kbank.New(kbank.Config{
+				URL: k.URL, ClientID: k.ClientID, ClientSecret: k.ClientSecret,
+				TLS:      upstream.TLS{CertFile: k.CertFile, KeyFile: k.KeyFile, CAFile: k.CAFile},
+				TestMode: k.TestMode, Timeout: cfg.BankTimeout, Limits: cfg.Limits(), Metrics: set,
+			})
+		case "scb":
+			s := cfg.SCB
+			c, err = scb.New(scb.Config{
+				URL: s.URL, APIKey: s.APIKey, APISecret: s.APISecret,
+				TLS:     upstream.TLS{CertFile: s.CertFile, KeyFile: s.KeyFile, CAFile: s.CAFile},
+				Timeout: cfg.BankTimeout, Limits: cfg.Limits(), Metrics: set,
+			})
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		conns[name] = c
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(routes.ByBank) == 0 {
+		return conns[routes.Default], nil // one upstream: no routing
+	}
+	return route.New(routes, conns)
+}
+
+// sandboxConnector returns the sandbox bank with the seed's script.
+func sandboxConnector(sf seed.File) (bank.Connector, error) {
 	var sc sandbox.Config
 	if len(sf.Sandbox) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(sf.Sandbox))
