@@ -21,6 +21,7 @@
 package kafkanonce
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -68,6 +69,7 @@ type Config struct {
 type Share struct {
 	cfg    Config
 	edge   string // this process, random per start
+	own    []byte // the first bytes of this process's records
 	window time.Duration
 	queue  chan item
 
@@ -122,6 +124,8 @@ func New(cfg Config) *Share {
 	if cfg.Store != nil {
 		s.window = cfg.Store.Window()
 	}
+	s.own, _ = json.Marshal(api.NonceEvent{Edge: s.edge})
+	s.own = s.own[:bytes.IndexByte(s.own, ',')+1] // {"edge":"<id>",`: how every record of this process begins
 	s.published = s.set.NewCounter(`edge_nonces_published_total`)
 	s.failures = s.set.NewCounter(`edge_nonces_publish_failures_total`)
 	s.drops = s.set.NewCounter(`edge_nonces_publish_dropped_total`)
@@ -439,6 +443,9 @@ func (s *Share) read(parent context.Context, parts []int, from, end map[int]int6
 // published it. live: the record is read as it arrives, not replayed, so
 // its age is the lag.
 func (s *Share) apply(v []byte, live bool) {
+	if bytes.HasPrefix(v, s.own) {
+		return // this process's own: its store has it (fast path, no decoding)
+	}
 	var ev api.NonceEvent
 	if err := json.Unmarshal(v, &ev); err != nil {
 		s.malformed.Inc()

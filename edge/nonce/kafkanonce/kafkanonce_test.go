@@ -1,6 +1,7 @@
 package kafkanonce
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -206,6 +207,42 @@ func TestQueueFullDrops(t *testing.T) {
 		t.Fatalf("dropped %d, queued %d", s.drops.Get(), len(s.queue))
 	}
 	if a := testing.AllocsPerRun(100, func() { s.Record("svc", "c", [16]byte{}, 1) }); a != 0 {
+		t.Errorf("Record allocates %v times", a)
+	}
+}
+
+// TestRetryDropsExpired: a batch written again after a failure leaves out
+// the nonces whose window passed meanwhile (no edge accepts them any more),
+// on a clock the test moves.
+func TestRetryDropsExpired(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := New(Config{Store: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second}), Now: func() time.Time { return now }})
+	batch := []item{
+		{service: "svc", client: "c", nonce: [16]byte{1}, ts: now.Unix() - 200},
+		{service: "svc", client: "c", nonce: [16]byte{2}, ts: now.Unix() + 240},
+	}
+	if got := s.encode(nil, batch); len(got) != 2 {
+		t.Fatalf("encoded %d of 2", len(got))
+	}
+	now = now.Add(2 * time.Minute) // the first is 320 s old: past its window
+	got := s.encode(nil, batch)
+	if len(got) != 1 {
+		t.Fatalf("after 2 minutes, encoded %d, want 1", len(got))
+	}
+	var ev api.NonceEvent
+	if err := json.Unmarshal(got[0].Value, &ev); err != nil || ev.TS != batch[1].ts || ev.Until != ev.TS+301 || ev.Scope != "c" ||
+		string(got[0].Key) != "c" || ev.Edge != s.Edge() {
+		t.Fatalf("record %s (key %s): %v", got[0].Value, got[0].Key, err)
+	}
+	if !bytes.HasPrefix(got[0].Value, s.own) {
+		t.Errorf("record %s does not begin with %s", got[0].Value, s.own)
+	}
+}
+
+// TestRecordAllocs: queuing a nonce on the request path allocates nothing.
+func TestRecordAllocs(t *testing.T) {
+	s := New(Config{Queue: 1 << 20, Store: nonce.New(nonce.Config{})})
+	if a := testing.AllocsPerRun(1000, func() { s.Record("svc", "c", [16]byte{1}, 1) }); a != 0 {
 		t.Errorf("Record allocates %v times", a)
 	}
 }
