@@ -272,6 +272,9 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, rt *Route, idx int) {
 	h := &ctx.Request.Header
 	if code := screen(h); code != 0 {
 		g.reject(ctx, &x, rt.Version, code)
+		if code == api.Validation {
+			ctx.SetConnectionClose() // a head read two ways may frame its body two ways
+		}
 		return
 	}
 	var (
@@ -492,6 +495,26 @@ func InHead(raw, name []byte) bool {
 	return false
 }
 
+// folded reports whether raw (RequestHeader.RawHeaders) has a line folded
+// into the one before (obs-fold: it starts with a space or a tab). fasthttp
+// joins such a line to the field above it; a front end that passes it on,
+// or reads it as a field of its own, sees another request: a second
+// spelling of a credential that load balancers hash on, or of the framing.
+// RFC 9112 5.2 lets a server refuse it with 400, as the edge does.
+func folded(raw []byte) bool {
+	for i := bytes.IndexByte(raw, '\n'); i >= 0 && i+1 < len(raw); {
+		if raw[i+1] == ' ' || raw[i+1] == '\t' {
+			return true
+		}
+		j := bytes.IndexByte(raw[i+1:], '\n')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
 // setRateHeaders writes the rate headers in the spec's casing
 // (X-RateLimit-Limit), which fasthttp would otherwise normalise.
 func setRateHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
@@ -505,6 +528,7 @@ func setRateHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
 // it deletes internal headers a client sent and a Trailer declaration (which
 // would make fasthttp leave the named headers, the edge's own among them,
 // out of the request to core), and refuses
+//   - a folded header line (obs-fold, see folded): VALIDATION_ERROR;
 //   - a compressed body (Content-Encoding): the edge bounds bodies as sent,
 //     and a multipart body would be inflated without bound further on;
 //   - more than one credential header (two Authorization or X-API-Key
@@ -545,6 +569,9 @@ func screen(h *fasthttp.RequestHeader) api.Code {
 	}
 	if trailer {
 		h.Del("Trailer")
+	}
+	if folded(h.RawHeaders()) {
+		return api.Validation
 	}
 	if apiKey && chunked && !InHead(h.RawHeaders(), hAPIKey) {
 		// fasthttp adds a chunked body's trailer fields to the headers

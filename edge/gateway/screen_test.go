@@ -54,8 +54,8 @@ func TestCredentialInTrailerIgnored(t *testing.T) {
 		status              int
 	}{
 		{"key in the trailer", "", "X-API-Key: " + keyMain + "\r\n", 401},
-		// A folded line (obs-fold) continues X-Foo's value: no key in the head.
-		{"key in the trailer, a folded look-alike in the head", "X-Foo: a\r\n X-API-Key: " + keyMain + "\r\n", "X-API-Key: " + keyMain + "\r\n", 401},
+		// A folded line (obs-fold) is refused whatever it holds.
+		{"key in the trailer, a folded look-alike in the head", "X-Foo: a\r\n X-API-Key: " + keyMain + "\r\n", "X-API-Key: " + keyMain + "\r\n", 400},
 		{"key in the head", "X-API-Key: " + keyMain + "\r\n", "", 200},
 	} {
 		sig := e.signed(keyMain, secretA, "POST", "/v2/qr/generate", body, 0, "")
@@ -67,7 +67,8 @@ func TestCredentialInTrailerIgnored(t *testing.T) {
 		}
 		res := e.raw(t, "POST /v2/qr/generate HTTP/1.1\r\nHost: x\r\n"+head.String()+c.head+chunked+c.trailer+"\r\n")
 		raw, _ := io.ReadAll(res.Body)
-		if res.StatusCode != c.status || (c.status == 401 && !strings.Contains(string(raw), "MISSING_API_KEY")) {
+		if res.StatusCode != c.status || (c.status == 401 && !strings.Contains(string(raw), "MISSING_API_KEY")) ||
+			(c.status == 400 && !strings.Contains(string(raw), "VALIDATION_ERROR")) {
 			t.Errorf("%s: %d %s, want %d", c.name, res.StatusCode, raw, c.status)
 		}
 	}
@@ -106,5 +107,29 @@ func TestTrailerCannotDropInternalHeaders(t *testing.T) {
 		if res.StatusCode != 200 {
 			t.Errorf("%s with Trailer: %s: %d %s", path, trailer, res.StatusCode, raw)
 		}
+	}
+}
+
+// TestFoldedHeadersRefused: a header line folded into the one before
+// (obs-fold) is refused with 400 in the route's version, and the connection
+// closed, rather than unfolded: a front end that reads it otherwise would
+// see a second spelling of the credential, or of the framing.
+func TestFoldedHeadersRefused(t *testing.T) {
+	e := startEdge(t, testnet.StartCore(t, seed))
+	for _, c := range []struct{ name, request, want string }{
+		{"a folded credential, v2", "GET /v2/info HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer\r\n " + keyMain + "\r\n\r\n", `"VALIDATION_ERROR"`},
+		{"a folded line, tab, v2", "GET /v2/info HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + keyMain + "\r\nX-Note: a\r\n\tb\r\n\r\n", `"VALIDATION_ERROR"`},
+		{"a folded line, v1", "GET /me HTTP/1.1\r\nHost: x\r\nX-Note: a\r\n b\r\nAuthorization: Bearer " + keyMain + "\r\n\r\n", `{"status":400,"message":"invalid_request"}`},
+	} {
+		res := e.raw(t, c.request)
+		raw, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 400 || !strings.Contains(string(raw), c.want) || !res.Close {
+			t.Errorf("%s: %d %s (close %v), want 400 %s and the connection closed", c.name, res.StatusCode, raw, res.Close, c.want)
+		}
+	}
+	// A value with spaces and tabs inside a line is no fold.
+	res := e.raw(t, "GET /v2/info HTTP/1.1\r\nHost: x\r\nX-Note: a \t b\r\nAuthorization: Bearer "+keyMain+"\r\n\r\n")
+	if res.StatusCode != 200 {
+		t.Errorf("spaces inside a value: %d", res.StatusCode)
 	}
 }
