@@ -31,6 +31,7 @@ type Config struct {
 	BankMaxRate  int           // lookups a second per bank upstream; 0: no cap
 	KBank        KBank         // SLIP_KBANK_*
 	SCB          SCB           // SLIP_SCB_*
+	RDCW         RDCW          // SLIP_RDCW_*
 	EdgeToken    string        // shared secret the edge sends
 	MasterKey    string        // 64 hex digits sealing stored secrets
 	MaxInflight  int           // concurrent requests above which core signals overload
@@ -64,8 +65,13 @@ type SCB struct {
 	CertFile, KeyFile, CAFile string
 }
 
+// RDCW holds the settings of the RDCW Slip Verify aggregator.
+type RDCW struct {
+	URL, ClientID, ClientSecret string
+}
+
 // Upstreams are the names SLIP_BANK and its route lists take.
-var Upstreams = []string{"sandbox", "http", "kbank", "scb"}
+var Upstreams = []string{"sandbox", "http", "kbank", "scb", "rdcw"}
 
 // vars lists every setting of c, bound to its fields.
 func (c *Config) vars() []envflag.Var {
@@ -73,7 +79,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr),
 		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir),
 		envflag.Def("SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (none: no seed)", &c.Seed),
-		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox, http, kbank, scb, or a route list by sending bank such as 014=scb,*=kbank", &c.Bank),
+		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox, http, kbank, scb, rdcw, or a route list by sending bank such as 014=scb,*=kbank", &c.Bank),
 		envflag.Def("SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL),
 		envflag.Def("SLIP_BANK_TIMEOUT", "bank-timeout", "8s", "timeout of one upstream bank lookup", &c.BankTimeout),
 		envflag.Def("SLIP_BANK_MAX_CONCURRENT", "bank-max-concurrent", "64", "lookups in flight per bank upstream (kbank, scb); more are refused at once (0: no cap)", &c.BankMaxConc),
@@ -91,6 +97,9 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_SCB_CERT_FILE", "scb-cert-file", "", "client certificate (PEM) for SCB's two-way TLS (with SLIP_SCB_KEY_FILE)", &c.SCB.CertFile),
 		envflag.Def("SLIP_SCB_KEY_FILE", "scb-key-file", "", "key (PEM) of SLIP_SCB_CERT_FILE", &c.SCB.KeyFile),
 		envflag.Def("SLIP_SCB_CA_FILE", "scb-ca-file", "", "extra CA roots (PEM) trusted for SCB", &c.SCB.CAFile),
+		envflag.Def("SLIP_RDCW_URL", "rdcw-url", "https://suba.rdcw.co.th", "RDCW Slip Verify scheme and host (SLIP_BANK uses rdcw)", &c.RDCW.URL),
+		envflag.Def("SLIP_RDCW_CLIENT_ID", "rdcw-client-id", "", "RDCW client id", &c.RDCW.ClientID),
+		envflag.Secret("SLIP_RDCW_CLIENT_SECRET", "rdcw-client-secret", "RDCW client secret", &c.RDCW.ClientSecret),
 		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "shared secret the edge sends in X-Slip-Edge-Token (required, 32+ characters)", &c.EdgeToken),
 		envflag.Def("SLIP_CORE_MAX_INFLIGHT", "max-inflight", "256", "concurrent requests above which core tells the edge it is overloaded", &c.MaxInflight),
 		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
@@ -227,6 +236,10 @@ func (c Config) validateBank() []error {
 			s := c.SCB
 			errs = append(errs, upstreamErrs("SLIP_SCB", s.URL, upstream.TLS{CertFile: s.CertFile, KeyFile: s.KeyFile, CAFile: s.CAFile},
 				[2]string{"API_KEY", s.APIKey}, [2]string{"API_SECRET", s.APISecret})...)
+		case "rdcw":
+			r := c.RDCW
+			errs = append(errs, upstreamErrs("SLIP_RDCW", r.URL, upstream.TLS{},
+				[2]string{"CLIENT_ID", r.ClientID}, [2]string{"CLIENT_SECRET", r.ClientSecret})...)
 		}
 	}
 	if c.BankTimeout <= 0 {

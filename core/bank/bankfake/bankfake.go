@@ -10,6 +10,7 @@
 package bankfake
 
 import (
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"net"
@@ -74,9 +75,13 @@ type fake struct {
 }
 
 func newFake(t testing.TB, pki *PKI, h http.Handler) *fake {
+	return newFakeTLS(t, pki.ServerTLS(), h)
+}
+
+func newFakeTLS(t testing.TB, tc *tls.Config, h http.Handler) *fake {
 	f := &fake{t: t, slips: map[string]json.RawMessage{}, tokens: map[string]bool{}}
 	f.srv = httptest.NewUnstartedServer(h)
-	f.srv.TLS = pki.ServerTLS()
+	f.srv.TLS = tc
 	f.srv.StartTLS()
 	t.Cleanup(f.srv.Close)
 	return f

@@ -30,6 +30,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/slipverify/slipverify/core/slip"
 )
 
 // MaxReplySize is the largest reply body, in bytes, read from a bank; a
@@ -188,37 +190,10 @@ func RequestID() string {
 	return string(out)
 }
 
-// CheckLookup validates a lookup before it is sent (and billed): a bank
-// code of three digits and a transRef of 1 to 64 letters and digits, as
-// the switch issues them.
+// CheckLookup validates a lookup before it is sent (and billed): the
+// bank code and transRef a slip's QR payload may carry (slip.Bank's rule).
 func CheckLookup(bankCode, transRef string) error {
-	var errs []error
-	if len(bankCode) != 3 || !digits(bankCode) {
-		errs = append(errs, fmt.Errorf("bank code %.10q is not 3 digits", bankCode))
-	}
-	if len(transRef) == 0 || len(transRef) > 64 || !alnum(transRef) {
-		errs = append(errs, fmt.Errorf("transRef %.70q is not 1 to 64 letters and digits", transRef))
-	}
-	return errors.Join(errs...)
-}
-
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func alnum(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
+	return slip.Bank{BankCode: bankCode, TransRef: transRef}.Validate()
 }
 
 // NoBody returns a request body of no bytes that makes a GET not

@@ -20,6 +20,7 @@ import (
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/kbank"
+	"github.com/slipverify/slipverify/core/bank/rdcw"
 	"github.com/slipverify/slipverify/core/bank/route"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
 	"github.com/slipverify/slipverify/core/bank/scb"
@@ -251,6 +252,10 @@ func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
 				TLS:     upstream.TLS{CertFile: s.CertFile, KeyFile: s.KeyFile, CAFile: s.CAFile},
 				Timeout: cfg.BankTimeout, Limits: cfg.Limits(), Metrics: set,
 			})
+		case "rdcw":
+			r := cfg.RDCW
+			c, err = rdcw.New(rdcw.Config{URL: r.URL, ClientID: r.ClientID, ClientSecret: r.ClientSecret,
+				Timeout: cfg.BankTimeout, Limits: cfg.Limits(), Metrics: set})
 		}
 		if err != nil {
 			errs = append(errs, err)
