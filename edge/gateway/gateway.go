@@ -61,6 +61,7 @@ type Gateway struct {
 	reqSeq    atomic.Uint64
 	health    coreHealth
 	bufs      sync.Pool // *[]byte string-to-sign buffers
+	chunked   chunkedMemo
 }
 
 // rendered is a rejection, encoded once for each version.
@@ -207,10 +208,11 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 // ErrorHandler answers requests fasthttp refuses before any handler runs.
 // A body over the server's limit is refused from its Content-Length, before
 // it is read: IMAGE_SIZE_TOO_LARGE on verify routes (whose bodies carry
-// images), VALIDATION_ERROR elsewhere, in the path's version. A request
-// fasthttp could not parse (a malformed or oversized head, ambiguous
-// framing) has been reset, so its path is unknown: VALIDATION_ERROR in the
-// current version's format.
+// images), VALIDATION_ERROR elsewhere, in the path's version. A chunked
+// body that runs over it is refused alike, in the format HeaderReceived
+// remembered (fasthttp has reset the request). A request fasthttp could not
+// parse (a malformed or oversized head, ambiguous framing) has been reset,
+// so its path is unknown: VALIDATION_ERROR in the current version's format.
 //
 // A connection that sent nothing before the read timeout (or failed before
 // its first byte) is closed without an answer: there is no request, and a
@@ -227,13 +229,15 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	x := g.begin(len(Routes))
 	defer g.finish(ctx, &x)
 	v, code := api.V2, api.Validation
-	x.unparsed = !errors.Is(err, fasthttp.ErrBodyTooLarge) // the request was reset
-	if !x.unparsed {
-		v = versionOfPath(ctx.Path())
-		for i := range Routes {
-			if Routes[i].Image && Routes[i].Path == string(ctx.Path()) && Routes[i].Method == string(ctx.Method()) {
-				v, code = Routes[i].Version, api.ImageSizeTooLarge
-			}
+	switch {
+	case !errors.Is(err, fasthttp.ErrBodyTooLarge):
+		x.unparsed = true // the request was reset
+	case ctx.Request.Header.ContentLength() > 0: // refused from its Content-Length: the head is there
+		v, code = refusalOfBody(ctx.Method(), ctx.Path())
+	default: // a chunked body that ran over: reset, its format remembered by HeaderReceived
+		x.unparsed = true
+		if rv, rc, ok := g.chunked.take(&ctx.Request.Header); ok {
+			v, code = rv, rc
 		}
 	}
 	g.reject(ctx, &x, v, code)

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -545,5 +546,48 @@ func TestOversizedBody(t *testing.T) {
 	// GET /verify takes its payload in the query: a big body is no image.
 	if got := askAs("GET", "/verify?payload=x"); got != `400 {"status":400,"message":"invalid_request"}` {
 		t.Errorf("GET /verify with a big body: %s", got)
+	}
+}
+
+// TestOversizedChunkedBody: a chunked body that runs over the edge's limit
+// is refused in its route's format, as one refused from its Content-Length
+// is, although fasthttp has reset the request by then.
+func TestOversizedChunkedBody(t *testing.T) {
+	e := startEdge(t, testnet.StartCore(t, seed))
+	chunk := strings.Repeat("A", 1<<20)
+	ask := func(method, target string) string {
+		t.Helper()
+		conn := e.rawConn(t)
+		go func() { // the edge answers before it has read all of it
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", method, target, keyMain)
+			for range 9 {
+				if _, err := fmt.Fprintf(conn, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
+					return
+				}
+			}
+			io.WriteString(conn, "0\r\n\r\n")
+		}()
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, target, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return fmt.Sprint(res.StatusCode, " ", string(b))
+	}
+	for _, c := range []struct{ method, target, want string }{
+		{"POST", "/v2/verify/bank", `"IMAGE_SIZE_TOO_LARGE"`},
+		{"POST", "/v2/verify/bank/async?x=1", `"IMAGE_SIZE_TOO_LARGE"`},
+		{"POST", "/v2/verify/bank/async/batch", `"VALIDATION_ERROR"`},
+		{"POST", "/b2b/branches", `"VALIDATION_ERROR"`},
+		{"POST", "/qr/generate", `"VALIDATION_ERROR"`},
+		{"POST", "http://x/v2/verify/wallet", `"IMAGE_SIZE_TOO_LARGE"`},
+		{"POST", "/verify", `{"status":400,"message":"image_size_too_large"}`},
+		{"POST", "/api/v1/verify/wallet", `{"status":400,"message":"image_size_too_large"}`},
+		{"GET", "/me", `{"status":400,"message":"invalid_request"}`},
+	} {
+		if got := ask(c.method, c.target); !strings.HasPrefix(got, "400 ") || !strings.Contains(got, c.want) {
+			t.Errorf("%s %s: %s, want 400 %s", c.method, c.target, got, c.want)
+		}
 	}
 }

@@ -125,7 +125,7 @@ func startEdge(t testing.TB, core *testnet.Program, env ...string) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &fasthttp.Server{Handler: gw.Handler(), ErrorHandler: gw.ErrorHandler, MaxRequestBodySize: 8 << 20,
+	srv := &fasthttp.Server{Handler: gw.Handler(), ErrorHandler: gw.ErrorHandler, HeaderReceived: gw.HeaderReceived, MaxRequestBodySize: 8 << 20,
 		Logger: discardLogger{}, NoDefaultServerHeader: true, DisablePreParseMultipartForm: true}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
