@@ -9,8 +9,12 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/qrscan/internal/jpegluma"
 )
 
 // withTRNS inserts a tRNS chunk holding data before the first IDAT of a PNG.
@@ -152,9 +156,6 @@ func TestLargePictures(t *testing.T) {
 		w, h := sz[0], sz[1]
 		for _, f := range []string{"jpeg", "png"} {
 			t.Run(fmt.Sprintf("%s-%dMpx", f, w*h/1_000_000), func(t *testing.T) {
-				if f == "jpeg" && w*h > 40_000_000 {
-					t.Skip("image/jpeg needs 72 MiB for the planes of a 48 Mpx file")
-				}
 				m, payload := bigPicture(uint64(i), w, h, f == "jpeg")
 				var b bytes.Buffer
 				var err error
@@ -205,4 +206,102 @@ func TestTooManyPixels(t *testing.T) {
 			t.Errorf("%d×%d PNG: cost %d, %v; want it read row by row within the budget", c.cfg.Width, c.cfg.Height, c.Cost, err)
 		}
 	}
+}
+
+// jpegSource is the picture of the JPEG fixtures: a slip screenshot shrunk
+// to 333×251 (odd sizes, so that MCUs overhang), with grain.
+func jpegSource() *image.RGBA {
+	r := rand.New(rand.NewPCG(5, 6))
+	m := resize(renderSlip(r, slipSpec{payload: bankPayload(r), qrFrac: 0.3}), 333, 251)
+	for i := range m.Pix {
+		if i%4 != 3 {
+			m.Pix[i] = uint8(max(0, min(255, int(m.Pix[i])+r.IntN(9)-4)))
+		}
+	}
+	return m
+}
+
+// jpegFixtures are JPEG files of every layout the luma decoder must read
+// as image/jpeg does, made once by TestMakeFixtures with libjpeg-turbo's
+// cjpeg (Go's encoder writes baseline 4:2:0 and grey only): progressive
+// 4:2:0 (whose chroma AC scans jpegluma skips unread) and 4:4:4, grey
+// progressive, and baseline 4:2:2 with restart markers.
+var jpegFixtures = []string{"prog-420.jpg", "prog-444.jpg", "prog-gray.jpg", "base-422-rst.jpg"}
+
+// TestJPEGLumaAsDecoded: jpegluma's luma at each scale is the Y plane of
+// image/jpeg, box-averaged as toGray averages it.
+func TestJPEGLumaAsDecoded(t *testing.T) {
+	files := map[string][]byte{}
+	m := jpegSource()
+	var b, g bytes.Buffer
+	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 80}); err != nil {
+		t.Fatal(err)
+	}
+	gray := image.NewGray(m.Bounds())
+	for i := range gray.Pix {
+		gray.Pix[i] = m.Pix[4*i+1]
+	}
+	if err := jpeg.Encode(&g, gray, nil); err != nil {
+		t.Fatal(err)
+	}
+	files["go-420.jpg"], files["go-gray.jpg"] = b.Bytes(), g.Bytes()
+	for _, n := range jpegFixtures {
+		data, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[n] = data
+	}
+	for name, data := range files {
+		want, err := jpeg.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []int{1, 2, 4, 8} {
+			got, err := jpegluma.DecodeLuma(bytes.NewReader(data), s)
+			if err != nil {
+				t.Fatalf("%s at 1/%d: %v", name, s, err)
+			}
+			p := toGray(want, s)
+			q := toGray(got, 1)
+			if q.w != p.w || q.h != p.h || !bytes.Equal(q.pix, p.pix) {
+				t.Errorf("%s at 1/%d: %d×%d luma differs from image/jpeg's %d×%d", name, s, q.w, q.h, p.w, p.h)
+			}
+		}
+	}
+}
+
+// FuzzReduced feeds mutated files to the readers of large images,
+// jpegluma and pngLuma, at every scale, which Scan reaches only for files
+// over the budget. Nothing may panic.
+//
+//	go test -run XXX -fuzz FuzzReduced -fuzztime 1m ./core/qrscan/
+func FuzzReduced(f *testing.F) {
+	for _, n := range jpegFixtures {
+		data, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, uint8(2))
+	}
+	for _, data := range smallFiles(f) {
+		f.Add(data, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, s uint8) {
+		scale := 1 << (s % 4)
+		// Small images only: Check bounds the size of what Scan reads.
+		f := sniff(data)
+		cfg, err := decodeConfig(f, data)
+		if err != nil || int64(cfg.Width)*int64(cfg.Height) > 1<<20 || cfg.Width < 1 || cfg.Height < 1 {
+			return
+		}
+		switch f {
+		case formatJPEG:
+			jpegluma.DecodeLuma(bytes.NewReader(data), scale)
+		case formatPNG:
+			if pngStreamable(data) {
+				pngLuma(data, cfg.Width, cfg.Height, scale)
+			}
+		}
+	})
 }

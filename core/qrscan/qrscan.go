@@ -8,9 +8,12 @@
 package qrscan
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
+
+	"github.com/slipverify/slipverify/core/qrscan/internal/jpegluma"
 )
 
 // MaxBytes is the largest image accepted: 4 MiB.
@@ -78,6 +81,7 @@ type Checked struct {
 	f      format
 	cfg    image.Config
 	stream bool // a PNG read row by row into a reduced plane (pngrows.go)
+	luma   int  // if not 0, a JPEG whose luma alone is decoded, shrunk by this (jpegluma)
 }
 
 // Check checks img from its header, without decoding it, and returns what
@@ -106,17 +110,27 @@ func Check(img []byte) (Checked, error) {
 	if err != nil {
 		return Checked{}, err
 	}
-	stream := false
-	if cost += workCost(cfg.Width, cfg.Height); cost > Budget && f == formatPNG && pngStreamable(img) {
-		// Too big for image/png: read it row by row into the working
-		// plane, which is all of its pixels that the scan uses anyway.
-		cost, stream = pngStreamCost(img, cfg.Width, cfg.Height)+workCost(cfg.Width, cfg.Height), true
+	// Too big for the standard decoder: a PNG is read row by row into the
+	// working plane, a JPEG's luma alone is decoded at a reduced scale;
+	// either keeps all of the image that the scan uses.
+	w, h := cfg.Width, cfg.Height
+	stream, luma := false, 0
+	if cost += workCost(w, h); cost > Budget {
+		switch {
+		case f == formatPNG && pngStreamable(img):
+			cost, stream = pngStreamCost(img, w, h)+workCost(w, h), true
+		case f == formatJPEG:
+			s := jpegLumaScale(w, h)
+			if c, ok := jpegLumaCost(img, w, h, s); ok {
+				cost, luma = c+workCost(w/s, h/s), s
+			}
+		}
 	}
 	if cost > Budget {
 		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to decode, over %d MiB",
 			ErrTooManyPixels, f, cfg.Width, cfg.Height, cost>>20, Budget>>20)
 	}
-	return Checked{Cost: cost, img: img, f: f, cfg: cfg, stream: stream}, nil
+	return Checked{Cost: cost, img: img, f: f, cfg: cfg, stream: stream, luma: luma}, nil
 }
 
 // Scan decodes the image and returns the payload of its slip QR code, as
@@ -143,6 +157,13 @@ func (c Checked) Scan(accept func(payload string) bool) (payload string, err err
 			return "", fmt.Errorf("%w: %v", ErrFormat, err)
 		}
 		return scanPlane(p, accept)
+	}
+	if c.luma != 0 {
+		m, err := jpegluma.DecodeLuma(bytes.NewReader(c.img), c.luma)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s: %v", ErrFormat, c.f, err)
+		}
+		return scanImage(m, accept)
 	}
 	m, err := decodeImage(c.f, c.img)
 	if err != nil {

@@ -3,6 +3,7 @@ package qrscan
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/gif"
@@ -77,6 +78,35 @@ func TestMakeFixtures(t *testing.T) {
 		args = append(args, "-o", filepath.Join("testdata", c[0]))
 		if b, err := exec.Command("cwebp", args...).CombinedOutput(); err != nil {
 			t.Fatalf("cwebp %v: %v: %s", args, err, b)
+		}
+	}
+}
+
+// TestMakeJPEGFixtures rewrites testdata's JPEG files of the layouts Go's
+// encoder does not write (jpegFixtures), with libjpeg-turbo's cjpeg
+// (Debian libjpeg-turbo-progs).
+func TestMakeJPEGFixtures(t *testing.T) {
+	if os.Getenv("QRSCAN_WRITE_FIXTURES") == "" {
+		t.Skip("set QRSCAN_WRITE_FIXTURES=1 to rewrite testdata/*.jpg")
+	}
+	m := jpegSource()
+	ppm := fmt.Appendf(nil, "P6\n%d %d\n255\n", m.Bounds().Dx(), m.Bounds().Dy())
+	for i := 0; i < len(m.Pix); i += 4 {
+		ppm = append(ppm, m.Pix[i:i+3]...)
+	}
+	src := filepath.Join(t.TempDir(), "src.ppm")
+	if err := os.WriteFile(src, ppm, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"prog-420.jpg":     {"-progressive", "-sample", "2x2"},
+		"prog-444.jpg":     {"-progressive", "-sample", "1x1"},
+		"prog-gray.jpg":    {"-progressive", "-grayscale"},
+		"base-422-rst.jpg": {"-sample", "2x1", "-restart", "3B"},
+	} {
+		args = append(args, "-quality", "80", "-outfile", filepath.Join("testdata", name), src)
+		if b, err := exec.Command("cjpeg", args...).CombinedOutput(); err != nil {
+			t.Fatalf("cjpeg %v: %v: %s", args, err, b)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"image/png"
 
 	"golang.org/x/image/webp"
+
+	"github.com/slipverify/slipverify/core/qrscan/internal/jpegluma"
 )
 
 // format is an image format the scanner accepts.
@@ -132,6 +134,23 @@ const maxJPEGScans = 100
 // the end changes the colour conversion. It counts the scans, refusing a
 // file with more than maxJPEGScans, and prices the frame header (SOFn).
 func jpegCost(img []byte, w, h int) (int64, error) {
+	hdr, err := readJPEGHeader(img)
+	if err != nil {
+		return 0, err
+	}
+	return sofCost(hdr.sof, hdr.progressive, hdr.jfif, hdr.adobe, hdr.adobeTransform, w, h)
+}
+
+// jpegHeader is what the estimates need of a JPEG file's markers.
+type jpegHeader struct {
+	sof                      []byte // the frame header's segment
+	progressive, jfif, adobe bool
+	adobeTransform           byte
+}
+
+// readJPEGHeader walks the markers of a JPEG file as image/jpeg's decoder
+// does (see jpegCost).
+func readJPEGHeader(img []byte) (jpegHeader, error) {
 	jfif, adobe, adobeTransform := false, false, byte(0)
 	var sof []byte
 	progressive, scans := false, 0
@@ -162,7 +181,7 @@ func jpegCost(img []byte, w, h int) (int64, error) {
 		}
 		n := int(binary.BigEndian.Uint16(img[i:]))
 		if n < 2 || i+n > len(img) {
-			return 0, fmt.Errorf("%w: jpeg: truncated segment", ErrFormat)
+			return jpegHeader{}, fmt.Errorf("%w: jpeg: truncated segment", ErrFormat)
 		}
 		seg := img[i+2 : i+n]
 		i += n
@@ -176,20 +195,62 @@ func jpegCost(img []byte, w, h int) (int64, error) {
 			adobe, adobeTransform = true, seg[11]
 		case m == 0xc0 || m == 0xc1 || m == 0xc2:
 			if sof != nil {
-				return 0, fmt.Errorf("%w: jpeg: two frame headers", ErrFormat)
+				return jpegHeader{}, fmt.Errorf("%w: jpeg: two frame headers", ErrFormat)
 			}
 			sof, progressive = seg, m == 0xc2
 		case m == 0xda:
 			if scans++; scans > maxJPEGScans {
-				return 0, fmt.Errorf("%w: jpeg: more than %d scans", ErrFormat, maxJPEGScans)
+				return jpegHeader{}, fmt.Errorf("%w: jpeg: more than %d scans", ErrFormat, maxJPEGScans)
 			}
 			i = scanEnd(img, i)
 		}
 	}
 	if sof == nil {
-		return 0, fmt.Errorf("%w: jpeg: no frame header", ErrFormat)
+		return jpegHeader{}, fmt.Errorf("%w: jpeg: no frame header", ErrFormat)
 	}
-	return sofCost(sof, progressive, jfif, adobe, adobeTransform, w, h)
+	return jpegHeader{sof: sof, progressive: progressive, jfif: jfif, adobe: adobe, adobeTransform: adobeTransform}, nil
+}
+
+// jpegLumaScale is the factor jpegluma shrinks a w×h JPEG by: the largest
+// of 8, 4, 2 and 1 that leaves it no smaller than the working plane would
+// be (shrinkFactor), so it costs no resolution the scan uses.
+func jpegLumaScale(w, h int) int {
+	k := shrinkFactor(w, h)
+	s := 8
+	for s > k {
+		s /= 2
+	}
+	return s
+}
+
+// jpegLumaCost is what decoding the luma of a w×h JPEG alone, shrunk by
+// scale, allocates (jpegluma.Cost); false if the file's luma is no one
+// component (RGB, CMYK), which only image/jpeg can read.
+func jpegLumaCost(img []byte, w, h, scale int) (int64, bool) {
+	hdr, err := readJPEGHeader(img)
+	if err != nil || len(hdr.sof) < 6 {
+		return 0, false
+	}
+	seg := hdr.sof
+	nc := int(seg[5])
+	if nc != 1 && nc != 3 || len(seg) < 6+3*nc {
+		return 0, false
+	}
+	rgb := !hdr.jfif && nc == 3 && ((hdr.adobe && hdr.adobeTransform == 0) ||
+		(seg[6] == 'R' && seg[9] == 'G' && seg[12] == 'B'))
+	if rgb {
+		return 0, false
+	}
+	h0, v0 := int(seg[7]>>4), int(seg[7]&15)
+	hmax, vmax := 1, 1
+	for c := range nc {
+		s := seg[6+3*c+1]
+		hmax, vmax = max(hmax, int(s>>4)), max(vmax, int(s&15))
+	}
+	if nc == 1 { // one component is read in 8×8 blocks whatever it declares
+		h0, v0, hmax, vmax = 1, 1, 1, 1
+	}
+	return jpegluma.Cost(w, h, h0, v0, hmax, vmax, scale, hdr.progressive), true
 }
 
 // scanEnd returns where the entropy-coded data that starts at i ends: at
