@@ -1,6 +1,7 @@
 package kbank_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/bankfake"
@@ -297,6 +300,48 @@ func BenchmarkBank(b *testing.B) {
 	for b.Loop() {
 		if _, err := c.Bank(ctx, "014", "015278145821CTF09876"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestCircuitAndMetrics: after FailuresToOpen upstream errors in a row the
+// connector answers at once without asking the bank, and the metrics count
+// lookups by outcome, refusals and token refreshes.
+func TestCircuitAndMetrics(t *testing.T) {
+	set := metrics.NewSet()
+	r := newRig(t, func(c *kbank.Config) {
+		c.Limits = upstream.Limits{FailuresToOpen: 2, OpenFor: time.Minute}
+		c.Metrics = set
+	})
+	ctx := context.Background()
+	if _, err := r.conn.Bank(ctx, "014", "015278145821CTF09876"); err != nil {
+		t.Fatal(err)
+	}
+	r.fake.Inject(bankfake.SwitchFailure, bankfake.SwitchFailure)
+	r.conn.Bank(ctx, "014", "015278145821CTF09876")
+	r.conn.Bank(ctx, "014", "015278145821CTF09876")
+	_, err := r.conn.Bank(ctx, "014", "015278145821CTF09876")
+	if !errors.Is(err, bank.ErrUpstream) || !errors.Is(err, upstream.ErrRefused) {
+		t.Fatalf("open circuit: %v", err)
+	}
+	if r.fake.Requests() != 3 {
+		t.Errorf("%d requests, want 3: the open circuit asked the bank", r.fake.Requests())
+	}
+	r.now.Advance(time.Minute)
+	if _, err := r.conn.Bank(ctx, "014", "015278145821CTF09876"); err != nil {
+		t.Fatalf("after OpenFor: %v", err)
+	}
+	var b bytes.Buffer
+	set.WritePrometheus(&b)
+	for _, want := range []string{
+		`slip_core_bank_lookups_total{upstream="kbank",outcome="found"} 2`,
+		`slip_core_bank_lookups_total{upstream="kbank",outcome="error"} 2`,
+		`slip_core_bank_refused_total{upstream="kbank",reason="circuit"} 1`,
+		`slip_core_bank_token_refreshes_total{upstream="kbank"} 1`,
+		`slip_core_bank_lookup_duration_seconds_count{upstream="kbank"} 4`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, b.String())
 		}
 	}
 }
