@@ -18,7 +18,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
-	"testing"
 )
 
 //go:embed testdata/*.json
@@ -32,6 +31,18 @@ func Example(name string) json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+// T is what the fakes need of their test: a *testing.T or *testing.B, or
+// cmd/bankfake's logger when the fakes serve the dev stack. A wire-format
+// violation is reported with Errorf.
+type T interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
 }
 
 // Fault is what a fake does to the next lookup instead of answering it.
@@ -61,7 +72,7 @@ const (
 // fake is what both fakes share: the examples by transRef, the scripted
 // faults, the issued tokens and the counters.
 type fake struct {
-	t   testing.TB
+	t   T
 	srv *httptest.Server
 
 	mu       sync.Mutex
@@ -74,11 +85,11 @@ type fake struct {
 	expires  any // expires value the token endpoint sends
 }
 
-func newFake(t testing.TB, pki *PKI, h http.Handler) *fake {
+func newFake(t T, pki *PKI, h http.Handler) *fake {
 	return newFakeTLS(t, pki.ServerTLS(), h)
 }
 
-func newFakeTLS(t testing.TB, tc *tls.Config, h http.Handler) *fake {
+func newFakeTLS(t T, tc *tls.Config, h http.Handler) *fake {
 	f := &fake{t: t, slips: map[string]json.RawMessage{}, tokens: map[string]bool{}}
 	f.srv = httptest.NewUnstartedServer(h)
 	f.srv.TLS = tc

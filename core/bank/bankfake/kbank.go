@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -27,7 +26,7 @@ const (
 
 // NewKBank starts the fake on a TLS listener with pki; testMode requires
 // the sandbox headers.
-func NewKBank(t testing.TB, pki *PKI, testMode bool) *KBank {
+func NewKBank(t T, pki *PKI, testMode bool) *KBank {
 	k := &KBank{id: KBankClientID, secret: KBankClientSecret, testMode: testMode}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v2/oauth/token", k.token)

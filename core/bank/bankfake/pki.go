@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 )
 
@@ -33,7 +32,7 @@ type PKI struct {
 }
 
 // NewPKI makes the CA and certificates; the files live in t.TempDir().
-func NewPKI(t testing.TB) *PKI {
+func NewPKI(t T) *PKI {
 	t.Helper()
 	p := &PKI{serialNext: 1}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -76,7 +75,7 @@ func NewPKI(t testing.TB) *PKI {
 func (p *PKI) serial() int64 { p.serialNext++; return p.serialNext }
 
 // leaf returns a certificate signed by the CA, and its PEM.
-func (p *PKI) leaf(t testing.TB, name string, usage x509.ExtKeyUsage) (tls.Certificate, []byte) {
+func (p *PKI) leaf(t T, name string, usage x509.ExtKeyUsage) (tls.Certificate, []byte) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -103,11 +102,7 @@ func (p *PKI) leaf(t testing.TB, name string, usage x509.ExtKeyUsage) (tls.Certi
 	return cert, certPEM
 }
 
-// Stranger returns a client certificate from another CA, which the fakes
-// refuse.
-func Stranger(t testing.TB) tls.Certificate { return NewPKI(t).Client }
-
-func keyPEM(t testing.TB, key *ecdsa.PrivateKey) []byte {
+func keyPEM(t T, key *ecdsa.PrivateKey) []byte {
 	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +110,7 @@ func keyPEM(t testing.TB, key *ecdsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }
 
-func write(t testing.TB, path string, b []byte) {
+func write(t T, path string, b []byte) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"testing"
 
 	"github.com/slipverify/slipverify/core/slip"
 )
@@ -24,7 +23,7 @@ const (
 )
 
 // NewRDCW starts the fake with pki's server certificate.
-func NewRDCW(t testing.TB, pki *PKI) *RDCW {
+func NewRDCW(t T, pki *PKI) *RDCW {
 	f := &RDCW{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/inquiry", f.inquiry)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"testing"
 )
 
 // SCB fakes SCB's Slip Verification API (package scb's wire format) below
@@ -22,7 +21,7 @@ const (
 )
 
 // NewSCB starts the fake on a TLS listener with pki.
-func NewSCB(t testing.TB, pki *PKI) *SCB {
+func NewSCB(t T, pki *PKI) *SCB {
 	s := &SCB{}
 	mux := http.NewServeMux()
 	mux.HandleFunc(SCBPrefix+"/v1/oauth/token", s.token)
