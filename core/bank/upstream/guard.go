@@ -96,20 +96,19 @@ func (g *Guard) TokenFetched() { g.refreshes.Inc() }
 // failures; every other error counts toward opening the circuit, except
 // the caller's own cancellation.
 func (g *Guard) Do(ctx context.Context, lookup func(context.Context) error) error {
-	if err := g.admit(); err != nil {
-		return err
-	}
+	// The concurrency cap first: a call it refuses takes no rate token
+	// and is no circuit probe.
 	if g.sem != nil {
 		select {
 		case g.sem <- struct{}{}:
 			defer func() { <-g.sem }()
 		default:
 			g.refusedCap.Inc()
-			g.mu.Lock()
-			g.probing = false // the probe did not run; the next call is one
-			g.mu.Unlock()
 			return fmt.Errorf("%w: %s: %w: %d lookups in flight", bank.ErrUpstream, g.name, ErrRefused, g.lim.MaxConcurrent)
 		}
+	}
+	if err := g.admit(); err != nil {
+		return err
 	}
 	start := g.now()
 	err := lookup(ctx)

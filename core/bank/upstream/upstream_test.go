@@ -2,8 +2,13 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,12 +181,61 @@ func TestCaps(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// Rate: 2 a second, and the first two calls above took both.
+	// Rate: 2 a second; the call the concurrency cap refused took none.
+	if err := g.Do(ctx, func(context.Context) error { return nil }); err != nil {
+		t.Errorf("second call in a second: %v", err)
+	}
 	if err := g.Do(ctx, func(context.Context) error { return nil }); !errors.Is(err, ErrRefused) {
 		t.Errorf("third call in a second: %v, want refused", err)
 	}
 	clk.Advance(500 * time.Millisecond)
 	if err := g.Do(ctx, func(context.Context) error { return nil }); err != nil {
 		t.Errorf("after half a second: %v", err)
+	}
+}
+
+// TestSendRepeatsOnlyBeforeAConnection: a connection that fails in the TLS
+// handshake carried no request, so Send tries once more; a request that
+// reached the server is never sent again.
+func TestSendRepeatsOnlyBeforeAConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close() // before the handshake: nothing of the request was sent
+		}
+	}()
+	client := NewClient(&tls.Config{})
+	_, err = Send(client, func() (*http.Request, error) {
+		return http.NewRequest(http.MethodPost, "https://"+ln.Addr().String()+"/lookup", strings.NewReader("{}"))
+	})
+	if err == nil || errors.Is(err, ErrMaybeSent) {
+		t.Fatalf("err %v, want a connection error that is not ErrMaybeSent", err)
+	}
+	if n := accepted.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (one repeat before any byte was written)", n)
+	}
+
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		c, _, _ := w.(http.Hijacker).Hijack()
+		c.Close() // after the request: it may have been billed
+	}))
+	defer srv.Close()
+	_, err = Send(srv.Client(), func() (*http.Request, error) {
+		return http.NewRequest(http.MethodPost, srv.URL+"/lookup", strings.NewReader("{}"))
+	})
+	if !errors.Is(err, ErrMaybeSent) || requests.Load() != 1 {
+		t.Errorf("err %v after %d requests, want ErrMaybeSent after 1", err, requests.Load())
 	}
 }
