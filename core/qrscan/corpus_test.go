@@ -105,6 +105,35 @@ var conditions = []condition{
 		o := otherPayload(r, i)
 		return scene{img: renderSlip(r, slipSpec{payload: p, qrFrac: 0.18 + 0.08*r.Float64(), other: o}), payload: p, other: o, jpegQ: 85}
 	}},
+	{"saltpepper", 5, func(r *rand.Rand, i int) scene {
+		p := bankPayload(r)
+		img := renderSlip(r, slipSpec{payload: p, qrFrac: 0.2 + 0.1*r.Float64()})
+		// Noise on a picture below the size the half-size pass shrinks
+		// (which would average the impulses away): about 3.5-5 px a module.
+		b := img.Bounds()
+		img = resize(img, b.Dx()*6/10, b.Dy()*6/10)
+		saltPepper(r, img, saltPepperRates[i%len(saltPepperRates)])
+		return scene{img: img, payload: p, jpegQ: 85}
+	}},
+}
+
+// saltPepperRates are the shares of pixels the saltpepper condition turns
+// black or white, in turn.
+var saltPepperRates = []float64{0.01, 0.03, 0.045, 0.06, 0.08}
+
+// saltPepper turns a share rate of img's pixels black or white at random
+// (impulse noise: a dusty lens, a bad sensor, a fax).
+func saltPepper(r *rand.Rand, img *image.RGBA, rate float64) {
+	for i := 0; i < len(img.Pix); i += 4 {
+		if r.Float64() >= rate {
+			continue
+		}
+		v := uint8(0)
+		if r.IntN(2) == 0 {
+			v = 255
+		}
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2] = v, v, v
+	}
 }
 
 // corpusN is the number of scenes per condition: the default, or

@@ -154,7 +154,20 @@ func (s *scanner) run() bool {
 	}
 	n := normalize(full, 32, s.a)
 	s.a = n.pix
-	return s.try("norm", n, hybrid, 2, 1)
+	if s.try("norm", n, hybrid, 2, 1) {
+		return true
+	}
+	// Impulse noise (pixels turned black or white at random, 1 to 8 % of
+	// them) breaks the runs of the finder patterns: a 3×3 median removes
+	// it, then dark and light codes are looked for again. (The half-size
+	// plane, an average, already tones it down in large pictures.)
+	m := median3(full, s.a)
+	s.a = m.pix
+	if s.try("median", m, hybrid, 2, 1) {
+		return true
+	}
+	m = invert(m, m.pix)
+	return s.try("median-inv", m, hybrid, 2, 1)
 }
 
 // maxZooms caps the windows zoom looks at.

@@ -1,0 +1,49 @@
+package qrscan
+
+// median3 writes the 3×3 median of src into dst: each pixel becomes the
+// middle value of itself and its eight neighbours (the image's edge
+// repeated beyond it). It removes impulse noise, pixels turned black or
+// white at random, which breaks the runs of a finder pattern, while edges
+// wider than a pixel stay where they were.
+//
+// Each column of three is sorted once, into lo, mid and hi; the median of
+// the nine is then the median of the largest of three neighbouring lo,
+// the median of three mid and the smallest of three hi.
+func median3(src plane, dst []byte) plane {
+	w, h := src.w, src.h
+	dst = grow(dst, w*h)
+	lo, mid, hi := make([]byte, w+2), make([]byte, w+2), make([]byte, w+2)
+	for y := range h {
+		a := src.pix[max(0, y-1)*w : max(0, y-1)*w+w]
+		b := src.pix[y*w : y*w+w]
+		c := src.pix[min(h-1, y+1)*w : min(h-1, y+1)*w+w]
+		for x := range w {
+			l, m, u := order3(a[x], b[x], c[x])
+			lo[x+1], mid[x+1], hi[x+1] = l, m, u
+		}
+		lo[0], mid[0], hi[0] = lo[1], mid[1], hi[1]
+		lo[w+1], mid[w+1], hi[w+1] = lo[w], mid[w], hi[w]
+		o := dst[y*w : y*w+w]
+		for x := range o {
+			l := max(lo[x], lo[x+1], lo[x+2])
+			_, m, _ := order3(mid[x], mid[x+1], mid[x+2])
+			u := min(hi[x], hi[x+1], hi[x+2])
+			_, o[x], _ = order3(l, m, u)
+		}
+	}
+	return plane{pix: dst, w: w, h: h}
+}
+
+// order3 returns a, b and c in ascending order.
+func order3(a, b, c byte) (byte, byte, byte) {
+	if a > b {
+		a, b = b, a
+	}
+	if b > c {
+		b, c = c, b
+	}
+	if a > b {
+		a, b = b, a
+	}
+	return a, b, c
+}
