@@ -305,3 +305,64 @@ func FuzzReduced(f *testing.F) {
 		}
 	})
 }
+
+// TestLargeNoCode: a 48 Mpx picture with no code, busy enough that every
+// strategy runs, is scanned within the Budget through the reduced
+// readers, as a grey JPEG and PNG (grey, so that the test itself holds
+// 48 MB rather than 192).
+func TestLargeNoCode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	const w, h = 6000, 8000
+	r := rand.New(rand.NewPCG(1, 2))
+	m := image.NewGray(image.Rect(0, 0, w, h))
+	for i := range m.Pix {
+		m.Pix[i] = 255
+	}
+	box := func(x0, y0, x1, y1 int, v uint8) {
+		for y := max(0, y0); y < min(h, y1); y++ {
+			for x := max(0, x0); x < min(w, x1); x++ {
+				m.Pix[y*w+x] = v
+			}
+		}
+	}
+	for range w * h / 4000 {
+		x, y := r.IntN(w), r.IntN(h)
+		box(x, y, x+4+r.IntN(40), y+3+r.IntN(10), 0)
+	}
+	for k := range 40 { // lone finder-pattern look-alikes
+		x, y, s := r.IntN(w-200), r.IntN(h-200), 4*(2+k%3)
+		box(x, y, x+7*s, y+7*s, 0)
+		box(x+s, y+s, x+6*s, y+6*s, 255)
+		box(x+2*s, y+2*s, x+5*s, y+5*s, 0)
+	}
+	for _, f := range []string{"jpeg", "png"} {
+		var b bytes.Buffer
+		var err error
+		if f == "jpeg" {
+			err = jpeg.Encode(&b, m, &jpeg.Options{Quality: 85})
+		} else {
+			err = (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, m)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() > MaxBytes {
+			t.Fatalf("%s: %d bytes", f, b.Len())
+		}
+		c, err := Check(b.Bytes())
+		if err != nil || c.luma == 0 && !c.stream {
+			t.Fatalf("%s: %v; want a reduced reader", f, err)
+		}
+		start := time.Now()
+		n := allocated(func() { _, err = c.Scan(isSlip) })
+		t.Logf("%s %d×%d grey, no code, %d bytes: %v in %v, allocated %.1f MiB (estimate %.1f MiB)", f, w, h, b.Len(), err, time.Since(start).Round(time.Millisecond), float64(n)/(1<<20), float64(c.Cost)/(1<<20))
+		if !errors.Is(err, ErrNoQR) {
+			t.Errorf("%s: %v, want ErrNoQR", f, err)
+		}
+		if n > uint64(c.Cost) {
+			t.Errorf("%s: allocated %d bytes, over its estimate of %d", f, n, c.Cost)
+		}
+	}
+}
