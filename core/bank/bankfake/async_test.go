@@ -2,7 +2,9 @@ package bankfake_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -11,12 +13,17 @@ import (
 	"github.com/slipverify/slipverify/core/bank/bankfake"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/deploy/clickhouse"
+	"github.com/slipverify/slipverify/usage/chstore"
+	"github.com/slipverify/slipverify/usage/reconcile"
 )
 
 // TestStackAsync submits async verifications through the edge to core with
 // the dev broker, SLIP_BANK=kbank asking the fake: a slip the bank does
 // not know is retried on the schedule (four waits), each attempt one lookup
 // at the bank, and ends not found after five; a known slip is one lookup.
+// The usage tier's ledger (ClickHouse, skipped where it is not installed)
+// counts what core counted.
 func TestStackAsync(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the broker, core and the edge")
@@ -25,11 +32,18 @@ func TestStackAsync(t *testing.T) {
 	kb := bankfake.NewKBank(t, pki, false)
 	kafka := testnet.FreeAddr(t)
 	testnet.StartBroker(t, "SLIP_KAFKA_ADDR="+kafka)
+	ch := clickhouse.StartTest(t)
+	ledger, err := chstore.Open(chstore.Options{Addrs: []string{ch.Addr()}, Database: "slip", Username: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ledger.Close() })
 	core := testnet.StartCore(t, "../../../deploy/dev/seed.json", "SLIP_KAFKA_ADDR="+kafka, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8",
 		"SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms",
 		"SLIP_BANK=kbank", "SLIP_KBANK_URL="+kb.URL(), "SLIP_KBANK_CLIENT_ID="+bankfake.KBankClientID,
 		"SLIP_KBANK_CLIENT_SECRET="+bankfake.KBankClientSecret,
 		"SLIP_KBANK_CERT_FILE="+pki.CertFile, "SLIP_KBANK_KEY_FILE="+pki.KeyFile, "SLIP_KBANK_CA_FILE="+pki.CAFile)
+	testnet.StartUsage(t, kafka, ch.Addr(), "SLIP_CORE_ADDR="+core.Addr, "SLIP_EDGE_TOKEN="+testnet.EdgeToken, "SLIP_USAGE_FLUSH=100ms")
 	edge := testnet.StartEdge(t, core.Addr)
 
 	do := func(method, path string, body any) map[string]any {
@@ -82,4 +96,33 @@ func TestStackAsync(t *testing.T) {
 	if b, _ := json.Marshal(d); !bytes.Contains(b, []byte(`"transRef":"015278145821CTF09876"`)) {
 		t.Errorf("found job: %s", b)
 	}
+
+	// The ledger counts what core counted for the branch.
+	var inLedger, inCore int64
+	testnet.Eventually(t, time.Minute, func() bool {
+		inLedger, inCore = -1, -2
+		days, err := ledger.BillableByDay(context.Background())
+		if err != nil {
+			return false
+		}
+		inLedger = 0
+		for _, d := range days {
+			if d.ServiceID == "svc-demo" && d.BranchID == "br-main" {
+				inLedger += int64(d.Billable)
+			}
+		}
+		counters, err := (reconcile.Core{Addr: core.Addr, Token: testnet.EdgeToken}).Counters(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, svc := range counters.Services {
+			for _, b := range svc.Branches {
+				if b.BranchID == "br-main" {
+					inCore = b.Total
+				}
+			}
+		}
+		return inLedger == inCore && inCore >= 1
+	}, func() string { return fmt.Sprintf("ledger %d, core %d", inLedger, inCore) })
+	t.Logf("billable verifications: ledger %d, core %d", inLedger, inCore)
 }
