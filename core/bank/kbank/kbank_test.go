@@ -170,13 +170,15 @@ func TestTokenRefreshedBeforeExpiry(t *testing.T) {
 			if got := r.fake.Tokens(); got != 1 {
 				t.Fatalf("at 79 s of 100: %d tokens, want 1", got)
 			}
-			r.now.Advance(2 * time.Second) // 81 s: within the last fifth
+			r.now.Advance(2 * time.Second) // 81 s: the old token goes on, a new one is fetched behind
+			lookup()
+			r.now.Advance(15 * time.Second) // 96 s: the old token is no longer used
 			lookup()
 			if got := r.fake.Tokens(); got != 2 {
-				t.Fatalf("at 81 s of 100: %d tokens, want 2 (refreshed before expiry)", got)
+				t.Fatalf("%d tokens, want 2 (one refresh before expiry)", got)
 			}
-			if r.fake.Requests() != 3 {
-				t.Errorf("%d lookups sent, want 3", r.fake.Requests())
+			if r.fake.Requests() != 4 || r.fake.Lookups() != 4 {
+				t.Errorf("%d lookups sent, %d run, want 4: every lookup had a valid token", r.fake.Requests(), r.fake.Lookups())
 			}
 		})
 	}

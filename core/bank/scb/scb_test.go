@@ -130,10 +130,12 @@ func TestTokenRefreshedBeforeExpiry(t *testing.T) {
 	if r.fake.Tokens() != 1 {
 		t.Fatalf("%d tokens before the last minute, want 1", r.fake.Tokens())
 	}
-	r.now.Advance(2 * time.Second)
+	r.now.Advance(2 * time.Second) // the last minute: refreshed behind the old token
 	lookup()
-	if r.fake.Tokens() != 2 {
-		t.Fatalf("%d tokens in the last minute, want 2", r.fake.Tokens())
+	r.now.Advance(50 * time.Second) // the last 10 s: the old token is no longer used
+	lookup()
+	if r.fake.Tokens() != 2 || r.fake.Requests() != 4 {
+		t.Fatalf("%d tokens, %d lookups, want 2 and 4", r.fake.Tokens(), r.fake.Requests())
 	}
 }
 

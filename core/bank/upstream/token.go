@@ -18,19 +18,23 @@ type Token struct {
 }
 
 // Tokens caches the access token of one credential set. Concurrent callers
-// that find no valid token share one fetch; a token is refreshed before it
-// expires (at 80% of its life, at most a minute early). It is safe for
-// concurrent use.
+// that find no valid token share one fetch. A token is refreshed before it
+// expires: from 80% of its life (at most a minute early) one fetch runs
+// while callers go on with the old token, which they use until shortly
+// before it expires (5% of its life, at most 10 s early); after that they
+// wait for the new one. It is safe for concurrent use.
 type Tokens struct {
 	fetch   func(context.Context) (Token, error)
 	now     func() time.Time
 	timeout time.Duration
 	fetched func() // counts a completed fetch (metrics); may be nil
 
-	mu      sync.Mutex
-	value   string
-	renewAt time.Time
-	flight  *flight
+	mu        sync.Mutex
+	value     string
+	renewAt   time.Time // a refresh starts
+	expiresAt time.Time // the token is no longer used
+	retryAt   time.Time // no background refresh before, after one failed
+	flight    *flight
 }
 
 // flight is one token fetch that callers wait for.
@@ -52,16 +56,23 @@ func NewTokens(fetch func(context.Context) (Token, error), now func() time.Time,
 // Get returns a valid token, fetching one if there is none.
 func (t *Tokens) Get(ctx context.Context) (string, error) {
 	t.mu.Lock()
-	if t.value != "" && t.now().Before(t.renewAt) {
+	now := t.now()
+	if t.value != "" && now.Before(t.renewAt) {
 		v := t.value
 		t.mu.Unlock()
 		return v, nil
 	}
+	usable := t.value != "" && now.Before(t.expiresAt)
 	f := t.flight
-	if f == nil {
+	if f == nil && (!usable || !now.Before(t.retryAt)) {
 		f = &flight{done: make(chan struct{})}
 		t.flight = f
 		go t.run(context.WithoutCancel(ctx), f)
+	}
+	if usable {
+		v := t.value // the refresh runs behind this call
+		t.mu.Unlock()
+		return v, nil
 	}
 	t.mu.Unlock()
 	select {
@@ -71,6 +82,10 @@ func (t *Tokens) Get(ctx context.Context) (string, error) {
 		return "", ctx.Err()
 	}
 }
+
+// refreshBackoff is how long background refreshes pause after one failed
+// while the old token is still usable.
+const refreshBackoff = 5 * time.Second
 
 func (t *Tokens) run(ctx context.Context, f *flight) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -86,11 +101,14 @@ func (t *Tokens) run(ctx context.Context, f *flight) {
 		err = errors.New("token reply without a token")
 	}
 	t.mu.Lock()
+	now := t.now()
 	if err == nil {
-		early := min(tok.Life/5, time.Minute)
-		t.value, t.renewAt = tok.Value, t.now().Add(tok.Life-early)
+		t.value = tok.Value
+		t.renewAt = now.Add(tok.Life - min(tok.Life/5, time.Minute))
+		t.expiresAt = now.Add(tok.Life - min(tok.Life/20, 10*time.Second))
 		f.value = tok.Value
 	} else {
+		t.retryAt = now.Add(refreshBackoff)
 		f.err = fmt.Errorf("token: %w", err)
 	}
 	t.flight = nil
@@ -107,6 +125,7 @@ func (t *Tokens) Drop(value string) {
 	t.mu.Lock()
 	if t.value == value {
 		t.value = ""
+		t.retryAt = time.Time{}
 	}
 	t.mu.Unlock()
 }

@@ -73,9 +73,51 @@ func TestTokensRetryDropAndExpiry(t *testing.T) {
 	if v, _ := tok.Get(context.Background()); v != "t3" {
 		t.Errorf("after Drop: %q, want t3", v)
 	}
-	clk.Advance(9*time.Minute + time.Second) // last minute of 10
+	clk.Advance(9*time.Minute + time.Second) // last minute of 10: t3 goes on, t4 is fetched behind
+	if v, _ := tok.Get(context.Background()); v != "t3" {
+		t.Errorf("in the last minute: %q, want t3 while t4 is fetched", v)
+	}
+	clk.Advance(50 * time.Second) // the last 10 s: t3 is no longer used
 	if v, _ := tok.Get(context.Background()); v != "t4" {
-		t.Errorf("in the last minute: %q, want t4", v)
+		t.Errorf("in the last 10 s: %q, want t4", v)
+	}
+	if n.Load() != 4 {
+		t.Errorf("%d fetches, want 4", n.Load())
+	}
+}
+
+// TestTokensRefreshBehind: in the refresh window callers go on with the
+// old token while one fetch runs; past the old token's use they wait for it.
+func TestTokensRefreshBehind(t *testing.T) {
+	clk := new(clock)
+	var n atomic.Int32
+	release := make(chan struct{})
+	tok := NewTokens(func(context.Context) (Token, error) {
+		if n.Add(1) == 1 {
+			return Token{Value: "a", Life: 100 * time.Second}, nil
+		}
+		<-release
+		return Token{Value: "b", Life: 100 * time.Second}, nil
+	}, clk.Now, time.Minute, nil)
+	ctx := context.Background()
+	if v, _ := tok.Get(ctx); v != "a" {
+		t.Fatalf("first token %q", v)
+	}
+	clk.Advance(85 * time.Second)
+	for range 3 {
+		if v, _ := tok.Get(ctx); v != "a" { // the refresh blocks: a goes on
+			t.Fatalf("in the window: %q, want a", v)
+		}
+	}
+	clk.Advance(11 * time.Second) // 96 s of 100: a is no longer used
+	got := make(chan string)
+	go func() { v, _ := tok.Get(ctx); got <- v }()
+	close(release)
+	if v := <-got; v != "b" {
+		t.Errorf("after the window: %q, want b", v)
+	}
+	if n.Load() != 2 {
+		t.Errorf("%d fetches, want 2: one refresh for every caller", n.Load())
 	}
 }
 
