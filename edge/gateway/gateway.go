@@ -210,7 +210,8 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 // it is read: IMAGE_SIZE_TOO_LARGE on verify routes (whose bodies carry
 // images), VALIDATION_ERROR elsewhere, in the path's version. A chunked
 // body that runs over it is refused alike, in the format HeaderReceived
-// remembered (fasthttp has reset the request). A request fasthttp could not
+// remembered (fasthttp has reset the request); a malformed chunked body
+// gets VALIDATION_ERROR in that version. A request fasthttp could not
 // parse (a malformed or oversized head, ambiguous framing) has been reset,
 // so its path is unknown: VALIDATION_ERROR in the current version's format.
 //
@@ -229,7 +230,13 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	x := g.begin(len(Routes))
 	defer g.finish(ctx, &x)
 	v, code := api.V2, api.Validation
+	var broken fasthttp.ErrBrokenChunk
 	switch {
+	case errors.As(err, &broken): // a malformed chunked body: reset, its version remembered by HeaderReceived
+		x.unparsed = true
+		if rv, _, ok := g.chunked.take(&ctx.Request.Header); ok {
+			v = rv
+		}
 	case !errors.Is(err, fasthttp.ErrBodyTooLarge):
 		x.unparsed = true // the request was reset
 	case ctx.Request.Header.ContentLength() > 0: // refused from its Content-Length: the head is there

@@ -591,3 +591,23 @@ func TestOversizedChunkedBody(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedChunkedBody: a chunked body whose framing is broken is
+// refused with VALIDATION_ERROR in its route's version, and the
+// connection closed.
+func TestMalformedChunkedBody(t *testing.T) {
+	e := startEdge(t, testnet.StartCore(t, seed))
+	for _, c := range []struct{ target, want string }{
+		{"/v2/verify/bank", `"VALIDATION_ERROR"`},
+		{"/b2b/branches", `"VALIDATION_ERROR"`},
+		{"/verify", `{"status":400,"message":"invalid_request"}`},
+		{"/api/v1/verify", `{"status":400,"message":"invalid_request"}`},
+	} {
+		res := e.raw(t, "POST "+c.target+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+keyMain+
+			"\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n") // no CRLF after the chunk
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 400 || !strings.Contains(string(b), c.want) || !res.Close {
+			t.Errorf("POST %s: %d %s (close %v), want 400 %s", c.target, res.StatusCode, b, res.Close, c.want)
+		}
+	}
+}
