@@ -40,6 +40,19 @@ func TestValidationMessagesBounded(t *testing.T) {
 	if msg := ask("/v2/verify/bank", object(700000, short)); !strings.Contains(msg, "700000 fields") {
 		t.Errorf("700,000 fields: %q", msg)
 	}
+	// Values of every kind are walked over, not read, past the 1,000th field.
+	var mixed strings.Builder
+	mixed.WriteString("{")
+	for i := range 1001 {
+		if i > 0 {
+			mixed.WriteString(" ,\n")
+		}
+		fmt.Fprintf(&mixed, `"k%d" : [{"a":"},\"]"}, -1.5e3, null] , "s%d":"x,}"`, i, i)
+	}
+	mixed.WriteString("}")
+	if msg := ask("/v2/verify/bank", []byte(mixed.String())); msg != "body: has 2002 fields; a request has at most 1000" {
+		t.Errorf("2,002 fields of every kind: %q", msg)
+	}
 	// 500 (and payload missing): the first ten by name, then how many more.
 	msg := ask("/v2/verify/bank", object(500, k))
 	if !strings.HasPrefix(msg, "k000000: unknown field; k000001: unknown field;") || !strings.Contains(msg, "k000009: unknown field; and 491 more fields") {
