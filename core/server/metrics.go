@@ -70,5 +70,5 @@ func (s *Server) profile(ctx *fasthttp.RequestCtx) {
 func (s *Server) writeMetrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4")
 	s.metrics.set.WritePrometheus(ctx)
-	metrics.WriteProcessMetrics(ctx)
+	metrics.WritePrometheus(ctx, true) // the sets registered by other packages (the bank upstreams'), and the process's
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
@@ -754,6 +755,11 @@ func TestGenerateQR(t *testing.T) {
 // outbox and store, without the edge token (the edge forwards no such path).
 func TestMetrics(t *testing.T) {
 	c := startCore(t, nil)
+	// A set another package registers (the bank upstreams' guards do).
+	registered := metrics.NewSet()
+	registered.GetOrCreateCounter(`slip_core_bank_lookups_total{upstream="kbank",outcome="found"}`).Inc()
+	metrics.RegisterSet(registered)
+	t.Cleanup(func() { metrics.UnregisterSet(registered, true) })
 	c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: map[string]any{"payload": bankPayload("004", "LISTEDREF0001")}})
 	for range 2 {
 		c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: map[string]any{"payload": bankPayload("004", "NOTFOUNDREF1")}})
@@ -777,6 +783,7 @@ func TestMetrics(t *testing.T) {
 		`slip_core_store_write_failures_total 0`,
 		`slip_core_image_decode_budget_bytes 268435456`, "slip_core_image_decode_bytes ", "slip_core_image_decodes_waiting ",
 		"slip_core_outbox_messages ", "slip_core_inflight_requests ", "process_resident_memory_bytes ",
+		`slip_core_bank_lookups_total{upstream="kbank",outcome="found"} 1`,
 	} {
 		if !strings.Contains(a.raw, want) {
 			t.Errorf("metrics lack %q:\n%s", want, a.raw)
