@@ -127,6 +127,24 @@ if [ ! -x "${SLIP_CLICKHOUSE_BIN:-/usr/sbin/clickhouse-server}" ]; then
 fi
 start clickhouse "http://$SLIP_CLICKHOUSE_HTTP_ADDR/ping"
 
+# SLIP_DEV_BANKS=fake runs core's real bank connectors (SLIP_BANK
+# 014=scb,*=kbank) against local fakes of KBank, SCB and RDCW over TLS with
+# client certificates (bin/bankfake; the slips they know: README, "Bank
+# connectors").
+if [ "${SLIP_DEV_BANKS:-}" = fake ]; then
+	rm -f "$SLIP_DATA_DIR/bankfake.env"
+	tier bin/bankfake -dir "$SLIP_DATA_DIR/bankfake" -env "$SLIP_DATA_DIR/bankfake.env"
+	pids+=($!)
+	for _ in $(seq 1 100); do
+		[ -s "$SLIP_DATA_DIR/bankfake.env" ] && break
+		alive || fail bankfake
+		sleep 0.1
+	done
+	[ -s "$SLIP_DATA_DIR/bankfake.env" ] || fail bankfake
+	set -a
+	. "$SLIP_DATA_DIR/bankfake.env"
+	set +a
+fi
 start core "http://$SLIP_CORE_ADDR/health"
 start usage "http://$SLIP_USAGE_ADDR/health"
 start dispatcher "http://$SLIP_DISPATCHER_ADDR/health"
