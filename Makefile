@@ -1,7 +1,7 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # CMDS are the programs make build puts in bin/: the tiers, the dev broker
-# and ClickHouse, slipsign and slipadm.
+# and ClickHouse, slipsign, slipadm and bankfake (the dev stack's fake banks).
 CMDS     := ./core/cmd/core ./edge/cmd/edge ./dispatcher/cmd/dispatcher ./usage/cmd/usage ./deploy/cmd/broker ./deploy/cmd/clickhouse ./edge/cmd/slipsign ./core/cmd/slipadm ./core/bank/bankfake/cmd/bankfake
 FUZZTIME ?= 2m
 
