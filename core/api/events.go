@@ -17,7 +17,7 @@ const (
 	TopicResults         = "slip.results"          // key: job id
 	TopicWebhookOutcomes = "slip.webhook.outcomes" // key: job id
 	TopicConfig          = "slip.config"           // key: service id
-	TopicNonces          = "slip.nonces"           // key: the signing scope (NonceEvent.Scope)
+	TopicNonces          = "slip.nonces"           // key: the edge process; a binary batch of nonces (edge/nonce/kafkanonce)
 )
 
 // Topics lists every platform topic.
@@ -195,21 +195,6 @@ type ErrorBody struct {
 // the default name; a deployment may name it otherwise
 // (SLIP_WEBHOOK_SIGNATURE_HEADER, read by the dispatcher).
 const SignatureHeader = "X-Service-Signature"
-
-// NonceEvent is a nonce of a signed request that an edge accepted
-// (slip.nonces): every edge reads every one and refuses the nonce from then
-// on (DUPLICATE_NONCE), an edge that restarts reads those of the past
-// window again. The nonce is unique per Scope (the signing client's nonce
-// scope) within its Service.
-type NonceEvent struct {
-	Edge    string `json:"edge"`    // the process that accepted it, random per start: it skips its own
-	Service string `json:"service"` // service id
-	Scope   string `json:"scope"`   // the signing client's nonce scope
-	Nonce   string `json:"nonce"`   // X-Nonce, a UUID, lower-case
-	TS      int64  `json:"ts"`      // the request's X-Timestamp, Unix seconds
-	Until   int64  `json:"until"`   // Unix seconds after which no edge accepts it any more: ts + the window
-	At      int64  `json:"at"`      // when the edge accepted it, Unix milliseconds (for the lag)
-}
 
 // ConfigEvent tells the edges that records of a service changed
 // (slip.config): its branches, keys or their state. Every edge drops its

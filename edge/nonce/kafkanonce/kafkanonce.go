@@ -4,7 +4,9 @@
 // A Share is the Journal of the edge's nonce store: every nonce the store
 // accepts goes into a bounded queue (never waiting: a full queue drops the
 // nonce and counts it), and one goroutine publishes the queue in batches,
-// in order, retrying a failed write before anything after it. Every edge
+// in order, retrying a failed write before anything after it; a batch
+// (whatever was queued, up to Batch) is one record (see record.go), so the
+// cost of Kafka is shared by the nonces of a write. Every edge
 // reads every partition of the topic itself, without a consumer group, and
 // adds each nonce of another edge to its store, so a nonce accepted by one
 // edge is refused by the others once its record has arrived.
@@ -24,8 +26,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -124,8 +126,7 @@ func New(cfg Config) *Share {
 	if cfg.Store != nil {
 		s.window = cfg.Store.Window()
 	}
-	s.own, _ = json.Marshal(api.NonceEvent{Edge: s.edge})
-	s.own = s.own[:bytes.IndexByte(s.own, ',')+1] // {"edge":"<id>",`: how every record of this process begins
+	s.own = recordHead(nil, s.edge)
 	s.published = s.set.NewCounter(`edge_nonces_published_total`)
 	s.failures = s.set.NewCounter(`edge_nonces_publish_failures_total`)
 	s.drops = s.set.NewCounter(`edge_nonces_publish_dropped_total`)
@@ -219,13 +220,14 @@ func (s *Share) publish(ctx context.Context) {
 			}
 		}
 		for {
-			msgs = s.encode(msgs[:0], batch)
-			if len(msgs) == 0 {
+			var n int
+			msgs, n = s.encode(msgs[:0], batch)
+			if n == 0 {
 				break
 			}
 			err := w.WriteMessages(ctx, msgs...)
 			if err == nil {
-				s.published.Add(len(msgs))
+				s.published.Add(n)
 				break
 			}
 			if ctx.Err() != nil {
@@ -234,7 +236,7 @@ func (s *Share) publish(ctx context.Context) {
 			}
 			s.failures.Inc()
 			if now := s.cfg.Now(); now.Sub(logged) >= stream.Quiet {
-				s.cfg.Log.Warn("publishing nonces failed; retrying", "topic", s.cfg.Topic, "nonces", len(msgs),
+				s.cfg.Log.Warn("publishing nonces failed; retrying", "topic", s.cfg.Topic, "nonces", n,
 					"queued", len(s.queue), "in", s.cfg.Backoff.String(), "err", err, "failures_not_logged", unlogged)
 				logged, unlogged = now, 0
 			} else {
@@ -262,34 +264,58 @@ func (s *Share) flush(w *kafka.Writer, pending ...item) {
 		}
 		break
 	}
-	msgs := s.encode(nil, pending)
-	if len(msgs) == 0 {
+	msgs, n := s.encode(nil, pending)
+	if n == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		s.failures.Inc()
-		s.cfg.Log.Warn("publishing nonces at stop failed", "topic", s.cfg.Topic, "nonces", len(msgs), "err", err)
+		s.cfg.Log.Warn("publishing nonces at stop failed", "topic", s.cfg.Topic, "nonces", n, "err", err)
 		return
 	}
-	s.published.Add(len(msgs))
+	s.published.Add(n)
 }
 
-// encode appends the records of batch's nonces still inside their window.
-func (s *Share) encode(dst []kafka.Message, batch []item) []kafka.Message {
+// encode appends the records of batch's nonces still inside their window
+// (a record per maxRecord bytes) and returns them with the number of
+// nonces they carry.
+func (s *Share) encode(dst []kafka.Message, batch []item) ([]kafka.Message, int) {
 	now := s.cfg.Now().Unix()
 	win := int64((s.window + time.Second - 1) / time.Second)
+	total := 0
+	var v []byte
+	count, countAt := 0, 0
+	end := func() {
+		if count == 0 {
+			return
+		}
+		// The count goes before the entries: they were appended after a
+		// placeholder, moved now that the count is known.
+		entries := v[countAt:]
+		rec := binary.AppendUvarint(append([]byte(nil), v[:countAt]...), uint64(count))
+		rec = append(rec, entries...)
+		dst = append(dst, kafka.Message{Topic: s.cfg.Topic, Key: []byte(s.edge), Value: rec})
+		total += count
+		count = 0
+	}
 	for i := range batch {
 		it := &batch[i]
 		if it.ts+win < now {
 			continue // no edge accepts it any more
 		}
-		v, _ := json.Marshal(api.NonceEvent{Edge: s.edge, Service: it.service, Scope: it.client,
-			Nonce: string(nonce.AppendUUID(nil, it.nonce)), TS: it.ts, Until: it.ts + win, At: it.at})
-		dst = append(dst, kafka.Message{Topic: s.cfg.Topic, Key: []byte(it.client), Value: v})
+		if count == 0 {
+			v = recordHead(v[:0], s.edge)
+			countAt = len(v)
+		}
+		v = appendEntry(v, it, uint64(win))
+		if count++; len(v) >= maxRecord {
+			end()
+		}
 	}
-	return dst
+	end()
+	return dst, total
 }
 
 // follow reads every partition of the topic, each from the first record
@@ -417,9 +443,9 @@ func (s *Share) read(parent context.Context, parts []int, from, end map[int]int6
 					errc <- err
 					return
 				}
-				s.apply(m.Value, done)
+				k := s.apply(m.Value, done)
 				if !done {
-					replayed.Add(1)
+					replayed.Add(int64(k))
 					if m.Offset+1 >= stop {
 						done = true
 						caughtUp()
@@ -439,37 +465,42 @@ func (s *Share) read(parent context.Context, parts []int, from, end map[int]int6
 	return err
 }
 
-// apply adds the nonce of one record to the store, unless this edge
-// published it. live: the record is read as it arrives, not replayed, so
-// its age is the lag.
-func (s *Share) apply(v []byte, live bool) {
+// apply adds the nonces of one record to the store, unless this process
+// published it, and returns how many it carried. live: the record is read
+// as it arrives, not replayed, so its age is the lag.
+func (s *Share) apply(v []byte, live bool) int {
 	if bytes.HasPrefix(v, s.own) {
-		return // this process's own: its store has it (fast path, no decoding)
+		return 0 // this process's own: its store has them (fast path, no decoding)
 	}
-	var ev api.NonceEvent
-	if err := json.Unmarshal(v, &ev); err != nil {
+	var nowMs int64
+	if live {
+		nowMs = s.cfg.Now().UnixMilli()
+	}
+	n := 0
+	_, err := decodeRecord(v, func(e *entry) {
+		n++
+		if len(e.service) == 0 || len(e.scope) == 0 {
+			s.malformed.Inc()
+			return
+		}
+		// Add does not retain the strings: these conversions are the
+		// record's only allocations.
+		switch err := s.cfg.Store.Add(string(e.service), string(e.scope), e.nonce, time.Unix(e.ts, 0)); {
+		case err == nil:
+			s.added.Inc()
+		case err == nonce.ErrDuplicate:
+			s.dups.Inc()
+		case err == nonce.ErrOutsideWindow:
+			s.expired.Inc()
+		default:
+			s.full.Inc()
+		}
+		if live && e.at > 0 {
+			s.lag.Update(float64(nowMs-e.at) / 1000)
+		}
+	})
+	if err != nil {
 		s.malformed.Inc()
-		return
 	}
-	if ev.Edge == s.edge {
-		return
-	}
-	n, ok := nonce.ParseUUID([]byte(ev.Nonce))
-	if !ok || ev.Service == "" || ev.Scope == "" {
-		s.malformed.Inc()
-		return
-	}
-	switch err := s.cfg.Store.Add(ev.Service, ev.Scope, n, time.Unix(ev.TS, 0)); {
-	case err == nil:
-		s.added.Inc()
-	case err == nonce.ErrDuplicate:
-		s.dups.Inc()
-	case err == nonce.ErrOutsideWindow:
-		s.expired.Inc()
-	default:
-		s.full.Inc()
-	}
-	if live && ev.At > 0 {
-		s.lag.Update(float64(s.cfg.Now().UnixMilli()-ev.At) / 1000)
-	}
+	return n
 }

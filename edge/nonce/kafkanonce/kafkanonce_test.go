@@ -3,14 +3,11 @@ package kafkanonce
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
-	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/deploy/broker"
@@ -106,10 +103,11 @@ func TestRestartReplays(t *testing.T) {
 	addr := broker.StartTest(t, 1)
 	// A record from before 2×Window+Margin: the replay seeks past it.
 	w := stream.NewWriter([]string{addr})
-	old, _ := json.Marshal(api.NonceEvent{Edge: "gone", Service: "svc", Scope: "c", Nonce: "77777777-7777-4777-8777-777777777777",
-		TS: time.Now().Add(-time.Hour).Unix()})
-	if err := w.WriteMessages(context.Background(), kafka.Message{Topic: api.TopicNonces, Key: []byte("c"), Value: old,
-		Time: time.Now().Add(-12 * time.Minute)}); err != nil {
+	hourAgo := time.Now().Add(-time.Hour)
+	gone := New(Config{Store: nonce.New(nonce.Config{}), Now: func() time.Time { return hourAgo }})
+	old, _ := gone.encode(nil, []item{{service: "svc", client: "c", nonce: [16]byte{7}, ts: hourAgo.Unix()}})
+	old[0].Time = time.Now().Add(-12 * time.Minute)
+	if err := w.WriteMessages(context.Background(), old...); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -218,25 +216,96 @@ func TestRetryDropsExpired(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	s := New(Config{Store: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second}), Now: func() time.Time { return now }})
 	batch := []item{
-		{service: "svc", client: "c", nonce: [16]byte{1}, ts: now.Unix() - 200},
-		{service: "svc", client: "c", nonce: [16]byte{2}, ts: now.Unix() + 240},
+		{service: "svc", client: "c", nonce: [16]byte{1}, ts: now.Unix() - 200, at: 5},
+		{service: "svc", client: "c2", nonce: [16]byte{2}, ts: now.Unix() + 240, at: 6},
 	}
-	if got := s.encode(nil, batch); len(got) != 2 {
-		t.Fatalf("encoded %d of 2", len(got))
+	if _, n := s.encode(nil, batch); n != 2 {
+		t.Fatalf("encoded %d of 2", n)
 	}
 	now = now.Add(2 * time.Minute) // the first is 320 s old: past its window
-	got := s.encode(nil, batch)
-	if len(got) != 1 {
-		t.Fatalf("after 2 minutes, encoded %d, want 1", len(got))
+	got, n := s.encode(nil, batch)
+	if n != 1 || len(got) != 1 {
+		t.Fatalf("after 2 minutes, encoded %d in %d records, want 1", n, len(got))
 	}
-	var ev api.NonceEvent
-	if err := json.Unmarshal(got[0].Value, &ev); err != nil || ev.TS != batch[1].ts || ev.Until != ev.TS+301 || ev.Scope != "c" ||
-		string(got[0].Key) != "c" || ev.Edge != s.Edge() {
-		t.Fatalf("record %s (key %s): %v", got[0].Value, got[0].Key, err)
+	if string(got[0].Key) != s.Edge() || !bytes.HasPrefix(got[0].Value, s.own) {
+		t.Errorf("record key %q, value %q: not this edge's", got[0].Key, got[0].Value)
 	}
-	if !bytes.HasPrefix(got[0].Value, s.own) {
-		t.Errorf("record %s does not begin with %s", got[0].Value, s.own)
+	var es []entry
+	edge, err := decodeRecord(got[0].Value, func(e *entry) { es = append(es, *e) })
+	if err != nil || string(edge) != s.Edge() || len(es) != 1 {
+		t.Fatalf("decoded %d entries of %s: %v", len(es), edge, err)
 	}
+	if e := es[0]; string(e.service) != "svc" || string(e.scope) != "c2" || e.nonce != batch[1].nonce || e.ts != batch[1].ts ||
+		e.window != 301 || e.at != 6 {
+		t.Errorf("entry %+v", e)
+	}
+}
+
+// TestRecordsSplit: a batch larger than a record takes holds is written as
+// several records, every nonce once; a cut or altered record is refused
+// after the entries before the fault.
+func TestRecordsSplit(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := New(Config{Store: nonce.New(nonce.Config{}), Now: func() time.Time { return now }})
+	long := string(bytes.Repeat([]byte("s"), 1000))
+	var batch []item
+	for i := range 1200 {
+		batch = append(batch, item{service: long, client: "c", nonce: [16]byte{byte(i), byte(i >> 8)}, ts: now.Unix()})
+	}
+	msgs, n := s.encode(nil, batch)
+	if n != len(batch) || len(msgs) < 2 {
+		t.Fatalf("%d nonces in %d records", n, len(msgs))
+	}
+	seen := map[[16]byte]bool{}
+	for _, m := range msgs {
+		if len(m.Value) > maxRecord+2000 {
+			t.Errorf("record of %d bytes", len(m.Value))
+		}
+		if _, err := decodeRecord(m.Value, func(e *entry) { seen[e.nonce] = true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) != len(batch) {
+		t.Errorf("%d distinct nonces decoded, want %d", len(seen), len(batch))
+	}
+	v := msgs[0].Value
+	for _, bad := range [][]byte{nil, {2}, v[:len(v)-1], append(append([]byte(nil), v...), 0)} {
+		if _, err := decodeRecord(bad, func(*entry) {}); err == nil {
+			t.Errorf("record of %d bytes accepted", len(bad))
+		}
+	}
+}
+
+// FuzzDecodeRecord: no record makes the decoder panic or read out of
+// bounds, and what decodes encodes to a record that decodes the same.
+func FuzzDecodeRecord(f *testing.F) {
+	s := New(Config{Store: nonce.New(nonce.Config{}), Now: func() time.Time { return time.Unix(100, 0) }})
+	msgs, _ := s.encode(nil, []item{{service: "svc", client: "c", nonce: [16]byte{1}, ts: 100, at: 100_000}})
+	f.Add(msgs[0].Value)
+	f.Add([]byte{1, 0, 0})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		var first []entry
+		var again []byte
+		edge, err := decodeRecord(v, func(e *entry) {
+			first = append(first, entry{service: bytes.Clone(e.service), scope: bytes.Clone(e.scope), nonce: e.nonce, ts: e.ts, at: e.at, window: e.window})
+			it := item{service: string(e.service), client: string(e.scope), nonce: e.nonce, ts: e.ts, at: e.at}
+			again = appendEntry(again, &it, e.window)
+		})
+		if err != nil {
+			return
+		}
+		rec := binary.AppendUvarint(recordHead(nil, string(edge)), uint64(len(first)))
+		i := 0
+		if _, err := decodeRecord(append(rec, again...), func(e *entry) {
+			if f := first[i]; !bytes.Equal(f.service, e.service) || !bytes.Equal(f.scope, e.scope) || f.nonce != e.nonce ||
+				f.ts != e.ts || f.at != e.at || f.window != e.window {
+				t.Errorf("entry %d: %+v, then %+v", i, f, *e)
+			}
+			i++
+		}); err != nil || i != len(first) {
+			t.Errorf("%x: encoded again, %d of %d entries: %v", v, i, len(first), err)
+		}
+	})
 }
 
 // TestRecordAllocs: queuing a nonce on the request path allocates nothing.
