@@ -81,8 +81,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	handler := gw.Handler()
 	srv := &fasthttp.Server{
-		Handler:            notReadyWhileReplaying(share, handler),
-		HeaderReceived:     closeOnAmbiguousFraming,
+		Handler: notReadyWhileReplaying(share, handler),
+		HeaderReceived: func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+			gw.HeaderReceived(h) // a chunked body over the limit is refused in its route's format
+			return closeOnAmbiguousFraming(h)
+		},
 		ErrorHandler:       gw.ErrorHandler,
 		Logger:             fastlog.Logger{Log: log},
 		Name:               "edge",
