@@ -78,34 +78,41 @@ func BenchmarkScanNoQR(b *testing.B) {
 	}
 }
 
-// BenchmarkMedianPass is the cost of the impulse-noise pass on its own, on
-// the working plane of each saltpepper image of the corpus (about 650×1400):
-// the 3×3 median ("filter") and the filter with a search of its result
-// ("pass"), which is what an image the earlier strategies miss pays on top.
-func BenchmarkMedianPass(b *testing.B) {
-	var planes []plane
-	for _, s := range corpus(b) {
-		if s.cond == "saltpepper" && s.format == "png" {
-			m, err := decodeImage(formatPNG, s.data)
-			if err != nil {
-				b.Fatal(err)
+// BenchmarkPass is the cost of each extra pass on its own, on the working
+// plane of the corpus images it is for (PNG; about 650×1400): the filter
+// alone, and the filter with the search of its result, which is what an
+// image the earlier strategies miss pays on top of them. "median": the
+// 3×3 median, on saltpepper images; "sharp": the unsharp masks of
+// scanner.sharp, every radius, on gauss images (as for an image none
+// decodes).
+func BenchmarkPass(b *testing.B) {
+	planes := func(cond string) []plane {
+		var out []plane
+		for _, s := range corpus(b) {
+			if s.cond == cond && s.format == "png" {
+				m, err := decodeImage(formatPNG, s.data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bd := m.Bounds()
+				out = append(out, toGray(m, shrinkFactor(bd.Dx(), bd.Dy())))
 			}
-			bd := m.Bounds()
-			planes = append(planes, toGray(m, shrinkFactor(bd.Dx(), bd.Dy())))
 		}
+		return out
 	}
-	b.Run("filter", func(b *testing.B) {
+	noisy, blurred := planes("saltpepper"), planes("gauss")
+	b.Run("median-filter", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
 		for i := 0; b.Loop(); i++ {
-			buf = median3(planes[i%len(planes)], buf).pix
+			buf = median3(noisy[i%len(noisy)], buf).pix
 		}
 	})
-	b.Run("pass", func(b *testing.B) {
+	b.Run("median", func(b *testing.B) {
 		b.ReportAllocs()
 		ok, n := 0, 0
 		for i := 0; b.Loop(); i++ {
-			s := &scanner{full: planes[i%len(planes)], dec: decoder.NewDecoder(), accept: isSlip}
+			s := &scanner{full: noisy[i%len(noisy)], dec: decoder.NewDecoder(), accept: isSlip}
 			m := median3(s.full, nil)
 			if s.try("median", m, hybrid, 2, 1) {
 				ok++
@@ -113,5 +120,27 @@ func BenchmarkMedianPass(b *testing.B) {
 			n++
 		}
 		b.ReportMetric(float64(ok)/float64(n), "decoded/op")
+	})
+	b.Run("sharpen-filter", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf, tmp []byte
+		for i := 0; b.Loop(); i++ {
+			var p plane
+			p, tmp = sharpen(blurred[i%len(blurred)], 3, 3, buf, tmp)
+			buf = p.pix
+		}
+	})
+	b.Run("sharp", func(b *testing.B) {
+		b.ReportAllocs()
+		ok, n := 0, 0
+		for i := 0; b.Loop(); i++ {
+			s := &scanner{full: blurred[i%len(blurred)], dec: decoder.NewDecoder(), accept: func(string) bool { return false }}
+			s.sharp()
+			if s.found {
+				ok++
+			}
+			n++
+		}
+		b.ReportMetric(float64(ok)/float64(n), "found/op")
 	})
 }

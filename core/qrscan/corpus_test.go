@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -115,6 +116,67 @@ var conditions = []condition{
 		saltPepper(r, img, saltPepperRates[i%len(saltPepperRates)])
 		return scene{img: img, payload: p, jpegQ: 85}
 	}},
+	{"motion", 5, func(r *rand.Rand, i int) scene {
+		p := bankPayload(r)
+		img := smallScreen(r, p)
+		motionBlur(img, motionLengths[i%len(motionLengths)], float64(37*i))
+		return scene{img: img, payload: p, jpegQ: 85}
+	}},
+	{"gauss", 5, func(r *rand.Rand, i int) scene {
+		p := bankPayload(r)
+		img := smallScreen(r, p)
+		for range 3 {
+			boxBlur(img, gaussRadii[i%len(gaussRadii)])
+		}
+		return scene{img: img, payload: p, jpegQ: 85}
+	}},
+}
+
+// motionLengths are the lengths of the motion condition's blur, in pixels,
+// in turn; its direction turns by 37° from one scene to the next.
+var motionLengths = []int{5, 7, 9, 11, 13}
+
+// gaussRadii are the box radii of the gauss condition's blur, in turn:
+// three box blurs of radius r make a Gaussian of σ = √(r(r+1)), 1.4, 2.4
+// and 3.5 px.
+var gaussRadii = []int{1, 1, 2, 2, 3}
+
+// smallScreen renders a slip with its QR modules about 5 px wide (the
+// screenshot shrunk to 60 %), the ground of the noise and blur conditions:
+// below the size the half-size pass shrinks.
+func smallScreen(r *rand.Rand, p string) *image.RGBA {
+	img := renderSlip(r, slipSpec{payload: p, qrFrac: 0.24 + 0.08*r.Float64()})
+	b := img.Bounds()
+	return resize(img, b.Dx()*6/10, b.Dy()*6/10)
+}
+
+// motionBlur smears img along a line of n pixels at deg degrees: each
+// pixel becomes the mean of n samples along it (nearest neighbour, the
+// edge repeated), as a hand moving during the exposure does.
+func motionBlur(img *image.RGBA, n int, deg float64) {
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	src := slices.Clone(img.Pix)
+	c, s := math.Cos(deg*math.Pi/180), math.Sin(deg*math.Pi/180)
+	type off struct{ dx, dy int }
+	var offs []off
+	for i := range n {
+		t := float64(i) - float64(n-1)/2
+		offs = append(offs, off{int(math.Round(t * c)), int(math.Round(t * s))})
+	}
+	for y := range h {
+		for x := range w {
+			var sum [3]int
+			for _, o := range offs {
+				xx, yy := clampInt(x+o.dx, 0, w-1), clampInt(y+o.dy, 0, h-1)
+				p := src[yy*img.Stride+4*xx:]
+				sum[0], sum[1], sum[2] = sum[0]+int(p[0]), sum[1]+int(p[1]), sum[2]+int(p[2])
+			}
+			q := img.Pix[y*img.Stride+4*x:]
+			for ch := range 3 {
+				q[ch] = uint8((sum[ch] + n/2) / n)
+			}
+		}
+	}
 }
 
 // saltPepperRates are the shares of pixels the saltpepper condition turns

@@ -47,3 +47,65 @@ func order3(a, b, c byte) (byte, byte, byte) {
 	}
 	return a, b, c
 }
+
+// sharpen writes an unsharp mask of src into dst: each pixel pushed away
+// from the mean of the (2r+1)² square around it by amount times their
+// difference. It steepens the soft edges of a blurred code so that the
+// finder patterns' runs show again; tmp is scratch of the plane's size.
+func sharpen(src plane, r, amount int, dst, tmp []byte) (plane, []byte) {
+	w, h := src.w, src.h
+	dst, tmp = grow(dst, w*h), grow(tmp, w*h)
+	boxMean(src.pix, tmp, w, h, r)
+	for i, v := range src.pix[:w*h] {
+		d := int(v) + amount*(int(v)-int(tmp[i]))
+		dst[i] = uint8(max(0, min(255, d)))
+	}
+	return plane{pix: dst, w: w, h: h}, tmp
+}
+
+// boxMean writes the mean of the (2r+1)² square around each pixel of src
+// (fewer at the edges) into dst: rows, then columns, by running sums.
+func boxMean(src, dst []byte, w, h, r int) {
+	// Rows into dst, then columns of dst in place, a column at a time.
+	for y := range h {
+		row, out := src[y*w:y*w+w], dst[y*w:y*w+w]
+		sum, n := 0, 0
+		for x := 0; x < min(r, w); x++ {
+			sum += int(row[x])
+			n++
+		}
+		for x := range w {
+			if j := x + r; j < w {
+				sum += int(row[j])
+				n++
+			}
+			if j := x - r - 1; j >= 0 {
+				sum -= int(row[j])
+				n--
+			}
+			out[x] = uint8((sum + n/2) / n)
+		}
+	}
+	col := make([]byte, h)
+	for x := range w {
+		for y := range h {
+			col[y] = dst[y*w+x]
+		}
+		sum, n := 0, 0
+		for y := 0; y < min(r, h); y++ {
+			sum += int(col[y])
+			n++
+		}
+		for y := range h {
+			if j := y + r; j < h {
+				sum += int(col[j])
+				n++
+			}
+			if j := y - r - 1; j >= 0 {
+				sum -= int(col[j])
+				n--
+			}
+			dst[y*w+x] = uint8((sum + n/2) / n)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package qrscan
 import (
 	"image"
 	"math"
+	"strconv"
 
 	"github.com/makiuchi-d/gozxing/qrcode/decoder"
 )
@@ -23,13 +24,15 @@ func shrinkFactor(w, h int) int {
 }
 
 // workCost is the memory the strategies need for a w×h image, beyond
-// decoding it: the grey plane and its half-size copy, a scratch plane,
-// gozxing's bit matrices and block thresholds for each pass, and the
-// magnified windows of zoom. TestMemoryBudget checks it.
+// decoding it: the grey plane and its half-size copy, two scratch planes
+// (the second for the unsharp masks' blur), gozxing's bit matrices and
+// block thresholds for each pass (garbage included: the median and sharp
+// passes added 8 of them), and the magnified windows of zoom.
+// TestMemoryBudget and TestLargeNoCode check it.
 func workCost(w, h int) int64 {
 	k := shrinkFactor(w, h)
 	p := int64(w/k) * int64(h/k)
-	return 6*p + 4<<20
+	return 8*p + 4<<20
 }
 
 // passHook, when set by a test, is told which strategy found the payload.
@@ -167,7 +170,25 @@ func (s *scanner) run() bool {
 		return true
 	}
 	m = invert(m, m.pix)
-	return s.try("median-inv", m, hybrid, 2, 1)
+	if s.try("median-inv", m, hybrid, 2, 1) {
+		return true
+	}
+	return s.sharp()
+}
+
+// sharp looks again at a blurred picture: an unsharp mask of the full
+// plane (two sizes of blur), then each with its finder patterns magnified.
+func (s *scanner) sharp() bool {
+	for _, r := range []int{3, 2, 4, 6} {
+		var p plane
+		p, s.b = sharpen(s.full, r, 3, s.a, s.b)
+		s.a = p.pix
+		s.missed = s.missed[:0]
+		if s.try("sharp"+strconv.Itoa(r), p, hybrid, 2, 1) || s.try("sharp-global"+strconv.Itoa(r), p, global, 2, 1) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxZooms caps the windows zoom looks at.
