@@ -55,6 +55,12 @@ type Config struct {
 	Queue int
 	// Batch is the most nonces one write carries; 1,000.
 	Batch int
+	// Linger is how long a write waits for more nonces after the first,
+	// unless Batch are queued; 0: none. Each write costs the edge, and
+	// every edge reading it, a fixed amount of CPU whatever it carries, so
+	// a linger trades that for as much more time before other edges know a
+	// nonce.
+	Linger time.Duration
 	// Margin is how much further back than 2×Window the replay at start
 	// reaches, for records published late (retried); 1 minute. The topic's
 	// retention must be longer than 2×Window+Margin.
@@ -196,6 +202,8 @@ func (s *Share) publish(ctx context.Context) {
 	w := stream.NewWriter(s.cfg.Brokers)
 	w.MaxAttempts = 3
 	defer w.Close()
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	var (
 		batch    []item
 		msgs     []kafka.Message
@@ -210,15 +218,30 @@ func (s *Share) publish(ctx context.Context) {
 			s.flush(w)
 			return
 		}
+		if s.cfg.Linger > 0 {
+			linger.Reset(s.cfg.Linger)
+		}
 	fill:
 		for len(batch) < s.cfg.Batch {
+			if s.cfg.Linger <= 0 {
+				select {
+				case it := <-s.queue:
+					batch = append(batch, it)
+				default:
+					break fill
+				}
+				continue
+			}
 			select {
 			case it := <-s.queue:
 				batch = append(batch, it)
-			default:
+			case <-linger.C:
+				break fill
+			case <-ctx.Done():
 				break fill
 			}
 		}
+		linger.Stop()
 		for {
 			var n int
 			msgs, n = s.encode(msgs[:0], batch)

@@ -24,7 +24,7 @@ type edge struct {
 // startEdge runs a store and its Share against the brokers at addr until
 // the test ends (or stop). The stores read the real clock: the broker
 // stamps records with it, and the replay seeks by it.
-func startEdge(t *testing.T, addr string, cfg Config) *edge {
+func startEdge(t testing.TB, addr string, cfg Config) *edge {
 	t.Helper()
 	var sh *Share
 	j := journalFunc(func(service, client string, n [16]byte, ts int64) { sh.Record(service, client, n, ts) })
@@ -56,7 +56,7 @@ func uuid(t *testing.T, s string) [16]byte {
 	return u
 }
 
-func waitReady(t *testing.T, e *edge) {
+func waitReady(t testing.TB, e *edge) {
 	t.Helper()
 	testnet.Eventually(t, 10*time.Second, e.share.Ready, func() string { return "replay at start not done" })
 }
