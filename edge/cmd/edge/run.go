@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	defer func() { stopShare(); <-shareDone }() // after the listener: nonces accepted until then are published
 	if cfg.KafkaAddr != "off" {
 		go followConfig(ctx, cfg.KafkaAddr, gw, log)
-		// A 2 ms linger: about a sixth less CPU a nonce than a write per
+		// A 2 ms linger: about a quarter less CPU a nonce than a write per
 		// wake-up at 20,000 signed requests a second (BenchmarkShareCPU),
 		// for 2 ms more before other edges know a nonce.
 		share = kafkanonce.New(kafkanonce.Config{Brokers: stream.Brokers(cfg.KafkaAddr), Store: gw.Nonces(),

@@ -219,29 +219,25 @@ func (s *Share) publish(ctx context.Context) {
 			return
 		}
 		if s.cfg.Linger > 0 {
+			// Wait without taking nonces meanwhile: a receive per nonce
+			// would wake this goroutine for each, which costs more than
+			// the rest of its work.
 			linger.Reset(s.cfg.Linger)
+			select {
+			case <-linger.C:
+			case <-ctx.Done():
+				linger.Stop()
+			}
 		}
 	fill:
 		for len(batch) < s.cfg.Batch {
-			if s.cfg.Linger <= 0 {
-				select {
-				case it := <-s.queue:
-					batch = append(batch, it)
-				default:
-					break fill
-				}
-				continue
-			}
 			select {
 			case it := <-s.queue:
 				batch = append(batch, it)
-			case <-linger.C:
-				break fill
-			case <-ctx.Done():
+			default:
 				break fill
 			}
 		}
-		linger.Stop()
 		for {
 			var n int
 			msgs, n = s.encode(msgs[:0], batch)
