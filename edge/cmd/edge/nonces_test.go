@@ -102,7 +102,8 @@ func nonceEnv(t *testing.T, kafka string) (env []string, metrics string) {
 // TestNoncesSpanEdgesAndRestarts: a signed request accepted by edge A is
 // refused DUPLICATE_NONCE by edge B; one stamped 240 s ahead and accepted
 // before a restart of the whole stack (broker, both edges) is refused after
-// it; after A is killed (-9) and restarted a replay of a request it
+// it, and so is one accepted by B just before its SIGTERM; after A is
+// killed (-9) and restarted a replay of a request it
 // accepted is refused, and a fresh request stamped 4 minutes before the
 // restart is accepted. It reports how long A's nonces take to reach B.
 func TestNoncesSpanEdgesAndRestarts(t *testing.T) {
@@ -160,6 +161,9 @@ func TestNoncesSpanEdgesAndRestarts(t *testing.T) {
 	a.want(t, "stamped +240 s", time.Now().Unix()+240, ahead, 200, "")
 	testnet.Eventually(t, 10*time.Second, func() bool { return a.metric(t, "edge_nonces_published_total") >= 2+load },
 		func() string { return "edge A did not publish" })
+	// Accepted just before a SIGTERM: published on the way out.
+	last := uuid.NewString()
+	b.want(t, "just before the SIGTERM, edge B", time.Now().Unix(), last, 200, "")
 	b.Stop()
 	a.Stop()
 	broker.Restart(t)
@@ -168,6 +172,7 @@ func TestNoncesSpanEdgesAndRestarts(t *testing.T) {
 	a.want(t, "stamped +240 s, after a restart of the stack, edge A", time.Now().Unix()+240, ahead, 401, "DUPLICATE_NONCE")
 	b.want(t, "stamped +240 s, after a restart of the stack, edge B", time.Now().Unix()+240, ahead, 401, "DUPLICATE_NONCE")
 	b.want(t, "edge A's first request, after a restart of the stack, edge B", time.Now().Unix(), n1, 401, "DUPLICATE_NONCE")
+	a.want(t, "accepted by B just before its SIGTERM, after the restart, edge A", time.Now().Unix(), last, 401, "DUPLICATE_NONCE")
 
 	// Edge A killed and restarted.
 	k := uuid.NewString()
