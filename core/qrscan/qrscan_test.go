@@ -261,6 +261,8 @@ func TestCorpus(t *testing.T) {
 			ok[k]++
 		case r.err == nil && r.got == r.s.other:
 			t.Errorf("%s: the unrelated code won: %q", r.s.name(), r.got)
+		case r.err == nil:
+			t.Errorf("%s: a wrong payload: %q", r.s.name(), r.got)
 		default:
 			t.Logf("miss %s: got %q, %v (%v)", r.s.name(), r.got, r.err, r.dur)
 		}
