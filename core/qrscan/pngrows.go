@@ -23,7 +23,7 @@ func pngStreamable(img []byte) bool {
 	return len(img) >= 33 && img[28] == 0
 }
 
-// pngStreamCost is what pngLuma allocates for a w×h PNG shrunk by k, beyond
+// pngStreamCost is what pngLuma allocates for a w×h PNG, beyond
 // the working plane that workCost counts: the stored current and previous
 // rows, a luma row, the averaging sums and the inflater's window and state.
 func pngStreamCost(img []byte, w, h int) int64 {
