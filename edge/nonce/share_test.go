@@ -99,3 +99,32 @@ func TestJournalGetsAccepted(t *testing.T) {
 		t.Fatalf("journal got %+v", j.got)
 	}
 }
+
+// countJournal counts what it is told, allocating nothing.
+type countJournal struct{ n int }
+
+func (j *countJournal) Record(string, string, [16]byte, int64) { j.n++ }
+
+// TestUseWithJournalAllocs: telling the journal adds no allocation to Use.
+func TestUseWithJournalAllocs(t *testing.T) {
+	c := newClock()
+	j := &countJournal{}
+	s := newStore(Config{Now: c.Now, Journal: j})
+	service, client := "svc", "branch"
+	next := uint64(0)
+	for range 100_000 { // tables grown
+		next++
+		s.Use(service, client, n(next), c.Now())
+	}
+	if allocs := testing.AllocsPerRun(1000, func() {
+		next++
+		if err := s.Use(service, client, n(next), c.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 0.01 {
+		t.Errorf("Use with a journal allocates %v times", allocs)
+	}
+	if j.n != int(next) {
+		t.Errorf("journal told %d of %d", j.n, next)
+	}
+}
