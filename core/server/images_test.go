@@ -3,7 +3,9 @@ package server_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/png"
@@ -142,5 +144,23 @@ func TestImageSources(t *testing.T) {
 	// Errors consumed nothing: one slip verified, once charged.
 	if u, _, _ := c.usage(t, "br-main"); u != 1 {
 		t.Errorf("used %v, want 1", u)
+	}
+}
+
+// TestTooManyPixels: a picture within 4 MB that declares more pixels than
+// any camera makes is refused before decoding, naming the real reason.
+func TestTooManyPixels(t *testing.T) {
+	c := startCore(t, nil)
+	ihdr := binary.BigEndian.AppendUint32(nil, 100_000)
+	ihdr = binary.BigEndian.AppendUint32(ihdr, 100_000)
+	ihdr = append(ihdr, 8, 0, 0, 0, 0) // 8-bit grey
+	chunk := append([]byte("IHDR"), ihdr...)
+	png := append([]byte("\x89PNG\r\n\x1a\n"), binary.BigEndian.AppendUint32(nil, uint32(len(ihdr)))...)
+	png = binary.BigEndian.AppendUint32(append(png, chunk...), crc32.ChecksumIEEE(chunk))
+	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"base64": base64.StdEncoding.EncodeToString(png)}})
+	a.v2err(t, 400, "IMAGE_SIZE_TOO_LARGE")
+	if msg, _ := get(a.body, "error", "message").(string); !strings.Contains(msg, "pixels") || strings.Contains(msg, "4 MB") {
+		t.Errorf("message %q: want the pixels named, not the file size", msg)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +85,9 @@ func (im Images) Payload(ctx context.Context, src Source, accept func(string) bo
 // scanError is the catalog error of a qrscan error.
 func scanError(err error) error {
 	switch {
+	case errors.Is(err, qrscan.ErrTooManyPixels): // within 4 MB: name the real reason
+		return api.Errorf(api.ImageSizeTooLarge, "image has too many pixels to read: "+
+			strings.TrimPrefix(err.Error(), qrscan.ErrTooManyPixels.Error()+": "))
 	case errors.Is(err, qrscan.ErrTooLarge):
 		return api.E(api.ImageSizeTooLarge)
 	case errors.Is(err, qrscan.ErrFormat):
