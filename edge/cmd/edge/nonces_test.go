@@ -257,3 +257,36 @@ func TestNonceFallbackWithoutBroker(t *testing.T) {
 	}
 	t.Logf("the fallback lifted %v after the edge started (broker restarted meanwhile)", lifted.Round(time.Millisecond))
 }
+
+// TestNoncesAcrossBrokerOutage: while the broker is down, an edge keeps
+// serving signed requests and counts its failed writes; once the broker is
+// back the nonces it accepted meanwhile reach the other edge, which then
+// refuses them.
+func TestNoncesAcrossBrokerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the stack as processes")
+	}
+	broker := testnet.StartBroker(t, "SLIP_BROKER_PARTITIONS=2")
+	core := testnet.StartCore(t, testnet.Seed(t, seedJSON("https://shop.example/hook")), "SLIP_KAFKA_ADDR="+broker.Addr,
+		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)
+	var edges [2]*nonceEdge
+	for i := range edges {
+		env, metrics := nonceEnv(t, broker.Addr)
+		edges[i] = &nonceEdge{testnet.StartEdge(t, core.Addr, env...), metrics}
+	}
+	a, b := edges[0], edges[1]
+	defer http.DefaultClient.CloseIdleConnections()
+	broker.Stop()
+	during := uuid.NewString()
+	a.want(t, "broker down, edge A", time.Now().Unix(), during, 200, "")
+	testnet.Eventually(t, 30*time.Second, func() bool { return a.metric(t, "edge_nonces_publish_failures_total") >= 1 },
+		func() string { return "no failed write counted" })
+	a.want(t, "broker down, a replay on edge A", time.Now().Unix(), during, 401, "DUPLICATE_NONCE")
+	down := time.Now()
+	broker.Restart(t)
+	testnet.Eventually(t, 30*time.Second, func() bool { return b.metric(t, `edge_nonces_received_total{result="added"}`) >= 1 },
+		func() string { return "edge B never received the nonce accepted during the outage" })
+	t.Logf("the nonce accepted during the outage reached edge B %v after the broker was started again",
+		time.Since(down).Round(time.Millisecond))
+	b.want(t, "after the outage, edge B", time.Now().Unix(), during, 401, "DUPLICATE_NONCE")
+}
