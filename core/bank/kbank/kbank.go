@@ -45,7 +45,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -105,41 +104,12 @@ var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	var errs []error
-	base, err := upstream.CheckURL(cfg.URL)
+	com, err := upstream.Setup("SLIP_KBANK", cfg.URL, [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
+		cfg.TLS, cfg.Timeout, DefaultTimeout, cfg.Client, cfg.Now)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("SLIP_KBANK_URL: %w", err))
+		return nil, err
 	}
-	if cfg.ClientID == "" {
-		errs = append(errs, errors.New("SLIP_KBANK_CLIENT_ID: required"))
-	}
-	if cfg.ClientSecret == "" {
-		errs = append(errs, errors.New("SLIP_KBANK_CLIENT_SECRET: required"))
-	}
-	if cfg.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("kbank: timeout %v is negative", cfg.Timeout))
-	}
-	client := cfg.Client
-	if client == nil {
-		tc, err := cfg.TLS.Config("SLIP_KBANK")
-		if err != nil {
-			errs = append(errs, err)
-		}
-		client = upstream.NewClient(tc)
-	} else {
-		client = upstream.NoRedirects(client)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	base, client, now, timeout := com.Base, com.Client, com.Now, com.Timeout
 	c := &Connector{
 		tokenURL:  base + TokenPath,
 		verifyURL: base + VerifyPath,

@@ -31,7 +31,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -76,38 +75,12 @@ var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	var errs []error
-	base, err := upstream.CheckURL(cfg.URL)
+	com, err := upstream.Setup("SLIP_RDCW", cfg.URL, [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
+		upstream.TLS{CAFile: cfg.CAFile}, cfg.Timeout, DefaultTimeout, cfg.Client, cfg.Now)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("SLIP_RDCW_URL: %w", err))
+		return nil, err
 	}
-	if cfg.ClientID == "" {
-		errs = append(errs, errors.New("SLIP_RDCW_CLIENT_ID: required"))
-	}
-	if cfg.ClientSecret == "" {
-		errs = append(errs, errors.New("SLIP_RDCW_CLIENT_SECRET: required"))
-	}
-	client := cfg.Client
-	if client == nil {
-		tc, err := upstream.TLS{CAFile: cfg.CAFile}.Config("SLIP_RDCW")
-		if err != nil {
-			errs = append(errs, err)
-		}
-		client = upstream.NewClient(tc)
-	} else {
-		client = upstream.NoRedirects(client)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	base, client, now, timeout := com.Base, com.Client, com.Now, com.Timeout
 	return &Connector{
 		url:     base + InquiryPath,
 		basic:   "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret)),

@@ -40,7 +40,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -98,41 +97,12 @@ var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	var errs []error
-	base, err := upstream.CheckURL(cfg.URL)
+	com, err := upstream.Setup("SLIP_SCB", cfg.URL, [][2]string{{"API_KEY", cfg.APIKey}, {"API_SECRET", cfg.APISecret}},
+		cfg.TLS, cfg.Timeout, DefaultTimeout, cfg.Client, cfg.Now)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("SLIP_SCB_URL: %w", err))
+		return nil, err
 	}
-	if cfg.APIKey == "" {
-		errs = append(errs, errors.New("SLIP_SCB_API_KEY: required"))
-	}
-	if cfg.APISecret == "" {
-		errs = append(errs, errors.New("SLIP_SCB_API_SECRET: required"))
-	}
-	if cfg.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("scb: timeout %v is negative", cfg.Timeout))
-	}
-	client := cfg.Client
-	if client == nil {
-		tc, err := cfg.TLS.Config("SLIP_SCB")
-		if err != nil {
-			errs = append(errs, err)
-		}
-		client = upstream.NewClient(tc)
-	} else {
-		client = upstream.NoRedirects(client)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	base, client, now, timeout := com.Base, com.Client, com.Now, com.Timeout
 	c := &Connector{
 		tokenURL:  base + TokenPath,
 		lookupURL: base + LookupPath,

@@ -231,3 +231,49 @@ func CheckURL(u string) (string, error) {
 	}
 	return strings.TrimSuffix(p.String(), "/"), nil
 }
+
+// Common is what every connector's construction shares, checked by Setup.
+type Common struct {
+	Base    string       // the upstream's scheme and host (and path prefix)
+	Client  *http.Client // never follows a redirect
+	Now     func() time.Time
+	Timeout time.Duration // one call
+}
+
+// Setup checks the settings every connector has, named by prefix
+// (SLIP_KBANK, say): the URL, the credentials (each a setting's name after
+// the prefix and its value, all required), the timeout (zero: def) and the
+// TLS files, unless client is given (tests pass one trusting their own CA).
+// It reports every problem at once.
+func Setup(prefix, url string, creds [][2]string, tc TLS, timeout, def time.Duration,
+	client *http.Client, now func() time.Time) (Common, error) {
+	var errs []error
+	base, err := CheckURL(url)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s_URL: %w", prefix, err))
+	}
+	for _, c := range creds {
+		if c[1] == "" {
+			errs = append(errs, fmt.Errorf("%s_%s: required", prefix, c[0]))
+		}
+	}
+	if timeout < 0 {
+		errs = append(errs, fmt.Errorf("%s: timeout %v is negative", prefix, timeout))
+	}
+	if client == nil {
+		cfg, err := tc.Config(prefix)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		client = NewClient(cfg)
+	} else {
+		client = NoRedirects(client)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if timeout == 0 {
+		timeout = def
+	}
+	return Common{Base: base, Client: client, Now: now, Timeout: timeout}, errors.Join(errs...)
+}
