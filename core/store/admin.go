@@ -138,8 +138,8 @@ func (s *Store) Service(id string) (Service, quota.Counter, int64, error) {
 		}
 		now := s.now()
 		sv = sv.At(now)
-		period = sv.PeriodStart(now).Unix()
-		c = readCounter(tx.Bucket(bucketQuota), "s/"+id).In(period)
+		u := periodUsage(tx, &sv, "", now)
+		c, period = u.Service, u.PeriodStart
 		return nil
 	})
 	return sv, c, period, err
@@ -184,20 +184,16 @@ func (s *Store) CreateService(sv Service, main Branch, client B2BClient, c Chang
 func (s *Store) UpdateService(id, action string, c Change, change func(sv *Service, used quota.Counter, now time.Time) error) (Service, error) {
 	var sv Service
 	err := s.write(func(tx *bolt.Tx) error {
-		sv = Service{}
-		if err := getJSON(tx.Bucket(bucketServices), id, &sv); err != nil {
+		var err error
+		if sv, err = liveService(tx, id); err != nil {
 			return err
-		}
-		if sv.State == StateDeleted {
-			return ErrNotFound
 		}
 		now := s.now()
 		state := sv.State // At's expired is a view of the end date, not a state to write
 		sv = sv.At(now)
 		sv.State = state
 		before := sv
-		period := sv.PeriodStart(now).Unix()
-		if err := change(&sv, readCounter(tx.Bucket(bucketQuota), "s/"+id).In(period), now); err != nil {
+		if err := change(&sv, periodUsage(tx, &sv, "", now).Service, now); err != nil {
 			return err
 		}
 		if err := putJSON(tx.Bucket(bucketServices), id, sv); err != nil {
@@ -273,14 +269,23 @@ func (s *Store) RevokePreviousKey(serviceID, branchID string, c Change) (Branch,
 	return b, err
 }
 
-// liveBranch reads a branch of a service that is not deleted.
-func (s *Store) liveBranch(tx *bolt.Tx, serviceID, branchID string, b *Branch) error {
+// liveService reads a service as stored, ErrNotFound when it is unknown or
+// deleted: a deleted service changes no more.
+func liveService(tx *bolt.Tx, id string) (Service, error) {
 	var sv Service
-	if err := getJSON(tx.Bucket(bucketServices), serviceID, &sv); err != nil {
-		return err
+	if err := getJSON(tx.Bucket(bucketServices), id, &sv); err != nil {
+		return sv, err
 	}
 	if sv.State == StateDeleted {
-		return ErrNotFound
+		return sv, ErrNotFound
+	}
+	return sv, nil
+}
+
+// liveBranch reads a branch of a service that is not deleted.
+func (s *Store) liveBranch(tx *bolt.Tx, serviceID, branchID string, b *Branch) error {
+	if _, err := liveService(tx, serviceID); err != nil {
+		return err
 	}
 	return branchOf(tx, serviceID, branchID, b)
 }
@@ -450,12 +455,8 @@ func clientsOf(tx *bolt.Tx, serviceID string) ([]B2BClient, error) {
 
 // clientByID reads the client of a live service whose ID is id.
 func (s *Store) clientByID(tx *bolt.Tx, serviceID, id string) (B2BClient, error) {
-	var sv Service
-	if err := getJSON(tx.Bucket(bucketServices), serviceID, &sv); err != nil {
+	if _, err := liveService(tx, serviceID); err != nil {
 		return B2BClient{}, err
-	}
-	if sv.State == StateDeleted {
-		return B2BClient{}, ErrNotFound
 	}
 	list, err := clientsOf(tx, serviceID)
 	if err != nil {
@@ -472,12 +473,8 @@ func (s *Store) clientByID(tx *bolt.Tx, serviceID, id string) (B2BClient, error)
 // CreateClient adds a B2B client to a live service.
 func (s *Store) CreateClient(c B2BClient, ch Change) (B2BClient, error) {
 	err := s.write(func(tx *bolt.Tx) error {
-		var sv Service
-		if err := getJSON(tx.Bucket(bucketServices), c.ServiceID, &sv); err != nil {
+		if _, err := liveService(tx, c.ServiceID); err != nil {
 			return err
-		}
-		if sv.State == StateDeleted {
-			return ErrNotFound
 		}
 		if tx.Bucket(bucketB2B).Get([]byte(c.KeyDigest)) != nil {
 			return ErrExists

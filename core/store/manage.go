@@ -177,9 +177,7 @@ func (s *Store) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota)
 	}
 	now := s.now()
 	q.Service = q.Service.At(now)
-	period := q.Service.PeriodStart(now).Unix()
-	b := tx.Bucket(bucketQuota)
-	q.Usage = Usage{Service: readCounter(b, "s/"+serviceID).In(period), Branch: readCounter(b, "b/"+branchID).In(period), PeriodStart: period}
+	q.Usage = periodUsage(tx, &q.Service, branchID, now)
 	return nil
 }
 

@@ -16,6 +16,18 @@ type Usage struct {
 	PeriodStart     int64 // Unix seconds
 }
 
+// periodUsage reads the counters of sv and of its branch branchID ("":
+// none) in the period holding t.
+func periodUsage(tx *bolt.Tx, sv *Service, branchID string, t time.Time) Usage {
+	period := sv.PeriodStart(t).Unix()
+	q := tx.Bucket(bucketQuota)
+	u := Usage{Service: readCounter(q, "s/"+sv.ID).In(period), PeriodStart: period}
+	if branchID != "" {
+		u.Branch = readCounter(q, "b/"+branchID).In(period)
+	}
+	return u
+}
+
 // readCounter decodes a counter: period, used and total as three big-endian
 // int64s. A missing counter is zero.
 func readCounter(b *bolt.Bucket, key string) quota.Counter {

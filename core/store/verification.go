@@ -66,10 +66,7 @@ func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string) (Snap
 			}
 		}
 	}
-	period := snap.Service.PeriodStart(snap.At).Unix()
-	q := tx.Bucket(bucketQuota)
-	snap.Usage = Usage{Service: readCounter(q, "s/"+serviceID).In(period), Branch: readCounter(q, "b/"+branchID).In(period),
-		PeriodStart: period}
+	snap.Usage = periodUsage(tx, &snap.Service, branchID, snap.At)
 	return snap, nil
 }
 
