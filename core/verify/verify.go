@@ -287,7 +287,7 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 	case d.Refuse != 0:
 		return got, refusal(d.Refuse, snap.Slip, k)
 	case !d.Lookup && !d.Charge: // free, answered from the record: nothing to write
-		return fromRecord(snap.Slip, d, k)
+		return fromRecord[T](snap.Slip, d)
 	case d.Lookup:
 		if got.slip, err = k.lookup(ctx); err != nil {
 			return got, bankError(err)
@@ -306,24 +306,19 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID,
 			Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, k.name, api.OutcomeOK, charged, at) }}, nil
 	})
-	switch {
-	case errors.Is(err, errStaleDecision):
-		return got, err
-	case errors.Is(err, store.ErrNotFound):
-		return got, identityError(err)
-	case err != nil:
+	if err != nil {
 		var e *api.Error
-		if errors.As(err, &e) {
+		if errors.Is(err, errStaleDecision) || errors.As(err, &e) { // a refusal of Decide's
 			return got, err
 		}
-		return got, internal(err)
+		return got, identityError(err)
 	}
 	*reported = true
 	if d.Lookup {
 		got.duplicate = d.Duplicate
 		return got, nil
 	}
-	return fromRecord(snap.Slip, d, k) // the first verification's answer stands
+	return fromRecord[T](snap.Slip, d) // the first verification's answer stands
 }
 
 // encode is the encoding of a verified slip as remembered.
@@ -335,7 +330,7 @@ func encode(v any) ([]byte, error) {
 }
 
 // fromRecord answers from the slip's record.
-func fromRecord[T any](rec *store.SlipRecord, d Decision, k kind[T]) (settled[T], error) {
+func fromRecord[T any](rec *store.SlipRecord, d Decision) (settled[T], error) {
 	got := settled[T]{encoded: rec.Result, duplicate: d.Duplicate}
 	if err := json.Unmarshal(rec.Result, &got.slip); err != nil {
 		return got, internal(err)
@@ -349,12 +344,12 @@ func refusal[T any](code api.Code, rec *store.SlipRecord, k kind[T]) error {
 	if code != api.DuplicateSlip {
 		return api.E(code)
 	}
-	var s T
-	if err := json.Unmarshal(rec.Result, &s); err != nil {
-		return internal(err)
+	got, err := fromRecord[T](rec, Decision{})
+	if err != nil {
+		return err
 	}
 	first := time.Unix(rec.FirstAt, 0).In(quota.Bangkok).Format(time.RFC3339)
-	return &api.Error{Code: api.DuplicateSlip, Data: k.duplicate(s, first)}
+	return &api.Error{Code: api.DuplicateSlip, Data: k.duplicate(got.slip, first)}
 }
 
 // report emits the usage event of an attempt whose event did not go out
