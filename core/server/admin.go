@@ -279,16 +279,7 @@ func (a *admin) createService(ctx *fasthttp.RequestCtx, c adminCaller) (any, err
 	}
 	termFields(&fe, f, &sv)
 	perms := api.Permissions
-	if f.has("permissions") {
-		if err := jsonInto(f, "permissions", &perms); err != nil || len(perms) == 0 {
-			fe.Add("permissions", "must be a list of "+strings.Join(api.Permissions, ", "))
-		}
-		for _, p := range perms {
-			if api.PermissionBit(p) == 0 {
-				fe.Add("permissions", "unknown permission "+strconv.Quote(p))
-			}
-		}
-	}
+	permissionsField(&fe, f, &perms)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
@@ -783,7 +774,13 @@ type ClientView struct {
 	Secret      string     `json:"secret,omitempty"`
 }
 
-func clientView(c store.B2BClient, signer bool) ClientView {
+// clientView shows a client of a service read now (signer: its first).
+func (a *admin) clientView(c store.B2BClient) ClientView {
+	list, _ := a.s.store.Clients(c.ServiceID)
+	return clientViewOf(c, len(list) > 0 && list[0].KeyDigest == c.KeyDigest)
+}
+
+func clientViewOf(c store.B2BClient, signer bool) ClientView {
 	v := ClientView{ID: c.ID(), Name: c.Name, Permissions: c.Permissions, Signer: signer}
 	if c.Previous != nil {
 		v.Previous = &c.Previous.ExpiresAt
@@ -802,7 +799,7 @@ func (a *admin) listClients(ctx *fasthttp.RequestCtx, _ adminCaller) (any, error
 	}
 	out := make([]ClientView, 0, len(list))
 	for i, c := range list {
-		out = append(out, clientView(c, i == 0))
+		out = append(out, clientViewOf(c, i == 0))
 	}
 	return out, nil
 }
@@ -817,18 +814,26 @@ func clientFields(fe *api.FieldErrors, f fields, c *store.B2BClient) {
 			fe.Add("name", "must be a name of at most 100 characters")
 		}
 	}
-	if f.has("permissions") {
-		var perms []string
-		if err := jsonInto(f, "permissions", &perms); err != nil || len(perms) == 0 {
-			fe.Add("permissions", "must be a list of "+strings.Join(api.Permissions, ", "))
-		}
-		for _, p := range perms {
-			if api.PermissionBit(p) == 0 {
-				fe.Add("permissions", "unknown permission "+strconv.Quote(p))
-			}
-		}
-		c.Permissions = perms
+	permissionsField(fe, f, &c.Permissions)
+}
+
+// permissionsField reads field permissions, when sent, into dst: a list
+// of api.Permissions. It decodes into a list of its own, never into the
+// one dst held (api.Permissions itself, as a default).
+func permissionsField(fe *api.FieldErrors, f fields, dst *[]string) {
+	if !f.has("permissions") {
+		return
 	}
+	var perms []string
+	if err := jsonInto(f, "permissions", &perms); err != nil || len(perms) == 0 {
+		fe.Add("permissions", "must be a list of "+strings.Join(api.Permissions, ", "))
+	}
+	for _, p := range perms {
+		if api.PermissionBit(p) == 0 {
+			fe.Add("permissions", "unknown permission "+strconv.Quote(p))
+		}
+	}
+	*dst = perms
 }
 
 func (a *admin) createClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, error) {
@@ -848,8 +853,7 @@ func (a *admin) createClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, err
 	if err != nil {
 		return nil, adminError(err, "service "+c.ServiceID)
 	}
-	list, _ := a.s.store.Clients(c.ServiceID)
-	v := clientView(c, len(list) > 0 && list[0].KeyDigest == c.KeyDigest)
+	v := a.clientView(c)
 	v.Key, v.Secret = key, secretText
 	return created(v), nil
 }
@@ -867,14 +871,17 @@ func (a *admin) patchClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, erro
 	}
 	sid, id := param(ctx, "s"), param(ctx, "c")
 	c, err := a.s.store.UpdateClient(sid, id, ac.change(""), func(c *store.B2BClient) {
-		var fe api.FieldErrors
-		clientFields(&fe, f, c) // checked above
+		if f.has("name") {
+			c.Name = probe.Name
+		}
+		if f.has("permissions") {
+			c.Permissions = probe.Permissions
+		}
 	})
 	if err != nil {
 		return nil, adminError(err, "client "+id)
 	}
-	list, _ := a.s.store.Clients(sid)
-	return clientView(c, len(list) > 0 && list[0].KeyDigest == c.KeyDigest), nil
+	return a.clientView(c), nil
 }
 
 func (a *admin) deleteClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, error) {

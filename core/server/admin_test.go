@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -397,5 +398,21 @@ func TestAdminAnchorChange(t *testing.T) {
 	verify("ANCHORREF3")
 	if s, e, u := period(); s != "2026-12-15T00:00:00+07:00" || e != "2027-01-15T00:00:00+07:00" || u != 1 {
 		t.Errorf("the next period: %s to %s, used %v", s, e, u)
+	}
+}
+
+// TestAdminPermissionsOwnList: a service created with some permissions
+// leaves the default list alone: the next service's client has all six.
+func TestAdminPermissionsOwnList(t *testing.T) {
+	c := startCore(t, nil)
+	d := c.adminOK(t, "POST", "/services", map[string]any{"id": "svc-ro", "name": "Read only", "permissions": []string{"quota:read"},
+		"plan": map[string]any{"name": "p", "quotaLimit": 1, "rateBank": 1, "rateWallet": 1, "cycleAnchorDay": 1}})
+	if got := fmt.Sprint(get(d, "client", "permissions")); got != "[quota:read]" {
+		t.Errorf("the first client: %s", got)
+	}
+	d = c.adminOK(t, "POST", "/services", onboard)
+	if got := fmt.Sprint(get(d, "client", "permissions")); got != fmt.Sprint(api.Permissions) || len(api.Permissions) != 6 ||
+		api.Permissions[0] != "branch:read" {
+		t.Errorf("the next client: %s; api.Permissions %v", got, api.Permissions)
 	}
 }
