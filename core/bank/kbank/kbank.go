@@ -189,18 +189,9 @@ var bangkok = time.FixedZone("+07", 7*60*60)
 // Bank looks up (bankCode, transRef): one billed lookup, sent again only
 // after an expired-token answer.
 func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	if err := upstream.CheckLookup(bankCode, transRef); err != nil {
-		return bank.Slip{}, fmt.Errorf("%w: kbank: %w", bank.ErrUpstream, err)
-	}
-	var s bank.Slip
-	err := c.guard.Do(ctx, func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-		var err error
-		s, err = c.lookup(ctx, bankCode, transRef)
-		return err
+	return c.guard.Lookup(ctx, c.timeout, bankCode, transRef, func(ctx context.Context) (bank.Slip, error) {
+		return c.lookup(ctx, bankCode, transRef)
 	})
-	return s, err
 }
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
@@ -278,5 +269,5 @@ func decode(rep upstream.Reply, rqUID, transRef string) (bank.Slip, error) {
 // Wallet is not a KBank lookup: wallet transfers are not on the
 // interbank switch's slip API.
 func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
-	return bank.WalletSlip{}, fmt.Errorf("%w: kbank: wallet lookups are not supported", bank.ErrUpstream)
+	return c.guard.NoWallet()
 }

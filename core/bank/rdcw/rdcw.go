@@ -103,18 +103,9 @@ type reply struct {
 
 // Bank looks up (bankCode, transRef) with one request.
 func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	b := slip.Bank{BankCode: bankCode, TransRef: transRef}
-	if err := b.Validate(); err != nil {
-		return bank.Slip{}, fmt.Errorf("%w: rdcw: %w", bank.ErrUpstream, err)
-	}
-	body, err := json.Marshal(inquiry{Payload: b.Encode()})
-	if err != nil {
-		return bank.Slip{}, fmt.Errorf("%w: rdcw: %w", bank.ErrUpstream, err)
-	}
-	var s bank.Slip
-	err = c.guard.Do(ctx, func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, c.timeout)
-		defer cancel()
+	return c.guard.Lookup(ctx, c.timeout, bankCode, transRef, func(ctx context.Context) (bank.Slip, error) {
+		// A struct of one string: it always encodes.
+		body, _ := json.Marshal(inquiry{Payload: slip.Bank{BankCode: bankCode, TransRef: transRef}.Encode()})
 		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 			if err != nil {
@@ -126,12 +117,10 @@ func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.S
 			return req, nil
 		})
 		if err != nil {
-			return fmt.Errorf("%w: rdcw: %w", bank.ErrUpstream, err)
+			return bank.Slip{}, fmt.Errorf("%w: rdcw: %w", bank.ErrUpstream, err)
 		}
-		s, err = decode(rep, transRef)
-		return err
+		return decode(rep, transRef)
 	})
-	return s, err
 }
 
 func decode(rep upstream.Reply, transRef string) (bank.Slip, error) {
@@ -159,5 +148,5 @@ func decode(rep upstream.Reply, transRef string) (bank.Slip, error) {
 
 // Wallet is not an RDCW bank lookup.
 func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
-	return bank.WalletSlip{}, fmt.Errorf("%w: rdcw: wallet lookups are not supported", bank.ErrUpstream)
+	return c.guard.NoWallet()
 }

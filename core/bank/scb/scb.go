@@ -196,18 +196,9 @@ type lookupReply struct {
 // Bank looks up (bankCode, transRef): one billed lookup, sent again only
 // after an expired-token answer.
 func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	if err := upstream.CheckLookup(bankCode, transRef); err != nil {
-		return bank.Slip{}, fmt.Errorf("%w: scb: %w", bank.ErrUpstream, err)
-	}
-	var s bank.Slip
-	err := c.guard.Do(ctx, func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-		var err error
-		s, err = c.lookup(ctx, bankCode, transRef)
-		return err
+	return c.guard.Lookup(ctx, c.timeout, bankCode, transRef, func(ctx context.Context) (bank.Slip, error) {
+		return c.lookup(ctx, bankCode, transRef)
 	})
-	return s, err
 }
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
@@ -276,5 +267,5 @@ func decode(httpStatus int, r *lookupReply, jerr error, rqUID, transRef string) 
 
 // Wallet is not an SCB slip lookup.
 func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
-	return bank.WalletSlip{}, fmt.Errorf("%w: scb: wallet lookups are not supported", bank.ErrUpstream)
+	return c.guard.NoWallet()
 }
