@@ -739,7 +739,7 @@ func (a *admin) audit(ctx *fasthttp.RequestCtx, _ adminCaller) (any, error) {
 	}
 	items, next, err := a.s.store.Audit(f)
 	if err != nil {
-		if strings.Contains(err.Error(), "cursor") {
+		if errors.Is(err, store.ErrBadCursor) {
 			return nil, api.Errorf(api.Validation, "cursor: not a cursor of this log")
 		}
 		return nil, api.Internal(err)

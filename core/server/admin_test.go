@@ -416,3 +416,14 @@ func TestAdminPermissionsOwnList(t *testing.T) {
 		t.Errorf("the next client: %s; api.Permissions %v", got, api.Permissions)
 	}
 }
+
+// TestAdminAuditBadCursor: a cursor the log did not give is the caller's
+// mistake, named, not a server error.
+func TestAdminAuditBadCursor(t *testing.T) {
+	c := startCore(t, nil)
+	for _, cursor := range []string{"zz", "00"} {
+		if status, m := c.admin(t, adminToken, "GET", "/audit?cursor="+cursor, nil); status != 400 || errCode(m) != "VALIDATION_ERROR" {
+			t.Errorf("cursor %q: %d %v", cursor, status, m)
+		}
+	}
+}

@@ -378,7 +378,8 @@ type AuditFilter struct {
 	Limit             int
 }
 
-var errBadCursor = errors.New("store: not a cursor of the audit log")
+// ErrBadCursor refuses a cursor Audit did not give.
+var ErrBadCursor = errors.New("store: not a cursor of the audit log")
 
 // Audit returns audit records newest first, at most f.Limit of them, and
 // the cursor of the next page ("" at the end).
@@ -392,7 +393,7 @@ func (s *Store) Audit(f AuditFilter) ([]api.AuditRecord, string, error) {
 		if f.Cursor != "" {
 			from, err := hex.DecodeString(f.Cursor)
 			if err != nil || len(from) < 8 {
-				return errBadCursor
+				return ErrBadCursor
 			}
 			if k, v = c.Seek(from); k == nil {
 				k, v = c.Last()
