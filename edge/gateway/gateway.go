@@ -489,6 +489,17 @@ func (g *Gateway) reject(ctx *fasthttp.RequestCtx, x *exchange, v api.Version, c
 // starts with a space or a tab continues the previous field's value
 // (obs-fold): it names no field, whatever it holds.
 func InHead(raw, name []byte) bool {
+	return anyLine(raw, func(line []byte) bool {
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+			return false
+		}
+		k, _, ok := bytes.Cut(line, []byte(":"))
+		return ok && bytes.EqualFold(bytes.TrimRight(k, " \t"), name)
+	})
+}
+
+// anyLine reports whether fn holds for a line of raw (split at '\n').
+func anyLine(raw []byte, fn func(line []byte) bool) bool {
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -496,10 +507,7 @@ func InHead(raw, name []byte) bool {
 		} else {
 			raw = nil
 		}
-		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
-			continue
-		}
-		if k, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimRight(k, " \t"), name) {
+		if fn(line) {
 			return true
 		}
 	}
@@ -513,17 +521,8 @@ func InHead(raw, name []byte) bool {
 // spelling of a credential that load balancers hash on, or of the framing.
 // RFC 9112 5.2 lets a server refuse it with 400, as the edge does.
 func folded(raw []byte) bool {
-	for i := bytes.IndexByte(raw, '\n'); i >= 0 && i+1 < len(raw); {
-		if raw[i+1] == ' ' || raw[i+1] == '\t' {
-			return true
-		}
-		j := bytes.IndexByte(raw[i+1:], '\n')
-		if j < 0 {
-			break
-		}
-		i += 1 + j
-	}
-	return false
+	_, rest, _ := bytes.Cut(raw, []byte("\n")) // a line after the first
+	return anyLine(rest, func(line []byte) bool { return len(line) > 0 && (line[0] == ' ' || line[0] == '\t') })
 }
 
 // setRateHeaders writes the rate headers in the spec's casing
