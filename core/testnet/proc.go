@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -255,4 +256,51 @@ func WaitTCP(tb testing.TB, addr string, timeout time.Duration) {
 	tb.Helper()
 	Eventually(tb, timeout, func() bool { return Listening(addr) },
 		func() string { return addr + " accepts no connection" })
+}
+
+// RunFunc is a program's run function: it serves until ctx ends, reading
+// its settings with getenv.
+type RunFunc func(ctx context.Context, args []string, getenv func(string) string) error
+
+// RunInProcess runs a program's run function in this process with the settings
+// env until the test ends (then it stops it and fails the test on its
+// error), and returns once url answers 200.
+func RunInProcess(tb testing.TB, run RunFunc, env map[string]string, url string) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &served{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.err = run(ctx, nil, func(k string) string { return env[k] })
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-p.done
+		if p.err != nil {
+			tb.Errorf("the program: %v", p.err)
+		}
+	})
+	WaitHTTP(tb, url, 10*time.Second, p)
+}
+
+// served is a run function running in this process, as a Running.
+type served struct {
+	done chan struct{}
+	err  error // set before done closes
+}
+
+func (p *served) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *served) Output() string {
+	if p.Exited() && p.err != nil {
+		return p.err.Error()
+	}
+	return ""
 }

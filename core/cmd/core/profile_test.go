@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/testnet"
@@ -27,15 +25,6 @@ func TestProfile(t *testing.T) {
 		"SLIP_MASTER_KEY": strings.Repeat("ab", 32),
 		"SLIP_KAFKA_ADDR": nobroker,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("core: %v", err)
-		}
-	}()
 	get := func(path string, withToken bool) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
@@ -50,20 +39,7 @@ func TestProfile(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(body)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if res, err := http.Get("http://" + addr + "/health"); err == nil {
-			res.Body.Close()
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("core exited: %v", err)
-		case <-time.After(10 * time.Millisecond): // polling interval
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("core did not answer within 10s")
-		}
-	}
+	testnet.RunInProcess(t, run, env, "http://"+addr+"/health")
 
 	if code, body := get("/debug/pprof/", true); code != 200 || !strings.Contains(body, "goroutine") {
 		t.Errorf("/debug/pprof/ with the token: %d %.200s", code, body)

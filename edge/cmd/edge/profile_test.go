@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/slipverify/slipverify/core/testnet"
 )
@@ -43,15 +41,6 @@ func TestProfileOnMetricsListenerOnly(t *testing.T) {
 		"SLIP_EDGE_ACCESS_LOG":   "off",
 		"SLIP_EDGE_DRAIN":        "1ms",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("edge: %v", err)
-		}
-	}()
 	get := func(url string) (int, string) {
 		t.Helper()
 		res, err := http.Get(url)
@@ -62,20 +51,7 @@ func TestProfileOnMetricsListenerOnly(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(body)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if res, err := http.Get("http://" + private + "/ready"); err == nil {
-			res.Body.Close()
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the edge exited: %v", err)
-		case <-time.After(10 * time.Millisecond): // polling interval
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the edge's metrics listener did not answer within 10s")
-		}
-	}
+	testnet.RunInProcess(t, run, env, "http://"+private+"/ready")
 
 	if code, body := get("http://" + private + "/debug/pprof/"); code != 200 || !strings.Contains(body, "heap") {
 		t.Errorf("metrics listener /debug/pprof/: %d %.200s", code, body)
