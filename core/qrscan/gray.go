@@ -12,6 +12,46 @@ type plane struct {
 	w, h int
 }
 
+// shrunk is a plane being filled row by row from a picture k times its
+// size, each pixel the rounded mean of a k×k box.
+type shrunk struct {
+	plane
+	k   int
+	acc []uint32 // the sums of the box row under way
+}
+
+func newShrunk(w, h, k int) *shrunk {
+	s := &shrunk{plane: plane{pix: make([]byte, w*h), w: w, h: h}, k: k}
+	if k > 1 {
+		s.acc = make([]uint32, w)
+	}
+	return s
+}
+
+// add takes the picture's row y (at least w*k pixels of luma).
+func (s *shrunk) add(y int, row []byte) {
+	k := s.k
+	if k == 1 {
+		copy(s.pix[y*s.w:], row[:s.w])
+		return
+	}
+	for x := range s.acc {
+		sum := uint32(0)
+		for _, v := range row[x*k : x*k+k] {
+			sum += uint32(v)
+		}
+		s.acc[x] += sum
+	}
+	if y%k == k-1 {
+		o := s.pix[(y/k)*s.w:]
+		n := uint32(k * k)
+		for x, sum := range s.acc {
+			o[x] = uint8((sum + n/2) / n)
+			s.acc[x] = 0
+		}
+	}
+}
+
 // grow returns buf with length n, reusing its memory when it can.
 func grow(buf []byte, n int) []byte {
 	if cap(buf) >= n {
@@ -29,36 +69,14 @@ func toGray(m image.Image, k int) plane {
 	if w == 0 || h == 0 {
 		return plane{w: 0, h: 0}
 	}
-	out := plane{pix: make([]byte, w*h), w: w, h: h}
+	out := newShrunk(w, h, k)
 	row := make([]byte, b.Dx())
-	var acc []uint32
-	if k > 1 {
-		acc = make([]uint32, w)
-	}
 	luma := lumaRow(m)
 	for y := 0; y < h*k; y++ {
 		luma(b.Min.Y+y, row)
-		if k == 1 {
-			copy(out.pix[y*w:], row[:w])
-			continue
-		}
-		for x := range acc {
-			s := uint32(0)
-			for _, v := range row[x*k : x*k+k] {
-				s += uint32(v)
-			}
-			acc[x] += s
-		}
-		if y%k == k-1 {
-			o := out.pix[(y/k)*w:]
-			n := uint32(k * k)
-			for x, s := range acc {
-				o[x] = uint8((s + n/2) / n)
-				acc[x] = 0
-			}
-		}
+		out.add(y, row)
 	}
-	return out
+	return out.plane
 }
 
 // onScreen is a GIF frame on its logical screen, which it does not fill:

@@ -158,13 +158,8 @@ func pngLuma(img []byte, w, h, k int) (plane, error) {
 	luma := make([]byte, w)
 	conv := pngRowLuma(depth, ctype, palette, trns, w)
 
-	ow, oh := w/k, h/k
-	out := plane{pix: make([]byte, ow*oh), w: ow, h: oh}
-	var acc []uint32
-	if k > 1 {
-		acc = make([]uint32, ow)
-	}
-	for y := 0; y < oh*k; y++ {
+	out := newShrunk(w/k, h/k, k)
+	for y := 0; y < out.h*k; y++ {
 		if _, err := io.ReadFull(zr, cur); err != nil {
 			return plane{}, fmt.Errorf("png: row %d: %w", y, err)
 		}
@@ -172,30 +167,12 @@ func pngLuma(img []byte, w, h, k int) (plane, error) {
 			return plane{}, err
 		}
 		conv(cur[1:], luma)
-		if k == 1 {
-			copy(out.pix[y*ow:], luma[:ow])
-		} else {
-			for x := range acc {
-				s := uint32(0)
-				for _, v := range luma[x*k : x*k+k] {
-					s += uint32(v)
-				}
-				acc[x] += s
-			}
-			if y%k == k-1 {
-				o := out.pix[(y/k)*ow:]
-				n := uint32(k * k)
-				for x, s := range acc {
-					o[x] = uint8((s + n/2) / n)
-					acc[x] = 0
-				}
-			}
-		}
+		out.add(y, luma)
 		cur, prev = prev, cur
 	}
 	// Rows past the last whole block of k play no part, as in toGray; the
 	// file is not read further.
-	return out, nil
+	return out.plane, nil
 }
 
 // unfilter undoes the filter of one stored row in place, given the
