@@ -18,7 +18,7 @@ func median3(src plane, dst []byte) plane {
 		b := src.pix[y*w : y*w+w]
 		c := src.pix[min(h-1, y+1)*w : min(h-1, y+1)*w+w]
 		for x := range w {
-			l, m, u := order3(a[x], b[x], c[x])
+			l, m, u := sort3(a[x], b[x], c[x])
 			lo[x+1], mid[x+1], hi[x+1] = l, m, u
 		}
 		lo[0], mid[0], hi[0] = lo[1], mid[1], hi[1]
@@ -26,26 +26,12 @@ func median3(src plane, dst []byte) plane {
 		o := dst[y*w : y*w+w]
 		for x := range o {
 			l := max(lo[x], lo[x+1], lo[x+2])
-			_, m, _ := order3(mid[x], mid[x+1], mid[x+2])
+			_, m, _ := sort3(mid[x], mid[x+1], mid[x+2])
 			u := min(hi[x], hi[x+1], hi[x+2])
-			_, o[x], _ = order3(l, m, u)
+			_, o[x], _ = sort3(l, m, u)
 		}
 	}
 	return plane{pix: dst, w: w, h: h}
-}
-
-// order3 returns a, b and c in ascending order.
-func order3(a, b, c byte) (byte, byte, byte) {
-	if a > b {
-		a, b = b, a
-	}
-	if b > c {
-		b, c = c, b
-	}
-	if a > b {
-		a, b = b, a
-	}
-	return a, b, c
 }
 
 // sharpen writes an unsharp mask of src into dst: each pixel pushed away

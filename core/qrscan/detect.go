@@ -1,6 +1,7 @@
 package qrscan
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -271,7 +272,8 @@ func sqDist(a, b *detector.FinderPattern) float64 {
 	return dx*dx + dy*dy
 }
 
-func sort3(a, b, c float64) (float64, float64, float64) {
+// sort3 returns a, b and c in ascending order.
+func sort3[T cmp.Ordered](a, b, c T) (T, T, T) {
 	if a > b {
 		a, b = b, a
 	}
