@@ -35,6 +35,15 @@ test-faults: ## kill, stop, slow down and starve each tier under load; print wha
 	$(GO) vet -tags faults ./deploy/faults
 	$(GO) test -tags faults -count=1 -v -timeout 20m -run TestFaultMatrix ./deploy/faults
 
+# REDOC_VERSION is the Redoc whose standalone bundle the API reference page
+# (GET /docs) embeds; edge/docs/redoc/redoc.pin pins it, and make redoc
+# REDOC_VERSION=x.y.z moves the pin.
+REDOC_VERSION ?= $(shell sed -n 's/^version //p' edge/docs/redoc/redoc.pin)
+
+.PHONY: redoc
+redoc: ## fetch the pinned Redoc bundle of the API reference page from npm into edge/docs/redoc
+	edge/docs/redoc/fetch.sh $(REDOC_VERSION)
+
 # GOVULNCHECK is the govulncheck the vulncheck target runs. v1.1.4 builds
 # from the module proxy alone (later versions need a golang.org/x/telemetry
 # version the proxy does not serve).

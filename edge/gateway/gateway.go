@@ -29,6 +29,7 @@ import (
 	"github.com/slipverify/slipverify/edge/accesslog"
 	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/authn"
+	"github.com/slipverify/slipverify/edge/docs"
 	"github.com/slipverify/slipverify/edge/nonce"
 	"github.com/slipverify/slipverify/edge/openapi"
 	"github.com/slipverify/slipverify/edge/ratelimit"
@@ -134,6 +135,17 @@ func (g *Gateway) Handler() fasthttp.RequestHandler {
 		ctx.SetBody(openapi.Document())
 		g.finish(ctx, &x)
 	})
+	// The API reference page that renders it (edge/docs), likewise.
+	r.GET(docs.PagePath, func(ctx *fasthttp.RequestCtx) {
+		x := g.begin(noRoute)
+		docs.ServePage(ctx)
+		g.finish(ctx, &x)
+	})
+	r.GET(docs.BundlePath, func(ctx *fasthttp.RequestCtx) {
+		x := g.begin(noRoute)
+		docs.ServeBundle(ctx)
+		g.finish(ctx, &x)
+	})
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		x := g.begin(len(Routes))
 		g.reject(ctx, &x, versionOfPath(ctx.Path()), api.NotFound)
@@ -154,7 +166,7 @@ type exchange struct {
 	unparsed   bool // fasthttp could not read the request: no method or path to tell
 }
 
-// noRoute marks an answer outside the route metrics (/openapi.json).
+// noRoute marks an answer outside the route metrics (/openapi.json, /docs).
 const noRoute = -1
 
 // begin starts the exchange of a request to route, with its request id:
