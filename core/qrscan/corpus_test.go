@@ -108,46 +108,96 @@ var conditions = []condition{
 	}},
 	{"saltpepper", 5, func(r *rand.Rand, i int) scene {
 		p := bankPayload(r)
-		img := renderSlip(r, slipSpec{payload: p, qrFrac: 0.2 + 0.1*r.Float64()})
 		// Noise on a picture below the size the half-size pass shrinks
-		// (which would average the impulses away): about 3.5-5 px a module.
-		b := img.Bounds()
-		img = resize(img, b.Dx()*6/10, b.Dy()*6/10)
+		// (which would average the impulses away): about 3.5-7 px a module.
+		img := smallScreen(r, p, i)
 		saltPepper(r, img, saltPepperRates[i%len(saltPepperRates)])
+		return scene{img: img, payload: p, jpegQ: 85}
+	}},
+	{"gnoise", 5, func(r *rand.Rand, i int) scene {
+		p := bankPayload(r)
+		img := smallScreen(r, p, i)
+		gaussNoise(r, img, noiseSigmas[i%len(noiseSigmas)])
 		return scene{img: img, payload: p, jpegQ: 85}
 	}},
 	{"motion", 5, func(r *rand.Rand, i int) scene {
 		p := bankPayload(r)
-		img := smallScreen(r, p)
+		img := smallScreen(r, p, i)
 		motionBlur(img, motionLengths[i%len(motionLengths)], float64(37*i))
 		return scene{img: img, payload: p, jpegQ: 85}
 	}},
 	{"gauss", 5, func(r *rand.Rand, i int) scene {
 		p := bankPayload(r)
-		img := smallScreen(r, p)
-		for range 3 {
-			boxBlur(img, gaussRadii[i%len(gaussRadii)])
-		}
+		img := smallScreen(r, p, i)
+		gaussBlur(img, gaussSigmas[i%len(gaussSigmas)])
 		return scene{img: img, payload: p, jpegQ: 85}
 	}},
+	{"screen", 5, func(r *rand.Rand, i int) scene {
+		p := bankPayload(r)
+		img := renderSlip(r, slipSpec{payload: p, qrFrac: 0.2 + 0.12*r.Float64()})
+		shot := screenShots[i%len(screenShots)]
+		size := photoSizes[(i+i/len(screenShots))%len(photoSizes)]
+		shot.w, shot.h = size[0], size[1]
+		shot.turn = (r.Float64()*2 - 1) * shot.turn
+		shot.tint = tints[(i+i/len(screenShots))%len(tints)]
+		return scene{img: photographScreen(r, img, shot), payload: p, jpegQ: 85}
+	}},
+	{"combo", 5, func(r *rand.Rand, i int) scene {
+		p := bankPayload(r)
+		c := combos[i%len(combos)]
+		img := renderSlip(r, slipSpec{payload: p, qrPx: c.px + 10*float64(i/len(combos))})
+		gaussBlur(img, c.blur)
+		gaussNoise(r, img, c.noise)
+		return scene{img: img, payload: p, jpegQ: 85}
+	}},
+}
+
+// pitchScales shrink the screenshot under the noise and blur conditions:
+// QR modules of about 4, 5 and 6.5 px (a code module area 24-32 % of the
+// width), below the size the half-size pass shrinks but for the last.
+var pitchScales = []float64{0.5, 0.6, 0.75}
+
+// noiseSigmas are the deviations of the gnoise condition's sensor noise,
+// in levels, in turn.
+var noiseSigmas = []float64{12, 20, 28, 36, 44}
+
+// gaussSigmas are the deviations of the gauss condition's blur, in
+// pixels, in turn.
+var gaussSigmas = []float64{1.5, 2, 2.5, 3, 4}
+
+// screenShots are the screen condition's strengths, mildest first;
+// scenes take them in turn (size, tint and the sign of the turn vary
+// separately).
+var screenShots = []screenShot{
+	{fill: 0.92, tilt: 0.08, turn: 3, moire: 0.15, glares: 1, glare: 60, light: 0.6, blur: 0.8, noise: 3},
+	{fill: 0.88, tilt: 0.16, turn: 8, moire: 0.25, glares: 2, glare: 90, light: 0.45, blur: 1, noise: 4},
+	{fill: 0.9, tilt: 0.24, turn: 5, moire: 0.35, glares: 2, glare: 120, light: 0.35, blur: 1.2, noise: 5},
+	{fill: 0.85, tilt: 0.3, turn: 12, moire: 0.3, glares: 3, glare: 150, light: 0.3, blur: 1, noise: 6},
+	{fill: 0.95, tilt: 0.2, turn: 4, moire: 0.45, glares: 1, glare: 200, light: 0.5, blur: 1.5, noise: 4},
+}
+
+// photoSizes are the screen condition's photo sizes, in turn.
+var photoSizes = [][2]int{{1200, 1600}, {900, 1200}, {1536, 2048}, {1080, 1440}}
+
+// combos are the combo condition's small, blurred and noisy codes: the
+// module area's width in pixels (about 2.5-4 px a module), blur σ and
+// noise σ.
+var combos = []struct{ px, blur, noise float64 }{
+	{100, 0.7, 8}, {90, 0.9, 10}, {110, 1.1, 12}, {120, 1.3, 14}, {100, 1, 16},
 }
 
 // motionLengths are the lengths of the motion condition's blur, in pixels,
 // in turn; its direction turns by 37° from one scene to the next.
 var motionLengths = []int{5, 7, 9, 11, 13}
 
-// gaussRadii are the box radii of the gauss condition's blur, in turn:
-// three box blurs of radius r make a Gaussian of σ = √(r(r+1)), 1.4, 2.4
-// and 3.5 px.
-var gaussRadii = []int{1, 1, 2, 2, 3}
-
-// smallScreen renders a slip with its QR modules about 5 px wide (the
-// screenshot shrunk to 60 %), the ground of the noise and blur conditions:
-// below the size the half-size pass shrinks.
-func smallScreen(r *rand.Rand, p string) *image.RGBA {
+// smallScreen renders a slip with its QR modules 4 to 6.5 px wide (the
+// screenshot shrunk by a pitchScales chosen by i), the ground of the noise
+// and blur conditions.
+func smallScreen(r *rand.Rand, p string, i int) *image.RGBA {
 	img := renderSlip(r, slipSpec{payload: p, qrFrac: 0.24 + 0.08*r.Float64()})
 	b := img.Bounds()
-	return resize(img, b.Dx()*6/10, b.Dy()*6/10)
+	k := pitchScales[(i+i/5)%len(pitchScales)]
+	return resize(img, int(float64(b.Dx())*k), int(float64(b.Dy())*k))
 }
 
 // motionBlur smears img along a line of n pixels at deg degrees: each

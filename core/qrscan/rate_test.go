@@ -46,13 +46,16 @@ func scanCorpus(t testing.TB, samples []*sample) []result {
 	return out
 }
 
-func median(d []time.Duration) time.Duration {
+func median(d []time.Duration) time.Duration { return quantile(d, 0.5) }
+
+// quantile returns the q-quantile of d (nearest rank).
+func quantile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
 	d = slices.Clone(d)
 	slices.Sort(d)
-	return d[len(d)/2]
+	return d[min(len(d)-1, int(q*float64(len(d))))]
 }
 
 // TestWriteCorpus writes the corpus to $QRSCAN_CORPUS_DIR, to look at it or
