@@ -15,6 +15,7 @@ import (
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/jobs"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/stream"
 )
@@ -39,16 +40,17 @@ type Config struct {
 	EgressCA     string        // extra CA roots (PEM) for https image URLs
 	FetchTimeout time.Duration // one image URL fetch
 
-	KafkaAddr     string        // brokers, comma-separated
-	VerifyRetries string        // waits before async attempts 2, 3, ...
-	WebhookRetry  string        // waits before callback deliveries 2, 3, ...
-	JobRetention  time.Duration // how long a job can be polled
-	SlipRetention time.Duration // how long a verified slip is remembered for duplicate checks; 0: for good
-	JobWorkers    int           // async attempts run at once
-	JobMaxOpen    int           // unfinished async jobs a branch may have
-	OutboxLimit   int           // messages the outbox holds while the broker is away
-	AdminAddr     string        // the operators' admin API; "off": none
-	AdminToken    string        // its bootstrap token; empty: the admin API is off
+	KafkaAddr     string             // brokers, comma-separated
+	KafkaLink     kafkalink.Settings // SLIP_KAFKA_TLS*, SLIP_KAFKA_SASL_*
+	VerifyRetries string             // waits before async attempts 2, 3, ...
+	WebhookRetry  string             // waits before callback deliveries 2, 3, ...
+	JobRetention  time.Duration      // how long a job can be polled
+	SlipRetention time.Duration      // how long a verified slip is remembered for duplicate checks; 0: for good
+	JobWorkers    int                // async attempts run at once
+	JobMaxOpen    int                // unfinished async jobs a branch may have
+	OutboxLimit   int                // messages the outbox holds while the broker is away
+	AdminAddr     string             // the operators' admin API; "off": none
+	AdminToken    string             // its bootstrap token; empty: the admin API is off
 	envflag.Common
 }
 
@@ -75,7 +77,7 @@ var Upstreams = []string{"sandbox", "http", "kbank", "scb", "rdcw"}
 
 // vars lists every setting of c, bound to its fields.
 func (c *Config) vars() []envflag.Var {
-	return []envflag.Var{
+	return append([]envflag.Var{
 		envflag.Def("SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr),
 		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir),
 		envflag.Def("SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (none: no seed)", &c.Seed),
@@ -116,7 +118,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_ADMIN_ADDR", "admin-addr", "127.0.0.1:8085", "listener of the operators' admin API (/admin/v1; off: none); the edge never forwards to it", &c.AdminAddr),
 		envflag.Secret("SLIP_ADMIN_TOKEN", "admin-token", "bootstrap token of the admin API (32+ characters; unset: the admin API is off)", &c.AdminToken),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it the usage events of attempts that consumed no quota are dropped and counted (billable ones are kept)", &c.OutboxLimit),
-	}
+	}, c.KafkaLink.Vars()...)
 }
 
 // Admin reports whether the admin API is served: on an address, with a
@@ -175,6 +177,9 @@ func (c Config) Validate() error {
 	}
 	if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
 		bad("SLIP_KAFKA_ADDR: %v", err)
+	}
+	if err := c.KafkaLink.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	verifyRetries, webhookRetries, err := c.Schedules()
 	if err != nil {

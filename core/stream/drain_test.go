@@ -230,7 +230,7 @@ func TestSustainedIntoLedger(t *testing.T) {
 	}
 	p := startPipeline(t)
 	st := openStore(t)
-	w := stream.NewWriter([]string{p.kafka})
+	w := stream.NewWriter([]string{p.kafka}, nil)
 	t.Cleanup(func() { w.Close() })
 	runPublisher(t, &stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler)})
 
@@ -268,7 +268,7 @@ func TestSustainedIntoLedger(t *testing.T) {
 // (6 partitions) and acked.
 func BenchmarkPublisherDrain(b *testing.B) {
 	addr := broker.StartTest(b, 6)
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	b.Cleanup(func() { w.Close() })
 	const n = 100_000
 	msgs := make([]store.Message, n)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -58,12 +59,14 @@ func CheckBrokers(addr string) error {
 	return nil
 }
 
-// NewWriter returns a writer for any platform topic (each message names
-// its own): records are placed by key, acknowledged by every in-sync
-// replica, and batched for at most a few milliseconds.
-func NewWriter(brokers []string) *kafka.Writer {
+// NewWriter returns a writer over link (nil: plaintext) for any platform
+// topic (each message names its own): records are placed by key,
+// acknowledged by every in-sync replica, and batched for at most a few
+// milliseconds.
+func NewWriter(brokers []string, link *kafkalink.Link) *kafka.Writer {
 	return &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
+		Transport:    link.Transport(),
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    1000,
@@ -73,13 +76,14 @@ func NewWriter(brokers []string) *kafka.Writer {
 	}
 }
 
-// NewReader returns a consumer-group reader of topic. Commits are sent to
+// NewReader returns a consumer-group reader of topic over link (nil:
+// plaintext). Commits are sent to
 // the broker every 100 ms rather than one round trip each: a crash forgets
 // at most that much of them, and the records are handled again, which every
 // handler tolerates (at-least-once).
-func NewReader(brokers []string, topic, group string) *kafka.Reader {
+func NewReader(brokers []string, link *kafkalink.Link, topic, group string) *kafka.Reader {
 	return kafka.NewReader(kafka.ReaderConfig{
-		Brokers: brokers, Topic: topic, GroupID: group,
+		Brokers: brokers, Topic: topic, GroupID: group, Dialer: link.Dialer(),
 		StartOffset:    kafka.FirstOffset,
 		SessionTimeout: 6 * time.Second, // the shortest a broker accepts
 		MaxWait:        50 * time.Millisecond,

@@ -143,7 +143,7 @@ func TestPublisherSendsOutboxInOrder(t *testing.T) {
 	total := int64(perKey * len(keys))
 	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == total },
 		func() string { return "emitted messages not written" })
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	t.Cleanup(func() { w.Close() })
 	runPublisher(t, &stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: 50})
 	testnet.Eventually(t, 20*time.Second, func() bool { n, _ := st.OutboxStats(); return n == 0 },
@@ -203,7 +203,7 @@ func TestPublisherDropsTooLarge(t *testing.T) {
 	}
 	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == 3 },
 		func() string { return "emitted messages not written" })
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	t.Cleanup(func() { w.Close() })
 	errs := &warnings{}
 	runPublisher(t, &stream.Publisher{Store: st, Writer: w, Log: slog.New(errs)})
@@ -238,7 +238,7 @@ func TestPublisherWaitsForBroker(t *testing.T) {
 	}
 	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == n },
 		func() string { return "emitted messages not written" })
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	w.MaxAttempts = 1 // fail fast: the publisher retries
 	t.Cleanup(func() { w.Close() })
 	warned := &warnings{}
@@ -302,7 +302,7 @@ type consumer struct {
 
 func consume(t *testing.T, addr, topic, group string, workers int, h stream.Handler) *consumer {
 	t.Helper()
-	r := stream.NewReader([]string{addr}, topic, group)
+	r := stream.NewReader([]string{addr}, nil, topic, group)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &consumer{cancel: cancel, done: make(chan error, 1)}
 	go func() {
@@ -415,7 +415,7 @@ func TestConsumeRedeliveredWhileRunning(t *testing.T) {
 	t.Parallel()
 	addr := testnet.FreeAddr(t)
 	startBroker(t, addr, 1)
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	t.Cleanup(func() { w.Close() })
 	ctx := context.Background()
 	if err := w.WriteMessages(ctx, kafka.Message{Topic: api.TopicJobs, Key: []byte("a"), Value: []byte("0")},
@@ -441,13 +441,13 @@ func TestConsumeRedeliveredWhileRunning(t *testing.T) {
 	}
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	r := stream.NewReader([]string{addr}, api.TopicJobs, group)
+	r := stream.NewReader([]string{addr}, nil, api.TopicJobs, group)
 	go func() { done <- stream.ConsumeWithin(cctx, r, 4, 10*time.Millisecond, h) }()
 	<-started
 	// Another member of the group, on another topic: the group rebalances,
 	// the partition stays with r, which fetches it again from the last
 	// commit.
-	other := stream.NewReader([]string{addr}, api.TopicResults, group)
+	other := stream.NewReader([]string{addr}, nil, api.TopicResults, group)
 	octx, ocancel := context.WithCancel(ctx)
 	go other.FetchMessage(octx)
 	t.Cleanup(func() { ocancel(); other.Close() })
@@ -690,7 +690,7 @@ func TestPublisherDrainsAfterCancelledWrite(t *testing.T) {
 	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == total },
 		func() string { return "emitted messages not written" })
 	held := &heldProduce{entered: make(chan struct{}), release: make(chan struct{})}
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	w.Transport = held
 	t.Cleanup(func() { w.Close() })
 

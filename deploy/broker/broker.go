@@ -6,9 +6,12 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/kafkalink"
 )
 
 // Config is the broker's configuration.
@@ -25,16 +29,25 @@ type Config struct {
 	DataDir    string // records and offsets go to DataDir/broker
 	Partitions int    // partitions of each topic
 	Memory     bool   // keep nothing on disk (tests)
+	// TLS: the broker's certificate and key (PEM), and the CA whose client
+	// certificates it requires; all empty: plaintext.
+	CertFile, KeyFile, ClientCAFile string
+	// SASL, when it names a mechanism, is the one user the broker lets in,
+	// the same settings the tiers log in with.
+	SASL kafkalink.SASL
 	envflag.Common
 }
 
 func (c *Config) vars() []envflag.Var {
-	return []envflag.Var{
+	return append([]envflag.Var{
 		envflag.Def("SLIP_KAFKA_ADDR", "addr", "127.0.0.1:9092", "the broker's listeners on loopback, comma-separated (one broker each)", &c.Addr),
 		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "the broker keeps records and committed offsets in its broker/ directory", &c.DataDir),
 		envflag.Def("SLIP_BROKER_PARTITIONS", "partitions", "6", "partitions of each platform topic", &c.Partitions),
 		envflag.Def("SLIP_BROKER_MEMORY", "memory", "false", "keep records in memory only (tests); false keeps them on disk", &c.Memory),
-	}
+		envflag.Def("SLIP_BROKER_TLS_CERT_FILE", "tls-cert-file", "", "the broker's certificate (PEM): its listeners speak TLS only (with SLIP_BROKER_TLS_KEY_FILE)", &c.CertFile),
+		envflag.Def("SLIP_BROKER_TLS_KEY_FILE", "tls-key-file", "", "key (PEM) of SLIP_BROKER_TLS_CERT_FILE", &c.KeyFile),
+		envflag.Def("SLIP_BROKER_TLS_CLIENT_CA_FILE", "tls-client-ca-file", "", "CA (PEM) whose client certificates the broker requires (empty: none asked)", &c.ClientCAFile),
+	}, c.SASL.Vars()...)
 }
 
 // Vars returns the documented settings with their defaults.
@@ -77,7 +90,35 @@ func (c Config) Validate() error {
 	if !c.Memory && c.DataDir == "" {
 		err = errors.Join(err, errors.New("SLIP_DATA_DIR: must not be empty"))
 	}
-	return err
+	_, terr := c.tls()
+	return errors.Join(err, terr, c.SASL.Validate())
+}
+
+// tls returns the listeners' TLS configuration, nil for plaintext.
+func (c Config) tls() (*tls.Config, error) {
+	switch {
+	case c.CertFile == "" && c.KeyFile == "" && c.ClientCAFile == "":
+		return nil, nil
+	case c.CertFile == "" || c.KeyFile == "":
+		return nil, errors.New("SLIP_BROKER_TLS_CERT_FILE and SLIP_BROKER_TLS_KEY_FILE: set both, or neither (and no SLIP_BROKER_TLS_CLIENT_CA_FILE)")
+	}
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("SLIP_BROKER_TLS_CERT_FILE, SLIP_BROKER_TLS_KEY_FILE: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.ClientCAFile != "" {
+		pem, err := os.ReadFile(c.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("SLIP_BROKER_TLS_CLIENT_CA_FILE: %w", err)
+		}
+		cfg.ClientCAs = x509.NewCertPool()
+		if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("SLIP_BROKER_TLS_CLIENT_CA_FILE %s: no PEM certificate", c.ClientCAFile)
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }
 
 // Run serves the cluster until ctx is done. ready, when not nil, is called
@@ -95,6 +136,19 @@ func Run(ctx context.Context, c Config, ready func(addrs []string)) error {
 	}
 	if !c.Memory {
 		opts = append(opts, kfake.DataDir(filepath.Join(c.DataDir, "broker")))
+	}
+	tc, err := c.tls()
+	if err != nil {
+		return err
+	}
+	if tc != nil {
+		opts = append(opts, kfake.TLS(tc))
+	}
+	if err := c.SASL.Validate(); err != nil {
+		return err
+	}
+	if name := c.SASL.Name(); name != "" {
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(name, c.SASL.User, c.SASL.Password))
 	}
 	cluster, err := kfake.NewCluster(opts...)
 	if err != nil {

@@ -11,11 +11,18 @@ import (
 // loopback port until the test ends, and returns its address.
 func StartTest(tb testing.TB, partitions int) string {
 	tb.Helper()
-	addr := testnet.FreeAddr(tb)
+	return StartTestConfig(tb, Config{Partitions: partitions})
+}
+
+// StartTestConfig runs a broker of c (its TLS and SASL, say) in memory on a
+// free loopback port until the test ends, and returns its address.
+func StartTestConfig(tb testing.TB, c Config) string {
+	tb.Helper()
+	c.Addr, c.Memory = testnet.FreeAddr(tb), true
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Addr: addr, Partitions: partitions, Memory: true}, func([]string) { close(ready) })
+		done <- Run(ctx, c, func([]string) { close(ready) })
 	}()
 	select {
 	case <-ready:
@@ -24,5 +31,5 @@ func StartTest(tb testing.TB, partitions int) string {
 		tb.Fatalf("broker did not start: %v", err)
 	}
 	tb.Cleanup(func() { cancel(); <-done })
-	return addr
+	return c.Addr
 }

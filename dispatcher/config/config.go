@@ -15,6 +15,7 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/stream"
 )
 
@@ -24,15 +25,16 @@ const MaxWorkers = 10000
 
 // Config is the dispatcher's configuration.
 type Config struct {
-	Addr        string        // health and metrics listener
-	KafkaAddr   string        // brokers, comma-separated
-	Timeout     time.Duration // one delivery
-	Workers     int           // deliveries in flight
-	PerService  int           // deliveries in flight of one service
-	PerHost     int           // deliveries in flight to one host
-	SlotWait    time.Duration // longest a delivery waits for its slots
-	EgressAllow string        // private ranges callbacks may reach
-	EgressCA    string        // extra CA roots (PEM) for https callbacks
+	Addr        string             // health and metrics listener
+	KafkaAddr   string             // brokers, comma-separated
+	KafkaLink   kafkalink.Settings // SLIP_KAFKA_TLS*, SLIP_KAFKA_SASL_*
+	Timeout     time.Duration      // one delivery
+	Workers     int                // deliveries in flight
+	PerService  int                // deliveries in flight of one service
+	PerHost     int                // deliveries in flight to one host
+	SlotWait    time.Duration      // longest a delivery waits for its slots
+	EgressAllow string             // private ranges callbacks may reach
+	EgressCA    string             // extra CA roots (PEM) for https callbacks
 	// SignatureHeader names the header of every callback's signature, one
 	// name for the deployment (spec 6.3's X-Service-Signature by default).
 	SignatureHeader string
@@ -40,7 +42,7 @@ type Config struct {
 }
 
 func (c *Config) vars() []envflag.Var {
-	return []envflag.Var{
+	return append([]envflag.Var{
 		envflag.Def("SLIP_DISPATCHER_ADDR", "addr", "127.0.0.1:8083", "the dispatcher's health and metrics listener", &c.Addr),
 		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated", &c.KafkaAddr),
 		envflag.Def("SLIP_WEBHOOK_TIMEOUT", "webhook-timeout", "10s", "timeout of one callback delivery", &c.Timeout),
@@ -51,7 +53,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
 		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs and callbacks", &c.EgressCA),
 		envflag.Def("SLIP_WEBHOOK_SIGNATURE_HEADER", "webhook-signature-header", api.SignatureHeader, "name of the header that carries each callback's signature (sha256=<hex>), the same for every callback", &c.SignatureHeader),
-	}
+	}, c.KafkaLink.Vars()...)
 }
 
 // Vars returns the documented settings with their defaults.
@@ -74,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
 		bad("SLIP_KAFKA_ADDR: %v", err)
+	}
+	if err := c.KafkaLink.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Timeout <= 0 {
 		bad("SLIP_WEBHOOK_TIMEOUT: must be positive")

@@ -293,7 +293,7 @@ func BenchmarkDeliveries(b *testing.B) {
 	}()
 	<-ready
 	defer func() { cancel(); <-done }()
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	defer w.Close()
 	msgs := make([]kafka.Message, b.N)
 	for i := range msgs {
@@ -304,7 +304,7 @@ func BenchmarkDeliveries(b *testing.B) {
 		b.Fatal(err)
 	}
 	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: 64, PerHost: 64, Now: time.Now, Log: slog.New(slog.DiscardHandler), Backoff: time.Second}
-	r := stream.NewReader([]string{addr}, api.TopicResults, "bench-dispatcher")
+	r := stream.NewReader([]string{addr}, nil, api.TopicResults, "bench-dispatcher")
 	defer r.Close()
 	cctx, stop := context.WithCancel(context.Background())
 	consumed := make(chan error, 1)
@@ -401,7 +401,7 @@ func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 	postsOf := func(job string) int { mu.Lock(); defer mu.Unlock(); return posts[job] }
 
 	addr := broker.StartTest(t, 1)
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	t.Cleanup(func() { w.Close() })
 	var msgs []kafka.Message
 	for n, path := range []string{"/ok", "/slow", "/hold"} { // one partition: job1 before job2
@@ -418,7 +418,7 @@ func TestShutdownCutDeliveryIsRedelivered(t *testing.T) {
 	// run consumes slip.results as the dispatcher program does, with a
 	// grace of 2 s after stop is called.
 	run := func() (stop func() error) {
-		r := stream.NewReader([]string{addr}, api.TopicResults, "cut-dispatcher")
+		r := stream.NewReader([]string{addr}, nil, api.TopicResults, "cut-dispatcher")
 		ctx, cancel := context.WithCancel(context.Background())
 		context.AfterFunc(ctx, func() { close(stopping) })
 		done := make(chan error, 1)

@@ -11,35 +11,37 @@ import (
 
 	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/stream"
 )
 
 // Config is the edge's configuration.
 type Config struct {
-	Addr            string        // the public listener
-	MetricsAddr     string        // Prometheus metrics listener; "off" disables
-	CoreAddr        string        // core's listener
-	EdgeToken       string        // shared secret sent to core
-	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
-	AuthTTL         time.Duration // how long an auth record is cached
-	Drain           time.Duration // /health fails this long before shutdown
-	CoreTimeout     time.Duration // one forwarded request
-	ReadTimeout     time.Duration // reading one client request, headers and body
-	LatencyTarget   time.Duration // core latency (p90) above which limits drop
-	AdaptInterval   time.Duration // how often the adaptive factor moves
-	MinFactor       float64       // the lowest the adaptive factor goes
-	NonceMax        int           // nonces remembered at most (all clients)
-	NoncePerClient  int           // nonces remembered at most per client
-	NoncePerService int           // nonces remembered at most per service, all its clients together
-	NonceQueue      int           // accepted nonces waiting to be published on slip.nonces at most
-	NonceMargin     time.Duration // the replay at start reaches this much further back than twice the window
-	KafkaAddr       string        // brokers of slip.config and slip.nonces; "off": TTL only, nonces of this edge only
-	AccessLog       string        // "stderr", "off" or a file path
+	Addr            string             // the public listener
+	MetricsAddr     string             // Prometheus metrics listener; "off" disables
+	CoreAddr        string             // core's listener
+	EdgeToken       string             // shared secret sent to core
+	TrustedProxies  string             // CIDRs whose X-Forwarded-For is believed
+	AuthTTL         time.Duration      // how long an auth record is cached
+	Drain           time.Duration      // /health fails this long before shutdown
+	CoreTimeout     time.Duration      // one forwarded request
+	ReadTimeout     time.Duration      // reading one client request, headers and body
+	LatencyTarget   time.Duration      // core latency (p90) above which limits drop
+	AdaptInterval   time.Duration      // how often the adaptive factor moves
+	MinFactor       float64            // the lowest the adaptive factor goes
+	NonceMax        int                // nonces remembered at most (all clients)
+	NoncePerClient  int                // nonces remembered at most per client
+	NoncePerService int                // nonces remembered at most per service, all its clients together
+	NonceQueue      int                // accepted nonces waiting to be published on slip.nonces at most
+	NonceMargin     time.Duration      // the replay at start reaches this much further back than twice the window
+	KafkaAddr       string             // brokers of slip.config and slip.nonces; "off": TTL only, nonces of this edge only
+	KafkaLink       kafkalink.Settings // SLIP_KAFKA_TLS*, SLIP_KAFKA_SASL_*
+	AccessLog       string             // "stderr", "off" or a file path
 	envflag.Common
 }
 
 func (c *Config) vars() []envflag.Var {
-	return []envflag.Var{
+	return append([]envflag.Var{
 		envflag.Def("SLIP_EDGE_ADDR", "addr", "127.0.0.1:8080", "the public listener", &c.Addr),
 		envflag.Def("SLIP_EDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9180", "Prometheus metrics listener (off: none)", &c.MetricsAddr),
 		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener", &c.CoreAddr),
@@ -59,7 +61,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_NONCE_QUEUE", "nonce-queue", "100000", "accepted nonces waiting to be published on slip.nonces at most (more are dropped, counted, and known to this edge only)", &c.NonceQueue),
 		envflag.Def("SLIP_EDGE_NONCE_MARGIN", "nonce-margin", "1m", "the replay of slip.nonces at start reaches this much further back than twice the timestamp window (the topic's retention must cover both)", &c.NonceMargin),
 		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated, for record changes on slip.config and the nonces of every edge on slip.nonces (off: cached records live their TTL, nonces are this edge's own and timestamps before its start are refused)", &c.KafkaAddr),
-	}
+	}, c.KafkaLink.Vars()...)
 }
 
 // Vars returns the documented settings with their defaults.
@@ -85,6 +87,9 @@ func (c Config) Validate() error {
 	if c.KafkaAddr != "off" {
 		if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
 			bad("SLIP_KAFKA_ADDR: %v (or off)", err)
+		}
+		if err := c.KafkaLink.Validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.MetricsOn() {

@@ -7,6 +7,7 @@ package chstore
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -21,6 +22,7 @@ type Options struct {
 	Addrs              []string
 	Database           string // a plain identifier, checked by the caller's config
 	Username, Password string
+	TLS                *tls.Config   // nil: plaintext
 	DialTimeout        time.Duration // zero: 5 s
 }
 
@@ -39,6 +41,7 @@ func Open(o Options) (*Store, error) {
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:         o.Addrs,
 		Auth:         clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
+		TLS:          o.TLS,
 		DialTimeout:  o.DialTimeout,
 		ReadTimeout:  time.Minute,
 		MaxOpenConns: 8,

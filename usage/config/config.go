@@ -11,29 +11,33 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/kafkalink"
+	"github.com/slipverify/slipverify/usage/chstore"
 )
 
 // Config is the usage tier's configuration.
 type Config struct {
-	Kafka       string        // SLIP_KAFKA_ADDR: brokers, comma-separated
-	Group       string        // consumer group on slip.usage
-	AuditGroup  string        // consumer group on slip.audit
-	CHAddr      string        // ClickHouse native protocol, comma-separated
-	CHDatabase  string        // database of the ledger
-	CHUser      string        // ClickHouse user
-	CHPassword  string        // ClickHouse password
-	Addr        string        // metrics, /health, /reconcile
-	Batch       int           // rows per insert at most
-	Flush       time.Duration // a partial batch waits at most this long
-	RetryMax    time.Duration // the longest pause between insert attempts
-	CoreAddr    string        // core's listener, for its quota counters
-	EdgeToken   string        // the internal token core requires
-	CoreTimeout time.Duration // one request to core
+	Kafka       string             // SLIP_KAFKA_ADDR: brokers, comma-separated
+	KafkaLink   kafkalink.Settings // SLIP_KAFKA_TLS*, SLIP_KAFKA_SASL_*
+	Group       string             // consumer group on slip.usage
+	AuditGroup  string             // consumer group on slip.audit
+	CHAddr      string             // ClickHouse native protocol, comma-separated
+	CHDatabase  string             // database of the ledger
+	CHUser      string             // ClickHouse user
+	CHPassword  string             // ClickHouse password
+	CHTLS       chstore.TLS        // SLIP_CLICKHOUSE_TLS*
+	Addr        string             // metrics, /health, /reconcile
+	Batch       int                // rows per insert at most
+	Flush       time.Duration      // a partial batch waits at most this long
+	RetryMax    time.Duration      // the longest pause between insert attempts
+	CoreAddr    string             // core's listener, for its quota counters
+	EdgeToken   string             // the internal token core requires
+	CoreTimeout time.Duration      // one request to core
 	envflag.Common
 }
 
 func (c *Config) vars() []envflag.Var {
-	return []envflag.Var{
+	return append(append([]envflag.Var{
 		envflag.Def("SLIP_KAFKA_ADDR", "kafka-addr", "127.0.0.1:9092", "Kafka brokers, comma-separated", &c.Kafka),
 		envflag.Def("SLIP_USAGE_GROUP", "group", "usage", "consumer group reading slip.usage", &c.Group),
 		envflag.Def("SLIP_USAGE_AUDIT_GROUP", "audit-group", "usage-audit", "consumer group reading slip.audit (core's audit records) into audit_events", &c.AuditGroup),
@@ -48,7 +52,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener, asked for its quota counters", &c.CoreAddr),
 		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "internal token core requires (32+ characters; empty: no reconciliation)", &c.EdgeToken),
 		envflag.Def("SLIP_USAGE_CORE_TIMEOUT", "core-timeout", "10s", "timeout of one request to core", &c.CoreTimeout),
-	}
+	}, c.KafkaLink.Vars()...), c.CHTLS.Vars()...)
 }
 
 // Vars returns the documented settings with their defaults.
@@ -78,6 +82,12 @@ func (c Config) Validate() error {
 	}
 	addrs("SLIP_KAFKA_ADDR", c.Kafka)
 	addrs("SLIP_CLICKHOUSE_ADDR", c.CHAddr)
+	if err := c.KafkaLink.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.CHTLS.Config(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Addr != "off" {
 		addrs("SLIP_USAGE_ADDR", c.Addr)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/slipverify/slipverify/core/kafkalink"
 )
 
 // Lag measures a consumer group's lag on a topic from the brokers: the
@@ -18,6 +20,7 @@ import (
 // ClickHouse is down, whatever the readers have fetched.
 type Lag struct {
 	Brokers      []string
+	Link         *kafkalink.Link // TLS and SASL of the brokers; nil: plaintext
 	Group, Topic string
 	Metric       string // the gauge Watch publishes; empty: usage_consumer_lag_messages
 
@@ -27,7 +30,7 @@ type Lag struct {
 // Measure asks the brokers for the topic's partitions, their end offsets
 // and the group's committed offsets.
 func (l *Lag) Measure(ctx context.Context) (int64, error) {
-	client := &kafka.Client{Addr: kafka.TCP(l.Brokers...), Timeout: 5 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(l.Brokers...), Timeout: 5 * time.Second, Transport: l.Link.Transport()}
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{l.Topic}})
 	if err != nil {
 		return 0, fmt.Errorf("lag: metadata: %w", err)

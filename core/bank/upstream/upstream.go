@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -27,11 +26,11 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/slipverify/slipverify/core/slip"
+	"github.com/slipverify/slipverify/core/tlsfiles"
 )
 
 // MaxReplySize is the largest reply body, in bytes, read from a bank; a
@@ -39,48 +38,7 @@ import (
 const MaxReplySize = 1 << 20
 
 // TLS holds the files of a connector's TLS settings; each may be empty.
-type TLS struct {
-	CertFile, KeyFile string // client certificate and its key (PEM), both or neither
-	CAFile            string // extra roots (PEM) trusted besides the system's
-}
-
-// Config returns the TLS configuration t names, reporting every problem at
-// once. prefix names the settings in messages (SLIP_KBANK, say).
-func (t TLS) Config(prefix string) (*tls.Config, error) {
-	var errs []error
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	switch {
-	case t.CertFile == "" && t.KeyFile == "":
-	case t.CertFile == "" || t.KeyFile == "":
-		errs = append(errs, fmt.Errorf("%s_CERT_FILE and %s_KEY_FILE: set both or neither", prefix, prefix))
-	default:
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s_CERT_FILE, %s_KEY_FILE: %w", prefix, prefix, err))
-		} else {
-			cfg.Certificates = []tls.Certificate{cert}
-		}
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		pool, perr := x509.SystemCertPool()
-		if perr != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("%s_CA_FILE: %w", prefix, err))
-		case !pool.AppendCertsFromPEM(pem):
-			errs = append(errs, fmt.Errorf("%s_CA_FILE %s: no PEM certificate", prefix, t.CAFile))
-		default:
-			cfg.RootCAs = pool
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return cfg, nil
-}
+type TLS = tlsfiles.Files
 
 // NewClient returns a client for one bank host over tc that never follows
 // a redirect (a redirect would send a lookup twice).

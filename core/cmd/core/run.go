@@ -29,6 +29,7 @@ import (
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/fastlog"
 	"github.com/slipverify/slipverify/core/jobs"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/qrscan"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
@@ -63,6 +64,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		}
 	}
 	upstream, err := connector(cfg, sf)
+	if err != nil {
+		return err
+	}
+	link, err := kafkalink.Start(ctx, cfg.KafkaLink, stream.Brokers(cfg.KafkaAddr), log)
 	if err != nil {
 		return err
 	}
@@ -118,7 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	// The background work: the outbox publisher runs until everything else
 	// has stopped, so what they wrote last still reaches the broker.
 	brokers := stream.Brokers(cfg.KafkaAddr)
-	writer := stream.NewWriter(brokers)
+	writer := stream.NewWriter(brokers, link)
 	defer writer.Close()
 	pubCtx, stopPub := context.WithCancel(context.Background())
 	pubDone := make(chan error, 1)
@@ -141,7 +146,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	consumer := func(name, topic, group string, workers int, h stream.Handler) {
 		background(name, func(ctx context.Context) error {
 			return stream.Resume(ctx, log, name, time.Second, func(ctx context.Context) error {
-				r := stream.NewReader(brokers, topic, group)
+				r := stream.NewReader(brokers, link, topic, group)
 				defer r.Close()
 				return stream.Consume(ctx, r, workers, h)
 			})

@@ -29,7 +29,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "broker")
 	err = broker.Run(ctx, cfg, func(addrs []string) {
-		log.Info("listening", "addrs", strings.Join(addrs, ","), "topics", strings.Join(api.Topics, ","), "memory", cfg.Memory)
+		log.Info("listening", "addrs", strings.Join(addrs, ","), "topics", strings.Join(api.Topics, ","), "memory", cfg.Memory,
+			"tls", cfg.CertFile != "", "clientCerts", cfg.ClientCAFile != "", "sasl", cfg.SASL.Name())
 	})
 	log.Info("shutting down")
 	return err

@@ -17,6 +17,7 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/dispatcher/config"
 	"github.com/slipverify/slipverify/dispatcher/deliver"
@@ -42,7 +43,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	brokers := stream.Brokers(cfg.KafkaAddr)
-	w := stream.NewWriter(brokers)
+	link, err := kafkalink.Start(ctx, cfg.KafkaLink, brokers, log)
+	if err != nil {
+		return err
+	}
+	w := stream.NewWriter(brokers, link)
 	defer w.Close()
 	d := &deliver.Dispatcher{Egress: client, Outcomes: w, PerService: cfg.PerService, PerHost: cfg.PerHost, SlotWait: cfg.SlotWait,
 		SignatureHeader: cfg.SignatureHeader, Now: time.Now, Log: log, Backoff: time.Second}
@@ -63,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	log.Info("delivering", "addr", ln.Addr().String(), "kafka", cfg.KafkaAddr, "signatureHeader", cfg.SignatureHeader, "version", version)
 	err = stream.Resume(ctx, log, "callbacks consumer", time.Second, func(ctx context.Context) error {
-		r := stream.NewReader(brokers, api.TopicResults, "slip-dispatcher")
+		r := stream.NewReader(brokers, link, api.TopicResults, "slip-dispatcher")
 		defer r.Close()
 		return stream.Consume(ctx, r, cfg.Workers, d.Handle)
 	})

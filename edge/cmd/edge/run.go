@@ -16,6 +16,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/fastlog"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/profiling"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/edge/accesslog"
@@ -55,6 +56,12 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			}
 		}
 	}()
+	var link *kafkalink.Link
+	if cfg.KafkaAddr != "off" {
+		if link, err = kafkalink.Start(ctx, cfg.KafkaLink, stream.Brokers(cfg.KafkaAddr), log); err != nil {
+			return err
+		}
+	}
 	// share is nil without Kafka: the edge knows its own nonces only and
 	// keeps refusing timestamps before its start.
 	var share *kafkanonce.Share
@@ -62,11 +69,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	shareCtx, stopShare := context.WithCancel(context.Background())
 	defer func() { stopShare(); <-shareDone }() // after the listener: nonces accepted until then are published
 	if cfg.KafkaAddr != "off" {
-		go followConfig(ctx, cfg.KafkaAddr, gw, log)
+		go followConfig(ctx, cfg.KafkaAddr, link, gw, log)
 		// A 2 ms linger: about a quarter less CPU a nonce than a write per
 		// wake-up at 20,000 signed requests a second (BenchmarkShareCPU),
 		// for 2 ms more before other edges know a nonce.
-		share = kafkanonce.New(kafkanonce.Config{Brokers: stream.Brokers(cfg.KafkaAddr), Store: gw.Nonces(),
+		share = kafkanonce.New(kafkanonce.Config{Brokers: stream.Brokers(cfg.KafkaAddr), Link: link, Store: gw.Nonces(),
 			Queue: cfg.NonceQueue, Margin: cfg.NonceMargin, Linger: 2 * time.Millisecond, Log: log})
 		gw.Nonces().SetJournal(share)
 		go func() { defer close(shareDone); share.Run(shareCtx) }()
@@ -221,12 +228,12 @@ func closeOnAmbiguousFraming(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 // tries again a second after each failure; the TTL keeps records fresh
 // meanwhile), and each start drops the cache, since a change may have been
 // missed while it was not following.
-func followConfig(ctx context.Context, brokers string, gw *gateway.Gateway, log *slog.Logger) {
+func followConfig(ctx context.Context, brokers string, link *kafkalink.Link, gw *gateway.Gateway, log *slog.Logger) {
 	host, _ := os.Hostname()
 	group := fmt.Sprintf("slip-edge-%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
 	stream.Resume(ctx, log, "slip.config follower", time.Second, func(ctx context.Context) error {
 		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: stream.Brokers(brokers), Topic: api.TopicConfig, GroupID: group,
+			Brokers: stream.Brokers(brokers), Dialer: link.Dialer(), Topic: api.TopicConfig, GroupID: group,
 			StartOffset: kafka.LastOffset, SessionTimeout: 6 * time.Second, MaxWait: 50 * time.Millisecond,
 		})
 		defer r.Close()

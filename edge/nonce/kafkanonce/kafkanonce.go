@@ -40,6 +40,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/edge/nonce"
 )
@@ -47,7 +48,8 @@ import (
 // Config configures a Share. Zero fields take their defaults.
 type Config struct {
 	Brokers []string
-	Topic   string // api.TopicNonces
+	Link    *kafkalink.Link // TLS and SASL of the brokers; nil: plaintext
+	Topic   string          // api.TopicNonces
 	Store   *nonce.Store
 	// Queue bounds the nonces accepted but not yet published; 100,000
 	// (about 8 MB). A broker outage longer than Queue nonces takes drops
@@ -199,7 +201,7 @@ func (s *Share) Run(ctx context.Context) {
 // fails is written again, after Backoff, before anything queued after it,
 // less the nonces whose window passed meanwhile.
 func (s *Share) publish(ctx context.Context) {
-	w := stream.NewWriter(s.cfg.Brokers)
+	w := stream.NewWriter(s.cfg.Brokers, s.cfg.Link)
 	w.MaxAttempts = 3
 	defer w.Close()
 	linger := time.NewTimer(time.Hour)
@@ -344,7 +346,7 @@ func (s *Share) encode(dst []kafka.Message, batch []item) ([]kafka.Message, int)
 // store.
 func (s *Share) follow(ctx context.Context) error {
 	start := s.cfg.Now()
-	client := &kafka.Client{Addr: kafka.TCP(s.cfg.Brokers...), Timeout: 5 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(s.cfg.Brokers...), Timeout: 5 * time.Second, Transport: s.cfg.Link.Transport()}
 	parts, err := s.partitions(ctx, client)
 	if err == nil {
 		var from, end map[int]int64
@@ -448,7 +450,7 @@ func (s *Share) read(parent context.Context, parts []int, from, end map[int]int6
 			caughtUp()
 		}
 		go func() {
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: s.cfg.Brokers, Topic: s.cfg.Topic, Partition: p,
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: s.cfg.Brokers, Dialer: s.cfg.Link.Dialer(), Topic: s.cfg.Topic, Partition: p,
 				MinBytes: 1, MaxBytes: 4 << 20, MaxWait: 50 * time.Millisecond})
 			defer r.Close()
 			if err := r.SetOffset(start); err != nil {

@@ -102,7 +102,7 @@ func TestNonceReachesOtherEdge(t *testing.T) {
 func TestRestartReplays(t *testing.T) {
 	addr := broker.StartTest(t, 1)
 	// A record from before 2×Window+Margin: the replay seeks past it.
-	w := stream.NewWriter([]string{addr})
+	w := stream.NewWriter([]string{addr}, nil)
 	hourAgo := time.Now().Add(-time.Hour)
 	gone := New(Config{Store: nonce.New(nonce.Config{}), Now: func() time.Time { return hourAgo }})
 	old, _ := gone.encode(nil, []item{{service: "svc", client: "c", nonce: [16]byte{7}, ts: hourAgo.Unix()}})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/config"
@@ -61,7 +62,11 @@ func load(name string, args []string, getenv func(string) string, extra ...envfl
 }
 
 func open(cfg config.Config) (*chstore.Store, error) {
-	return chstore.Open(chstore.Options{Addrs: cfg.ClickHouse(), Database: cfg.CHDatabase, Username: cfg.CHUser, Password: cfg.CHPassword})
+	tc, err := cfg.CHTLS.Config()
+	if err != nil {
+		return nil, err
+	}
+	return chstore.Open(chstore.Options{Addrs: cfg.ClickHouse(), Database: cfg.CHDatabase, Username: cfg.CHUser, Password: cfg.CHPassword, TLS: tc})
 }
 
 func coreClient(cfg config.Config) reconcile.Core {
@@ -69,8 +74,8 @@ func coreClient(cfg config.Config) reconcile.Core {
 }
 
 // usageLag measures the lag of cfg's consumer group on slip.usage.
-func usageLag(cfg config.Config) *consume.Lag {
-	return &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.Group, Topic: api.TopicUsage}
+func usageLag(cfg config.Config, link *kafkalink.Link) *consume.Lag {
+	return &consume.Lag{Brokers: cfg.Brokers(), Link: link, Group: cfg.Group, Topic: api.TopicUsage}
 }
 
 // serve runs the consumers and the HTTP listener until ctx ends.
@@ -80,14 +85,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "usage")
+	link, err := kafkalink.Start(ctx, cfg.KafkaLink, cfg.Brokers(), log)
+	if err != nil {
+		return err
+	}
 	store, err := open(cfg)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	lag := usageLag(cfg)
+	lag := usageLag(cfg, link)
 	go lag.Watch(ctx, lagInterval)
-	auditLag := &consume.Lag{Brokers: cfg.Brokers(), Group: cfg.AuditGroup, Topic: api.TopicAudit, Metric: "usage_audit_consumer_lag_messages"}
+	auditLag := &consume.Lag{Brokers: cfg.Brokers(), Link: link, Group: cfg.AuditGroup, Topic: api.TopicAudit, Metric: "usage_audit_consumer_lag_messages"}
 	go auditLag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
 
@@ -118,11 +127,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	// events into the ledger, core's audit records into audit_events.
 	consumers := make(chan error, 2)
 	go func() {
-		consumers <- consumeTopic(ctx, cfg, log, "usage consumer", cfg.Group,
+		consumers <- consumeTopic(ctx, cfg, link, log, "usage consumer", cfg.Group,
 			&consume.Consumer{Topic: api.TopicUsage, Store: store, Batch: cfg.Batch, Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log})
 	}()
 	go func() {
-		consumers <- consumeTopic(ctx, cfg, log, "audit consumer", cfg.AuditGroup,
+		consumers <- consumeTopic(ctx, cfg, link, log, "audit consumer", cfg.AuditGroup,
 			&consume.Consumer{Topic: api.TopicAudit, Store: store, Batch: min(cfg.Batch, auditBatch), Flush: cfg.Flush, RetryMax: cfg.RetryMax, Log: log})
 	}()
 	select {
@@ -140,10 +149,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 // consumeTopic runs c in group until ctx ends. A broker outage stops a
 // run; the next one starts from the committed offsets, with a reader of its
 // own.
-func consumeTopic(ctx context.Context, cfg config.Config, log *slog.Logger, name, group string, c *consume.Consumer) error {
+func consumeTopic(ctx context.Context, cfg config.Config, link *kafkalink.Link, log *slog.Logger, name, group string, c *consume.Consumer) error {
 	return stream.Resume(ctx, log, name, time.Second, func(ctx context.Context) error {
 		c.Reader = kafka.NewReader(kafka.ReaderConfig{
-			Brokers: cfg.Brokers(), GroupID: group, Topic: c.Topic,
+			Brokers: cfg.Brokers(), Dialer: link.Dialer(), GroupID: group, Topic: c.Topic,
 			StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
 			QueueCapacity: 4 * c.Batch, SessionTimeout: 10 * time.Second, CommitInterval: 0, // commits are synchronous, after the insert
 			ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn("kafka: "+fmt.Sprintf(f, a...), "consumer", name) }),
@@ -161,6 +170,9 @@ func migrate(ctx context.Context, store *chstore.Store, retryMax time.Duration, 
 		err := store.Migrate(ctx)
 		if err == nil {
 			return nil
+		}
+		if refused, hint := chstore.Refused(err); refused {
+			return fmt.Errorf("clickhouse: %w; %s", err, hint)
 		}
 		log.Warn("ClickHouse not ready; retrying", "err", err, "retry_in", pause.String())
 		select {
@@ -324,7 +336,11 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	}
 	defer store.Close()
 	// The events still in flight, so that a drift can be told from them.
-	lag, err := usageLag(cfg).Measure(ctx)
+	link, err := kafkalink.New(cfg.KafkaLink) // checked by Validate
+	if err != nil {
+		return err
+	}
+	lag, err := usageLag(cfg, link).Measure(ctx)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "usage reconcile: consumer lag unknown: %v\n", err)
 		lag = -1
