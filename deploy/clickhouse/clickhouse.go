@@ -7,6 +7,9 @@ package clickhouse
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"text/template"
@@ -31,7 +35,13 @@ type Config struct {
 	TCPAddr  string // native protocol, 127.0.0.1:port
 	HTTPAddr string // HTTP interface (/ping), 127.0.0.1:port
 	Binary   string // the server program; empty means DefaultBinary
-	Log      io.Writer
+	// CertFile and KeyFile (PEM), when set, make the native listener
+	// TCPAddr speak TLS only (ClickHouse's tcp_port_secure).
+	CertFile, KeyFile string
+	// User is the one user the server lets in, from loopback, with
+	// Password (empty: none); empty User means "default".
+	User, Password string
+	Log            io.Writer
 	// Ready bounds the wait for /ping after start; zero means a minute
 	// (a first start creates its system tables).
 	Ready time.Duration
@@ -69,8 +79,30 @@ func (c Config) Validate() error {
 	if c.TCPAddr != "" && c.TCPAddr == c.HTTPAddr {
 		errs = append(errs, errors.New("SLIP_CLICKHOUSE_ADDR and SLIP_CLICKHOUSE_HTTP_ADDR must differ"))
 	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, errors.New("SLIP_CLICKHOUSE_SERVER_CERT_FILE and SLIP_CLICKHOUSE_SERVER_KEY_FILE: set both or neither"))
+	} else if c.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+			errs = append(errs, fmt.Errorf("SLIP_CLICKHOUSE_SERVER_CERT_FILE, SLIP_CLICKHOUSE_SERVER_KEY_FILE: %w", err))
+		}
+	}
+	if !userName.MatchString(c.user()) {
+		errs = append(errs, fmt.Errorf("SLIP_CLICKHOUSE_USER: %q is not a plain name (letters, digits, _)", c.User))
+	}
 	return errors.Join(errs...)
 }
+
+var userName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (c Config) user() string {
+	if c.User == "" {
+		return "default"
+	}
+	return c.User
+}
+
+// Secure reports whether the native listener speaks TLS.
+func (c Config) Secure() bool { return c.CertFile != "" }
 
 func (c Config) binary() string {
 	if c.Binary != "" {
@@ -231,7 +263,22 @@ var configXML = template.Must(template.New("config").Parse(`<?xml version="1.0"?
         <count>2</count>
     </logger>
     <listen_host>{{.Host}}</listen_host>
+{{- if .CertFile}}
+    <tcp_port_secure>{{.TCPPort}}</tcp_port_secure>
+    <openSSL>
+        <server>
+            <certificateFile>{{.CertFile}}</certificateFile>
+            <privateKeyFile>{{.KeyFile}}</privateKeyFile>
+            <verificationMode>none</verificationMode>
+            <loadDefaultCAFile>false</loadDefaultCAFile>
+            <cacheSessions>true</cacheSessions>
+            <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>
+            <preferServerCiphers>true</preferServerCiphers>
+        </server>
+    </openSSL>
+{{- else}}
     <tcp_port>{{.TCPPort}}</tcp_port>
+{{- end}}
     <http_port>{{.HTTPPort}}</http_port>
     <path>{{.Dir}}/data/</path>
     <tmp_path>{{.Dir}}/tmp/</tmp_path>
@@ -249,9 +296,10 @@ var configXML = template.Must(template.New("config").Parse(`<?xml version="1.0"?
 </yandex>
 `))
 
-// usersXML lets the default user in from loopback only, without a
-// password: the server listens on loopback and is the dev stack's own.
-const usersXML = `<?xml version="1.0"?>
+// usersXML lets one user in from loopback only: the server listens on
+// loopback and is the dev stack's own. Without a password its sha256 is
+// that of the empty string, which lets it in without one.
+var usersXML = template.Must(template.New("users").Parse(`<?xml version="1.0"?>
 <yandex>
     <profiles>
         <default>
@@ -260,12 +308,12 @@ const usersXML = `<?xml version="1.0"?>
         </default>
     </profiles>
     <users>
-        <default>
-            <password></password>
+        <{{.User}}>
+            <password_sha256_hex>{{.PasswordSHA256}}</password_sha256_hex>
             <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
             <profile>default</profile>
             <quota>default</quota>
-        </default>
+        </{{.User}}>
     </users>
     <quotas>
         <default>
@@ -280,7 +328,7 @@ const usersXML = `<?xml version="1.0"?>
         </default>
     </quotas>
 </yandex>
-`
+`))
 
 func writeConfig(dir string, c Config) error {
 	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas", "log"} {
@@ -293,13 +341,27 @@ func writeConfig(dir string, c Config) error {
 	if host == "localhost" {
 		host = "127.0.0.1"
 	}
-	var b strings.Builder
-	err := configXML.Execute(&b, map[string]string{"Dir": dir, "Host": host, "TCPPort": tcpPort, "HTTPPort": httpPort})
+	cert, key := c.CertFile, c.KeyFile
+	for _, f := range []*string{&cert, &key} {
+		if *f != "" {
+			abs, err := filepath.Abs(*f)
+			if err != nil {
+				return err
+			}
+			*f = abs
+		}
+	}
+	var b, u strings.Builder
+	err := configXML.Execute(&b, map[string]string{"Dir": dir, "Host": host, "TCPPort": tcpPort, "HTTPPort": httpPort, "CertFile": cert, "KeyFile": key})
 	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(c.Password))
+	if err := usersXML.Execute(&u, map[string]string{"User": c.user(), "PasswordSHA256": hex.EncodeToString(sum[:])}); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.xml"), []byte(b.String()), 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "users.xml"), []byte(usersXML), 0o600)
+	return os.WriteFile(filepath.Join(dir, "users.xml"), []byte(u.String()), 0o600)
 }

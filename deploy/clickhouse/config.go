@@ -12,6 +12,11 @@ type Settings struct {
 	TCPAddr  string
 	HTTPAddr string
 	Binary   string
+	// CertFile and KeyFile make the native listener speak TLS only.
+	CertFile, KeyFile string
+	// User and Password are the one login the server takes, the same
+	// settings the usage tier logs in with.
+	User, Password string
 	envflag.Common
 }
 
@@ -21,6 +26,10 @@ func (c *Settings) vars() []envflag.Var {
 		envflag.Def("SLIP_CLICKHOUSE_ADDR", "addr", "127.0.0.1:9000", "native protocol listener on loopback", &c.TCPAddr),
 		envflag.Def("SLIP_CLICKHOUSE_HTTP_ADDR", "http-addr", "127.0.0.1:8123", "HTTP listener on loopback (/ping)", &c.HTTPAddr),
 		envflag.Def("SLIP_CLICKHOUSE_BIN", "bin", DefaultBinary, "the clickhouse-server program", &c.Binary),
+		envflag.Def("SLIP_CLICKHOUSE_SERVER_CERT_FILE", "server-cert-file", "", "the server's certificate (PEM): SLIP_CLICKHOUSE_ADDR then speaks TLS only (with SLIP_CLICKHOUSE_SERVER_KEY_FILE)", &c.CertFile),
+		envflag.Def("SLIP_CLICKHOUSE_SERVER_KEY_FILE", "server-key-file", "", "key (PEM) of SLIP_CLICKHOUSE_SERVER_CERT_FILE", &c.KeyFile),
+		envflag.Def("SLIP_CLICKHOUSE_USER", "user", "default", "the one ClickHouse user, let in from loopback", &c.User),
+		envflag.Secret("SLIP_CLICKHOUSE_PASSWORD", "password", "its password (empty: none)", &c.Password),
 	}
 }
 
@@ -40,5 +49,6 @@ func (c Settings) Config() Config {
 	if c.DataDir != "" {
 		dir = filepath.Join(c.DataDir, "clickhouse")
 	}
-	return Config{Dir: dir, TCPAddr: c.TCPAddr, HTTPAddr: c.HTTPAddr, Binary: c.Binary}
+	return Config{Dir: dir, TCPAddr: c.TCPAddr, HTTPAddr: c.HTTPAddr, Binary: c.Binary,
+		CertFile: c.CertFile, KeyFile: c.KeyFile, User: c.User, Password: c.Password}
 }

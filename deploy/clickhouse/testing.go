@@ -14,7 +14,14 @@ import (
 // test is skipped, except in CI (CI set), where it fails: CI installs it.
 func StartTest(tb testing.TB) *Server {
 	tb.Helper()
-	c := Config{Dir: tb.TempDir(), TCPAddr: testnet.FreeAddr(tb), HTTPAddr: testnet.FreeAddr(tb)}
+	return StartTestConfig(tb, Config{})
+}
+
+// StartTestConfig is StartTest with c's TLS files and login; its directory
+// and ports are the test's own.
+func StartTestConfig(tb testing.TB, c Config) *Server {
+	tb.Helper()
+	c.Dir, c.TCPAddr, c.HTTPAddr = tb.TempDir(), testnet.FreeAddr(tb), testnet.FreeAddr(tb)
 	if !c.Installed() {
 		if os.Getenv("CI") != "" {
 			tb.Fatalf("%s is missing; CI installs it (.ci/run)", c.binary())

@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("listening", "addr", srv.Addr(), "http", srv.HTTPAddr(), "dir", cfg.Dir)
+	log.Info("listening", "addr", srv.Addr(), "http", srv.HTTPAddr(), "dir", cfg.Dir, "tls", cfg.Secure(), "user", set.User)
 	select {
 	case <-ctx.Done():
 	case <-srv.Done():
