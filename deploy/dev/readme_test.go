@@ -1,6 +1,7 @@
 package dev_test
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -14,44 +15,87 @@ import (
 	usage "github.com/slipverify/slipverify/usage/config"
 )
 
-// configRows renders the README's configuration table from the programs'
-// own settings.
-func configRows() []string {
+// configTable is one README's configuration table: the programs whose
+// settings it lists. A table of one program has no program column.
+type configTable struct {
+	readme   string
+	programs []string
+	vars     [][]envflag.Var
+}
+
+// configTables are the READMEs' configuration tables: each tier's own
+// settings in its README, the dev stack's programs in deploy's.
+func configTables() []configTable {
+	return []configTable{
+		{"edge/README.md", []string{"edge"}, [][]envflag.Var{edge.Vars()}},
+		{"core/README.md", []string{"core"}, [][]envflag.Var{core.Vars()}},
+		{"dispatcher/README.md", []string{"dispatcher"}, [][]envflag.Var{dispatcher.Vars()}},
+		{"usage/README.md", []string{"usage"}, [][]envflag.Var{usage.Vars()}},
+		{"deploy/README.md", []string{"broker", "clickhouse"}, [][]envflag.Var{broker.Vars(), clickhouse.Vars()}},
+	}
+}
+
+// header and rows render the table from the programs' own settings.
+func (c configTable) header() string {
+	if len(c.programs) == 1 {
+		return "| variable | default | meaning |\n|---|---|---|\n"
+	}
+	return "| variable | program | default | meaning |\n|---|---|---|---|\n"
+}
+
+func (c configTable) rows() string {
 	var rows []string
-	add := func(tier string, vars []envflag.Var) {
+	for i, vars := range c.vars {
 		for _, v := range vars {
 			def := "(empty)"
 			if v.Default != "" {
 				def = "`" + v.Default + "`"
 			}
-			rows = append(rows, "| `"+v.Env+"` | "+tier+" | "+def+" | "+v.Usage+" |")
+			program := ""
+			if len(c.programs) > 1 {
+				program = " " + c.programs[i] + " |"
+			}
+			rows = append(rows, "| `"+v.Env+"` |"+program+" "+def+" | "+v.Usage+" |")
 		}
 	}
-	add("core", core.Vars())
-	add("edge", edge.Vars())
-	add("dispatcher", dispatcher.Vars())
-	add("usage", usage.Vars())
-	add("broker", broker.Vars())
-	add("clickhouse", clickhouse.Vars())
-	return rows
+	return strings.Join(rows, "\n")
 }
 
-// TestREADMEConfigTable: the README's configuration table is the programs'
-// own list of the variables they read, with the defaults and meanings the
-// code has, row for row: no row missing, stale or repeated. To refresh the
-// table, paste what this test prints when it fails.
+var update = flag.Bool("update", false, "rewrite the READMEs' configuration tables from the code")
+
+// TestREADMEConfigTable: each tier README's configuration table is the
+// program's own list of the variables it reads, with the defaults and
+// meanings the code has, row for row: no row missing, stale or repeated.
+// go test ./deploy/dev -run TestREADMEConfigTable -update rewrites them.
 func TestREADMEConfigTable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const header = "| variable | tier | default | meaning |\n|---|---|---|---|\n"
-	_, table, ok := strings.Cut(string(readme), header)
-	if !ok {
-		t.Fatal("README has no configuration table")
-	}
-	table, _, _ = strings.Cut(table, "\n\n")
-	if want := strings.Join(configRows(), "\n"); table != want {
-		t.Errorf("README's configuration table differs from the code's; it should read:\n%s", want)
+	for _, c := range configTables() {
+		readme, err := os.ReadFile("../../" + c.readme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(readme), c.header())
+		if !ok {
+			t.Errorf("%s has no configuration table (%s)", c.readme, strings.TrimSpace(c.header()))
+			continue
+		}
+		n := 0 // the table: the lines after the header that start with |
+		for n < len(rest) && rest[n] == '|' {
+			if i := strings.IndexByte(rest[n:], '\n'); i >= 0 {
+				n += i + 1
+			} else {
+				n = len(rest)
+			}
+		}
+		table := rest[:n]
+		if *update {
+			text := strings.Replace(string(readme), c.header()+table, c.header()+c.rows()+"\n", 1)
+			if err := os.WriteFile("../../"+c.readme, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if want := c.rows(); strings.TrimSuffix(table, "\n") != want {
+			t.Errorf("%s's configuration table differs from the code's; it should read:\n%s%s", c.readme, c.header(), want)
+		}
 	}
 }

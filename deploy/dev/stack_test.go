@@ -24,7 +24,8 @@ const demoKey = "046745d7-0d0a-43c1-ad0d-0d2bb1f9edc2"
 // stack is one `make run` in its own process group.
 type stack struct {
 	cmd  *exec.Cmd
-	addr string // the edge: the only address a client uses
+	addr string   // the edge: the only address a client uses
+	env  []string // the settings make run was given
 	out  testnet.Log
 	done chan struct{} // closed when make has exited
 }
@@ -43,10 +44,11 @@ func (s *stack) Exited() bool {
 func (s *stack) Output() string { return s.out.String() }
 
 // ports are the stack's listeners for one test.
-type ports struct{ edge, core, metrics, kafka string }
+type ports struct{ edge, core, metrics, kafka, usage, admin string }
 
 func freePorts(t *testing.T) ports {
-	return ports{edge: testnet.FreeAddr(t), core: testnet.FreeAddr(t), metrics: testnet.FreeAddr(t), kafka: testnet.FreeAddr(t)}
+	return ports{edge: testnet.FreeAddr(t), core: testnet.FreeAddr(t), metrics: testnet.FreeAddr(t), kafka: testnet.FreeAddr(t),
+		usage: testnet.FreeAddr(t), admin: testnet.FreeAddr(t)}
 }
 
 func startStack(t *testing.T, dataDir string, p ports) *stack {
@@ -54,12 +56,14 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 	addr := p.edge
 	cmd := exec.Command("make", "-s", "run")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "SLIP_DATA_DIR="+dataDir, "SLIP_CORE_ADDR="+p.core,
-		"SLIP_EDGE_ADDR="+p.edge, "SLIP_EDGE_METRICS_ADDR="+p.metrics, "SLIP_DISPATCHER_ADDR="+testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR="+p.kafka,
-		"SLIP_CLICKHOUSE_ADDR="+testnet.FreeAddr(t), "SLIP_CLICKHOUSE_HTTP_ADDR="+testnet.FreeAddr(t), "SLIP_USAGE_ADDR="+testnet.FreeAddr(t))
+	env := []string{"SLIP_DATA_DIR=" + dataDir, "SLIP_CORE_ADDR=" + p.core,
+		"SLIP_EDGE_ADDR=" + p.edge, "SLIP_EDGE_METRICS_ADDR=" + p.metrics, "SLIP_DISPATCHER_ADDR=" + testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR=" + p.kafka,
+		"SLIP_CLICKHOUSE_ADDR=" + testnet.FreeAddr(t), "SLIP_CLICKHOUSE_HTTP_ADDR=" + testnet.FreeAddr(t), "SLIP_USAGE_ADDR=" + p.usage,
+		"SLIP_ADMIN_ADDR=" + p.admin}
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 10 * time.Second // a tier left running holds make's output open
-	s := &stack{cmd: cmd, addr: addr, done: make(chan struct{})}
+	s := &stack{cmd: cmd, addr: addr, env: env, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &s.out, &s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

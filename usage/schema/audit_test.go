@@ -52,10 +52,10 @@ func TestAuditSchemaUpgrade(t *testing.T) {
 	}
 }
 
-// readmeAuditSQL returns the statements of the README's audit log example.
+// readmeAuditSQL returns the statements of the usage README's audit log example.
 func readmeAuditSQL(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
