@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -35,14 +33,17 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		WriteTimeout:             cfg.CoreTimeout,
 		MaxResponseBodySize:      16 << 20,
 		NoDefaultUserAgentHeader: true,
-		RetryIfErr:               retryStale,
-		DialTimeout:              dialCore,
+		// retryCore is set below: it closes the pool once one connection
+		// of it turns out closed by core.
+		MaxIdemponentCallAttempts: maxCoreAttempts,
+		DialTimeout:               dialCore,
 		// core gets the path as the client sent it, which is the path the
 		// edge's router matched and authorised: decoded and cleaned,
 		// /v2/verify/bank/jobs/..%2F..%2F..%2F..%2Fverify would reach core
 		// as /verify, outside the verify route's rate budget.
 		DisablePathNormalizing: true,
 	}
+	core.RetryIfErr = func(_ *fasthttp.Request, _ int, err error) (bool, bool) { return retryCore(core, err) }
 	auth, err := authcache.New(authcache.Config{
 		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second,
 	})
@@ -80,7 +81,8 @@ func dialCore(addr string, timeout time.Duration) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rawsock.WrapClient(c), nil
+	tcp, _ := c.(*net.TCPConn)
+	return watchClosed(rawsock.WrapClient(c), tcp), nil
 }
 
 // SweepNonces releases the nonces of every client whose window has passed,
@@ -113,13 +115,19 @@ func (g *Gateway) Close() {
 	}
 }
 
-// retryStale sends a request to core once more when its connection turned
-// out closed before any answer: a pooled keep-alive connection that core
-// closed while it was idle (core restarted, or timed it out) fails this
-// way, and core never saw the request. A core that died while handling
-// the request cannot take the retry either: it refuses the new connection.
-func retryStale(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
-	stale := errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-	return false, attempts == 1 && stale
+// maxCoreAttempts bounds the tries of one request to core: each but the
+// last found a pooled connection core had closed (retryCore).
+const maxCoreAttempts = 3
+
+// retryCore sends a request to core again only when it was not sent at
+// all: its pooled connection turned out closed by core while it was idle
+// (errCoreClosed), as every one is after core restarted, so the rest of the
+// pool is closed too. A request cut off after it was sent (a reset, core's
+// close, its crash) is not: core may have acted on it.
+func retryCore(core *fasthttp.HostClient, err error) (resetTimeout, retry bool) {
+	if !errors.Is(err, errCoreClosed) {
+		return false, false
+	}
+	core.CloseIdleConnections()
+	return false, true
 }
