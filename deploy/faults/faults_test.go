@@ -10,14 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/deploy/faults/tcpproxy"
 )
 
 // Phases of each fault, counted in requests offered, so a slow machine
@@ -32,30 +30,39 @@ const (
 // removes it; when remove returns, the faulted part runs again.
 type fault struct {
 	name   string
+	load   profile
 	inject func(t *testing.T, s *stack) (remove func())
 }
 
 var matrix = []fault{
-	{"kill -9 edge", kill(func(s *stack) *testnet.Program { return s.edge })},
-	{"kill -9 core", kill(func(s *stack) *testnet.Program { return s.core })},
-	{"kill -9 dispatcher", kill(func(s *stack) *testnet.Program { return s.dispatcher })},
-	{"kill -9 usage", kill(func(s *stack) *testnet.Program { return s.usage })},
-	{"broker stopped, restarted", func(t *testing.T, s *stack) func() {
+	{"kill -9 edge", mixed, kill(func(s *stack) *testnet.Program { return s.edge })},
+	{"kill -9 core", mixed, kill(func(s *stack) *testnet.Program { return s.core })},
+	{"kill -9 dispatcher", asyncHeavy, kill(func(s *stack) *testnet.Program { return s.dispatcher })},
+	{"kill -9 usage", mixed, kill(func(s *stack) *testnet.Program { return s.usage })},
+	{"kill -9 broker", mixed, kill(func(s *stack) *testnet.Program { return s.broker })},
+	{"broker stopped (SIGTERM), restarted", mixed, func(t *testing.T, s *stack) func() {
 		s.broker.Stop()
 		return func() { s.broker.Restart(t) }
 	}},
-	{"ClickHouse stopped, restarted", func(t *testing.T, s *stack) func() {
+	{"broker frozen (SIGSTOP): every link to it hangs", mixed, freeze(func(s *stack) int { return s.broker.Pid() })},
+	{"kill -9 ClickHouse", mixed, killClickHouse},
+	{"ClickHouse stopped (SIGTERM), restarted", mixed, func(t *testing.T, s *stack) func() {
 		if err := s.ch.Stop(30 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		return func() {
-			if err := s.ch.Restart(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		}
+		return restartClickHouse(t, s)
 	}},
-	{"core slowed to 1/5 speed", slowCore},
-	{"disk full for core's bbolt", diskFull},
+	{"core slowed to 1/5 speed", mixed, slowCore},
+	{"disk full for core's bbolt", mixed, diskFull},
+	{"edge→core partitioned", mixed, partition(func(s *stack) *tcpproxy.Proxy { return s.edgeCore })},
+	{"edge→core delayed 200 ms each way", mixed, delay(func(s *stack) *tcpproxy.Proxy { return s.edgeCore }, 200*time.Millisecond)},
+	{"edge→core delayed 1.5 s each way (past the edge's 2 s wait)", mixed, delay(func(s *stack) *tcpproxy.Proxy { return s.edgeCore }, 1500*time.Millisecond)},
+	{"edge→core connections reset every 300 ms, 100 ms delay", mixed, resets(func(s *stack) *tcpproxy.Proxy { return s.edgeCore })},
+	{"usage→ClickHouse partitioned", mixed, partition(func(s *stack) *tcpproxy.Proxy { return s.usageCH })},
+	{"dispatcher→receiver partitioned", asyncHeavy, partition(func(s *stack) *tcpproxy.Proxy { return s.hook })},
+	{"dispatcher→receiver delayed 300 ms each way (callbacks outlast the 1 s wait)", asyncHeavy, delay(func(s *stack) *tcpproxy.Proxy { return s.hook }, 300*time.Millisecond)},
+	{"kill -9 broker while core is slowed", mixed, both(kill(func(s *stack) *testnet.Program { return s.broker }), slowCore)},
+	{"kill -9 ClickHouse while edge→core is delayed 200 ms", mixed, both(killClickHouse, delay(func(s *stack) *tcpproxy.Proxy { return s.edgeCore }, 200*time.Millisecond))},
 }
 
 // kill kills a tier with SIGKILL; removing the fault starts it again and
@@ -65,6 +72,79 @@ func kill(proc func(*stack) *testnet.Program) func(*testing.T, *stack) func() {
 		p := proc(s)
 		p.Kill()
 		return func() { p.Restart(t) }
+	}
+}
+
+// freeze stops a process with SIGSTOP: its connections stay open and its
+// port accepts, but nothing answers, as over a link that drops every packet.
+func freeze(pid func(*stack) int) func(*testing.T, *stack) func() {
+	return func(t *testing.T, s *stack) func() {
+		p := pid(s)
+		syscall.Kill(p, syscall.SIGSTOP)
+		return func() { syscall.Kill(p, syscall.SIGCONT) }
+	}
+}
+
+func killClickHouse(t *testing.T, s *stack) func() {
+	s.ch.Kill()
+	return restartClickHouse(t, s)
+}
+
+func restartClickHouse(t *testing.T, s *stack) func() {
+	return func() {
+		if err := s.ch.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// partition holds every byte through a proxy until the fault is removed.
+func partition(p func(*stack) *tcpproxy.Proxy) func(*testing.T, *stack) func() {
+	return func(t *testing.T, s *stack) func() {
+		p(s).Partition()
+		return p(s).Heal
+	}
+}
+
+// delay adds d each way through a proxy.
+func delay(p func(*stack) *tcpproxy.Proxy, d time.Duration) func(*testing.T, *stack) func() {
+	return func(t *testing.T, s *stack) func() {
+		p(s).SetDelay(d)
+		return func() { p(s).SetDelay(0) }
+	}
+}
+
+// resets resets every connection through a proxy every 300 ms, with 100 ms
+// of delay each way so that some are cut with a request delivered and its
+// answer on the way back.
+func resets(p func(*stack) *tcpproxy.Proxy) func(*testing.T, *stack) func() {
+	return func(t *testing.T, s *stack) func() {
+		px := p(s)
+		px.SetDelay(100 * time.Millisecond)
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(300 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					px.Reset()
+				}
+			}
+		}()
+		return func() { close(stop); <-done; px.SetDelay(0) }
+	}
+}
+
+// both applies two faults at once and removes them in reverse order.
+func both(f1, f2 func(*testing.T, *stack) func()) func(*testing.T, *stack) func() {
+	return func(t *testing.T, s *stack) func() {
+		r1 := f1(t, s)
+		r2 := f2(t, s)
+		return func() { r2(); r1() }
 	}
 }
 
@@ -124,27 +204,31 @@ func diskFull(t *testing.T, s *stack) func() {
 
 // result is one row of the table.
 type result struct {
-	fault                      string
+	fault, load                string
 	sent, accepted             int
 	refused                    string
-	lost, duplicated           int
+	lost, double               int
+	chargedRefused             int    // pairs charged though every answer was an error
+	quota                      string // b2b quota changes: accepted of sent, and how far the limit moved
+	jobs, called, repeats      int
 	slowest, recovery, drained time.Duration
 	problems                   []string
 }
 
-// TestFaultMatrix runs every fault in turn on one stack, each with a
-// branch of its own, and prints what clients saw and what was lost.
+// TestFaultMatrix runs every fault in turn on one stack, each with
+// branches of its own, and prints what clients saw and what was charged.
 func TestFaultMatrix(t *testing.T) {
-	keys := make([]string, len(matrix))
-	for i := range keys {
-		keys[i] = uuid.NewString()
+	rows := make([]branches, len(matrix))
+	for i := range rows {
+		rows[i] = rowBranches(i)
 	}
-	s := startStack(t, keys)
-	var rows []result
+	pictures() // drawn once, before any load
+	s := startStack(t, rows)
+	var results []result
 	for i, f := range matrix {
 		ok := t.Run(f.name, func(t *testing.T) {
-			r := runFault(t, s, f, fmt.Sprintf("br-%d", i), keys[i])
-			rows = append(rows, r)
+			r := runFault(t, s, f, rows[i])
+			results = append(results, r)
 			for _, p := range r.problems {
 				t.Error(p)
 			}
@@ -153,7 +237,7 @@ func TestFaultMatrix(t *testing.T) {
 			break // a tier did not come back: the next rows would measure that
 		}
 	}
-	fmt.Print(table(rows))
+	fmt.Print(table(results))
 	if n := s.rcv.badSignatures(); n > 0 {
 		t.Errorf("%d callbacks with a bad signature", n)
 	}
@@ -169,10 +253,11 @@ func (s *stack) anyExited() bool {
 }
 
 // runFault offers the load, injects the fault, removes it, and then checks
-// that every accepted verification is recorded and billed once and every
-// accepted job answered and called back.
-func runFault(t *testing.T, s *stack, f fault, branch, key string) result {
-	l := newLoad(s, key)
+// every request: what was accepted was charged once, what was refused was
+// not charged, every accepted job was called back, and the ledger equals
+// core's counters.
+func runFault(t *testing.T, s *stack, f fault, br branches) result {
+	l := newLoad(s, br, f.load)
 	ctx, cancel := context.WithCancel(context.Background())
 	offered := &l.offered
 	done := make(chan struct{})
@@ -189,20 +274,20 @@ func runFault(t *testing.T, s *stack, f fault, branch, key string) result {
 	waitOffered(before + during)
 	removed := time.Now()
 	remove()
-	for !l.one(false) { // the first request the platform accepts again
+	for !l.one(bankV2) { // the first request the platform accepts again
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
-	r := result{fault: f.name, recovery: time.Since(removed)}
+	r := result{fault: f.name, load: f.load.name, recovery: time.Since(removed)}
 	waitOffered(offered.Load() + after)
 	stopLoad()
 
-	r.drained = l.settle(t, branch, removed)
-	l.audit(t, branch, &r)
+	r.drained = l.settle(t, &r, removed)
+	l.audit(t, &r)
 	l.mu.Lock()
-	r.sent, r.accepted, r.slowest = len(l.slips), len(l.accepted), l.slowest
+	r.sent, r.accepted, r.slowest = l.sent, l.accepted, l.slowest
 	l.mu.Unlock()
 	r.refused = l.refusals()
-	if n := l.refusedAs("500 INTERNAL_SERVER_ERROR"); n > 0 {
+	if n := l.refusedAs("500 INTERNAL_SERVER_ERROR") + l.refusedAs("500 server_error"); n > 0 {
 		r.problems = append(r.problems, fmt.Sprintf("%d requests answered INTERNAL_SERVER_ERROR (a failure the platform did not expect)", n))
 	}
 	if n := l.refusedAs("client timeout"); n > 0 {
@@ -211,39 +296,94 @@ func runFault(t *testing.T, s *stack, f fault, branch, key string) result {
 	return r
 }
 
-// settle waits until every accepted job is done and called back and the
-// ledger holds as many billable verifications of the branch as core
-// counted, and returns how long after the fault's removal that was.
-func (l *load) settle(t *testing.T, branch string, removed time.Time) time.Duration {
-	answered := map[string]bool{}
-	var pending []string
-	var ledger, core int64
+// settle waits until every accepted job has ended and been called back and
+// the ledger holds as many billable verifications of the row's branches as
+// core counted, and returns how long after the fault's removal that was.
+// Each job's end counts for its slip: done with success is accepted.
+func (l *load) settle(t *testing.T, r *result, removed time.Time) time.Duration {
+	ended := map[string]string{} // job → its end as polled
 	deadline := time.Now().Add(2 * time.Minute)
+	var pending []string
+	var ledger, core map[string]int64
+	var err error
 	for {
 		pending = pending[:0]
-		for _, job := range l.jobs {
-			if !answered[job] {
-				a, err := l.s.do("GET", "/v2/verify/bank/jobs/"+job, l.key, nil)
-				answered[job] = err == nil && a.body.Data.Status == "done" &&
-					a.body.Data.Result != nil && a.body.Data.Result.Status == "success"
+		for job := range l.jobs {
+			if ended[job] == "" {
+				ended[job] = l.poll(job)
 			}
-			if !answered[job] || !l.s.rcv.delivered(job) {
+			if ended[job] == "" || l.s.rcv.delivered(job).taken == 0 {
 				pending = append(pending, job)
 			}
 		}
-		var err1, err2 error
-		ledger, err1 = l.s.ledgerBillable(branch)
-		core, err2 = l.s.coreUsed(branch)
-		if len(pending) == 0 && err1 == nil && err2 == nil && ledger == core {
-			return time.Since(removed)
+		ledger, core, err = l.counts()
+		if len(pending) == 0 && err == nil && l.equal(ledger, core) {
+			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("not settled in 2m: %d of %d jobs unanswered or not called back (first %v); ledger %d, core %d (%v %v)",
-				len(pending), len(l.jobs), first(pending), ledger, core, err1, err2)
-			return time.Since(removed)
+			r.problems = append(r.problems, fmt.Sprintf("not settled in 2m: %d of %d jobs not ended or not called back (first %v); ledger %v, core %v (%v)",
+				len(pending), len(l.jobs), first(pending), ledger, core, err))
+			break
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval
 	}
+	took := time.Since(removed)
+	for job, p := range l.jobs {
+		r.jobs++
+		switch end := ended[job]; end {
+		case "done success":
+			p.ok++
+		case "":
+			p.refused = append(p.refused, "job not ended")
+		default:
+			p.refused = append(p.refused, "job "+end)
+		}
+		if d := l.s.rcv.delivered(job); d.taken > 0 {
+			r.called++
+			r.repeats += d.taken - 1
+		}
+	}
+	if r.called < r.jobs {
+		r.problems = append(r.problems, fmt.Sprintf("%d of %d accepted jobs never called back", r.jobs-r.called, r.jobs))
+	}
+	return took
+}
+
+// poll returns a job's end ("done success", "failed CODE", ...), or "" while
+// it runs.
+func (l *load) poll(job string) string {
+	a, err := l.s.do("GET", "/v2/verify/bank/jobs/"+job, l.br.a.key, nil)
+	if err != nil || !a.ok() {
+		return ""
+	}
+	d := a.body.Data
+	switch {
+	case d.Status == "done" && d.Result != nil:
+		return "done " + d.Result.Status
+	case d.Status == "failed" && d.Error != nil:
+		return "failed " + d.Error.Code
+	}
+	return ""
+}
+
+// counts returns the ledger's and core's billable verifications of the
+// row's branches.
+func (l *load) counts() (ledger, core map[string]int64, err error) {
+	ledger, err = l.s.ledgerBillable()
+	if err != nil {
+		return nil, nil, err
+	}
+	core, err = l.s.coreTotals()
+	return ledger, core, err
+}
+
+func (l *load) equal(ledger, core map[string]int64) bool {
+	for _, b := range []branch{l.br.a, l.br.b, l.br.q} {
+		if ledger[b.id] != core[b.id] {
+			return false
+		}
+	}
+	return true
 }
 
 func first(s []string) string {
@@ -253,68 +393,189 @@ func first(s []string) string {
 	return s[0]
 }
 
-// audit verifies every slip sent once more: core must know each accepted
-// one (isDuplicate, and free: a self-duplicate costs no quota), and the
-// rest are billed now. Then each slip has been billed exactly once, in
-// core and in the ledger, or something was lost or billed twice.
-func (l *load) audit(t *testing.T, branch string, r *result) {
-	l.mu.Lock()
-	slips := append([]string(nil), l.slips...)
-	l.mu.Unlock()
-	var forgot, failed atomic.Int64
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p := range work {
-				a, err := l.s.do("POST", "/v2/verify/bank", l.key, map[string]any{"payload": p})
-				switch {
-				case err != nil || a.status != 200 || a.body.Data.IsDuplicate == nil:
-					failed.Add(1)
-				case !*a.body.Data.IsDuplicate && l.accepted[p]:
-					forgot.Add(1)
-				}
-			}
-		}()
+// audit asks core, slip by slip, which pairs it charged: it sets each of
+// the row's branches' limit to what it used (a b2b quota change), so that
+// verifying a pair again is answered free (200) when the branch verified
+// the slip before, and refused QUOTA_EXCEEDED when it did not, charging
+// nothing either way. Then an accepted pair not charged is lost, a pair
+// charged with only errors answered was charged but refused, and a branch's
+// counter above its charged pairs charged some twice.
+func (l *load) audit(t *testing.T, r *result) {
+	q, err := l.quota(l.br.q.id)
+	switch {
+	case err != nil:
+		r.problems = append(r.problems, fmt.Sprintf("reading the quota branch: %v", err))
+	case q.LimitQuota == nil || q.UsedQuota > *q.LimitQuota:
+		r.problems = append(r.problems, fmt.Sprintf("the quota branch used %d of a limit of %v", q.UsedQuota, q.LimitQuota))
+	default:
+		moved := int(*q.LimitQuota) - quotaStart
+		r.quota = fmt.Sprintf("%d/%d, +%d", l.quotaOK, l.quotaSent, moved)
+		if moved > l.quotaSent {
+			r.problems = append(r.problems, fmt.Sprintf("%d quota changes sent moved the limit by %d", l.quotaSent, moved))
+			r.double += moved - l.quotaSent
+		}
 	}
-	for _, p := range slips {
-		work <- p
+	for _, b := range []branch{l.br.a, l.br.b, l.br.q} {
+		if err := l.capAtUsed(b); err != nil {
+			r.problems = append(r.problems, err.Error())
+			return
+		}
+	}
+	pairs := make([]*pair, 0, len(l.pairs))
+	for _, p := range l.pairs {
+		pairs = append(pairs, p)
+	}
+	charged := make([]bool, len(pairs))
+	var mu sync.Mutex
+	var failed []string
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				c, err := l.charged(pairs[i])
+				mu.Lock()
+				charged[i] = c
+				if err != nil {
+					failed = append(failed, err.Error())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range pairs {
+		work <- i
 	}
 	close(work)
 	wg.Wait()
-	if failed.Load() > 0 {
-		r.problems = append(r.problems, fmt.Sprintf("audit: %d of %d verifications failed", failed.Load(), len(slips)))
+	if len(failed) > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("audit: %d of %d pairs not told (first: %s)", len(failed), len(pairs), failed[0]))
+		return
 	}
-	want := int64(len(slips))
-	var ledger, core int64
-	testnet.Eventually(t, time.Minute, func() bool {
-		var err1, err2 error
-		ledger, err1 = l.s.ledgerBillable(branch)
-		core, err2 = l.s.coreUsed(branch)
-		return err1 == nil && err2 == nil && ledger == core && ledger >= want
-	}, func() string { return fmt.Sprintf("ledger %d, core %d, slips %d", ledger, core, want) })
-	r.lost = int(forgot.Load()) + int(max(0, want-ledger)) + int(max(0, want-core))
-	r.duplicated = int(max(0, ledger-want)) + int(max(0, core-want))
-	if forgot.Load() > 0 {
-		r.problems = append(r.problems, fmt.Sprintf("%d accepted verifications unknown to core afterwards", forgot.Load()))
+	perBranch := map[string]int64{}
+	var unexplained []string
+	for i, p := range pairs {
+		accepted := p.ok > 0
+		if charged[i] {
+			perBranch[p.br.id]++
+		}
+		switch {
+		case accepted && !charged[i]:
+			r.lost++
+		case !accepted && charged[i]:
+			r.chargedRefused++
+			if !anyUnknown(p.refused) {
+				unexplained = append(unexplained, fmt.Sprintf("%s on %s: %v", kindName(p.kind), p.br.id, p.refused))
+			}
+		}
 	}
-	if r.lost > 0 || r.duplicated > 0 {
-		r.problems = append(r.problems, fmt.Sprintf("%d slips: core billed %d, ledger %d", want, core, ledger))
+	if len(unexplained) > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("%d pairs charged though refused with a definite answer: %s",
+			len(unexplained), strings.Join(unexplained[:min(3, len(unexplained))], "; ")))
 	}
+	ledger, core, err := l.counts()
+	if err != nil {
+		r.problems = append(r.problems, err.Error())
+		return
+	}
+	for _, b := range []branch{l.br.a, l.br.b, l.br.q} {
+		r.double += int(max(0, core[b.id]-perBranch[b.id]) + max(0, ledger[b.id]-core[b.id]))
+		r.lost += int(max(0, perBranch[b.id]-core[b.id]) + max(0, core[b.id]-ledger[b.id]))
+		if core[b.id] != perBranch[b.id] || ledger[b.id] != core[b.id] {
+			r.problems = append(r.problems, fmt.Sprintf("%s: %d slips charged, core counted %d, the ledger %d",
+				b.id, perBranch[b.id], core[b.id], ledger[b.id]))
+		}
+	}
+	if r.lost > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("%d accepted verifications not charged", r.lost))
+	}
+}
+
+// anyUnknown reports whether any of a pair's refusals left its outcome
+// unknown to the client.
+func anyUnknown(whats []string) bool {
+	for _, w := range whats {
+		if unknownOutcome(w) {
+			return true
+		}
+	}
+	return false
+}
+
+type quotaRecord struct {
+	LimitQuota *int64
+	UsedQuota  int64
+}
+
+// quota reads a branch's quota record through the b2b API.
+func (l *load) quota(branchID string) (quotaRecord, error) {
+	a, err := l.s.b2b("GET", "/b2b/branches/"+branchID+"/quota", nil)
+	if err != nil {
+		return quotaRecord{}, err
+	}
+	if !a.ok() || a.body.Data.Branch == nil {
+		return quotaRecord{}, fmt.Errorf("quota of %s: %s", branchID, a.what())
+	}
+	return quotaRecord{a.body.Data.Branch.LimitQuota, a.body.Data.Branch.UsedQuota}, nil
+}
+
+// capAtUsed sets a branch's limit to its used quota.
+func (l *load) capAtUsed(b branch) error {
+	q, err := l.quota(b.id)
+	if err != nil {
+		return err
+	}
+	a, err := l.s.b2b("PUT", "/b2b/branches/"+b.id+"/quota", map[string]any{"limitQuota": q.UsedQuota})
+	if err != nil {
+		return err
+	}
+	if !a.ok() {
+		return fmt.Errorf("capping %s at %d: %s", b.id, q.UsedQuota, a.what())
+	}
+	return nil
+}
+
+// charged verifies a pair again on v2 with its branch at its limit: 200
+// says the branch had verified the slip (charged), QUOTA_EXCEEDED that it
+// had not. A transient refusal is asked again.
+func (l *load) charged(p *pair) (bool, error) {
+	path := "/v2/verify/bank"
+	if p.wallet {
+		path = "/v2/verify/wallet"
+	}
+	var what string
+	for range 5 {
+		a, err := l.s.send(call{method: "POST", path: path, body: payloadBody(p.payload, ""), key: p.br.key})
+		switch {
+		case err != nil:
+			what = transportError(err)
+		case a.status == 200:
+			return true, nil
+		case a.body.Error.Code == "QUOTA_EXCEEDED":
+			return false, nil
+		default:
+			what = a.what()
+		}
+	}
+	return false, fmt.Errorf("%s on %s: %s", kindName(p.kind), p.br.id, what)
+}
+
+func kindName(k kind) string {
+	return [...]string{"bank v2", "bank v2 signed", "wallet", "image", "v1", "v1 repeat", "cross-branch", "quota branch",
+		"quota change", "async", "batch"}[k]
 }
 
 // table is the matrix in markdown.
 func table(rows []result) string {
 	var b strings.Builder
-	b.WriteString("\n| fault | sent | accepted | refused (what clients saw) | lost | duplicated billing | slowest answer | recovery | drained |\n")
-	b.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| fault | load | sent | accepted | refused (what clients saw) | lost | double-charged | charged but refused | quota changes (ok/sent, limit moved) | jobs called back | repeats | slowest answer | recovery | drained |\n")
+	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %d | %d | %s | %s | %s |\n", r.fault, r.sent, r.accepted, r.refused,
-			r.lost, r.duplicated, r.slowest.Round(time.Millisecond), r.recovery.Round(time.Millisecond), r.drained.Round(time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d | %d | %s | %d/%d | %d | %s | %s | %s |\n", r.fault, r.load, r.sent, r.accepted, r.refused,
+			r.lost, r.double, r.chargedRefused, r.quota, r.called, r.jobs, r.repeats,
+			r.slowest.Round(time.Millisecond), r.recovery.Round(time.Millisecond), r.drained.Round(time.Millisecond))
 	}
 	b.WriteString("\nrecovery: from the fault's removal to the first request accepted again; drained: to every accepted job\n" +
-		"answered and called back and the ledger equal to core's counters.\n")
+		"ended and called back and the ledger equal to core's counters.\n")
 	return b.String()
 }

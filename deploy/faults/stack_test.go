@@ -15,45 +15,73 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
+	"github.com/slipverify/slipverify/deploy/faults/tcpproxy"
+	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/reconcile"
 )
 
 const (
 	webhookSecret = "whsec_faults_0123456789"
+	b2bSecret     = "b2bsec_faults_0123456789abcdef"
 	service       = "svc"
 	coreTimeout   = 2 * time.Second // the edge's wait for core: a frozen core answers API_SERVER_ERROR after it
+	hookTimeout   = time.Second     // the dispatcher's wait for one callback
+	quotaStart    = 10              // the quota branch's limit at the start of its row
 )
 
 // stack is the platform as real processes: the dev broker, a ClickHouse
 // server, core, the usage tier, the dispatcher and the edge, with an HTTPS
-// webhook receiver in the test.
+// webhook receiver in the test. Proxies the test controls sit between the
+// edge and core, the usage tier and ClickHouse, and the dispatcher and the
+// receiver.
 type stack struct {
 	broker, core, usage, dispatcher, edge *testnet.Program
 	ch                                    *clickhouse.Server
+	edgeCore, usageCH, hook               *tcpproxy.Proxy
 	ledger                                *chstore.Store
 	rcv                                   *receiver
 	coreDir                               string // core's data: its bbolt file
 	smallDisk                             string // why coreDir is not a disk of its own, or ""
 	client                                *http.Client
+	b2bKey                                string // the service's B2B client (all permissions)
+	signer                                *authn.Signer
+	hookURL                               string // the receiver, through the hook proxy
+}
+
+// branches are one row's: a is where most traffic goes, b verifies a's
+// slips again (cross-branch duplicates), q has a small limit that b2b
+// quota changes move during the row.
+type branches struct {
+	a, b, q branch
+}
+
+type branch struct{ id, key string }
+
+func rowBranches(i int) branches {
+	mk := func(s string) branch { return branch{fmt.Sprintf("r%d%s", i, s), uuid.NewString()} }
+	return branches{mk("a"), mk("b"), mk("q")}
 }
 
 // TestMain removes the programs the test builds.
 func TestMain(m *testing.M) { testnet.Main(m) }
 
-func startStack(t *testing.T, branches []string) *stack {
+func startStack(t *testing.T, rows []branches) *stack {
 	t.Helper()
-	s := &stack{rcv: newReceiver(t), coreDir: filepath.Join(t.TempDir(), "core")}
+	s := &stack{rcv: newReceiver(t), coreDir: filepath.Join(t.TempDir(), "core"),
+		b2bKey: strings.Repeat("b2", 32), signer: authn.NewSigner(b2bSecret)}
 	s.client = &http.Client{Timeout: clientTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	t.Cleanup(s.client.CloseIdleConnections)
 	if err := os.Mkdir(s.coreDir, 0o700); err != nil {
@@ -61,25 +89,39 @@ func startStack(t *testing.T, branches []string) *stack {
 	}
 	s.mountSmallDisk(t)
 	kafka := testnet.FreeAddr(t)
+	s.hook = proxy(t, strings.TrimPrefix(s.rcv.srv.URL, "https://"))
+	s.hookURL = "https://" + s.hook.Addr() + "/hook"
 	common := []string{"SLIP_KAFKA_ADDR=" + kafka, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "SLIP_EGRESS_CA_FILE=" + s.rcv.caFile}
 
 	s.broker = testnet.StartBroker(t, append(common, "SLIP_BROKER_PARTITIONS=3", "SLIP_BROKER_MEMORY=false")...)
 	s.ch = clickhouse.StartTest(t)
+	s.usageCH = proxy(t, s.ch.Addr())
 	var err error
 	if s.ledger, err = chstore.Open(chstore.Options{Addrs: []string{s.ch.Addr()}, Database: "slip", Username: "default"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.ledger.Close() })
 
-	s.core = testnet.StartCore(t, testnet.Seed(t, seedJSON(branches)), append(common, "SLIP_DATA_DIR="+s.coreDir,
-		"SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms", "SLIP_WEBHOOK_RETRY_SCHEDULE=200ms,500ms,1s")...)
-	s.usage = testnet.StartUsage(t, kafka, s.ch.Addr(), append(common, "SLIP_CORE_ADDR="+s.core.Addr,
+	s.core = testnet.StartCore(t, testnet.Seed(t, s.seedJSON(rows)), append(common, "SLIP_DATA_DIR="+s.coreDir,
+		"SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms", "SLIP_WEBHOOK_RETRY_SCHEDULE=500ms,1s,2s")...)
+	s.edgeCore = proxy(t, s.core.Addr)
+	s.usage = testnet.StartUsage(t, kafka, s.usageCH.Addr(), append(common, "SLIP_CORE_ADDR="+s.core.Addr,
 		"SLIP_EDGE_TOKEN="+testnet.EdgeToken, "SLIP_USAGE_FLUSH=100ms", "SLIP_USAGE_RETRY_MAX=1s")...)
-	s.dispatcher = testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT=2s")...)
-	s.edge = testnet.StartEdge(t, s.core.Addr, append(common, "SLIP_EDGE_AUTH_TTL=1h",
+	s.dispatcher = testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT="+hookTimeout.String())...)
+	s.edge = testnet.StartEdge(t, s.edgeCore.Addr(), append(common, "SLIP_EDGE_AUTH_TTL=1h",
 		"SLIP_EDGE_CORE_TIMEOUT="+coreTimeout.String())...)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	return s
+}
+
+// proxy starts a proxy to target until the test ends.
+func proxy(t *testing.T, target string) *tcpproxy.Proxy {
+	p, err := tcpproxy.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // diskSize is the size of the disk core's data is on, small enough to
@@ -106,52 +148,102 @@ func (s *stack) mountSmallDisk(t *testing.T) {
 	})
 }
 
-// seedJSON is one service with a branch per fault, each with its own key,
-// so each fault's billing is counted apart; quota and rates never refuse.
-func seedJSON(keys []string) string {
+// seedJSON is one service with three branches per row, each with its own
+// key, so each row's billing is counted apart, and a B2B client that signs
+// requests and changes quotas; only the quota branches' limits refuse.
+func (s *stack) seedJSON(rows []branches) string {
 	var bs []string
-	for i, key := range keys {
-		bs = append(bs, fmt.Sprintf(`{"id":"br-%d","name":"branch %d","main":%v,"key":%q,"active":true,
-			"ipAllow":["*"],"limitQuota":null,"webhookUrl":null,"webhookSecret":%q}`, i, i, i == 0, key, webhookSecret))
+	for i, r := range rows {
+		for _, b := range []struct {
+			branch
+			limit string
+		}{{r.a, "null"}, {r.b, "null"}, {r.q, strconv.Itoa(quotaStart)}} {
+			bs = append(bs, fmt.Sprintf(`{"id":%q,"name":%q,"main":%v,"key":%q,"active":true,
+			"ipAllow":["*"],"limitQuota":%s,"webhookUrl":null,"webhookSecret":%q}`, b.id, b.id, i == 0 && b.id == r.a.id, b.key, b.limit, webhookSecret))
+		}
 	}
 	return `{"services":[{"id":"` + service + `","name":"Shop","state":"active","userBanned":false,
 	"quota":{"limit":10000000,"cycleAnchorDay":1},"rate":{"bank":100000,"wallet":100000},
-	"branches":[` + strings.Join(bs, ",") + `],"b2bClients":[],"bankAccounts":[]}],
+	"branches":[` + strings.Join(bs, ",") + `],
+	"b2bClients":[{"key":"` + s.b2bKey + `","secret":"` + b2bSecret + `","permissions":["branch:read","branch:write","quota:read","quota:write","bank-account:read","bank-account:write"]}],
+	"bankAccounts":[]}],
 	"sandbox":{"notFound":[],"upstreamError":[]}}`
 }
 
-// answer is a client's view of one request.
+// call is one request of a client.
+type call struct {
+	method, path string
+	body         []byte
+	contentType  string // application/json when empty
+	key          string // the Bearer key, or the key a signed request names
+	signed       bool   // HMAC-signed with the service's B2B secret
+}
+
+// answer is a client's view of one request: v2 and v1 bodies alike.
 type answer struct {
 	status int
 	body   struct {
 		Success bool `json:"success"`
 		Data    struct {
-			JobID       string `json:"jobId"`
-			Status      string `json:"status"`
-			IsDuplicate *bool  `json:"isDuplicate"`
+			JobID       string   `json:"jobId"`
+			JobIDs      []string `json:"jobIds"`
+			Status      string   `json:"status"`
+			IsDuplicate *bool    `json:"isDuplicate"`
 			Result      *struct {
 				Status string `json:"status"`
 			} `json:"result"`
+			Error *struct {
+				Code string `json:"code"`
+			} `json:"error"`
+			Branch *struct {
+				LimitQuota *int64 `json:"limitQuota"`
+				UsedQuota  int64  `json:"usedQuota"`
+			} `json:"branch"` // a quota answer's
 		} `json:"data"`
 		Error struct {
 			Code string `json:"code"`
 		} `json:"error"`
+		Message string `json:"message"` // v1: the code of a refusal
 	}
 	raw []byte
 }
 
-// do sends one request through the edge with a branch's key.
-func (s *stack) do(method, path, key string, body any) (answer, error) {
-	var raw []byte
-	if body != nil {
-		raw, _ = json.Marshal(body)
+// ok reports whether the platform accepted the request.
+func (a answer) ok() bool { return a.status >= 200 && a.status < 300 }
+
+// what names a refusal as the client saw it: status and code.
+func (a answer) what() string {
+	switch {
+	case a.body.Error.Code != "":
+		return fmt.Sprintf("%d %s", a.status, a.body.Error.Code)
+	case a.body.Message != "" && a.status >= 400:
+		return fmt.Sprintf("%d %s", a.status, a.body.Message)
 	}
-	req, err := http.NewRequest(method, s.edge.URL()+path, bytes.NewReader(raw))
+	return fmt.Sprintf("%d %.40s", a.status, a.raw)
+}
+
+// send sends one request through the edge.
+func (s *stack) send(c call) (answer, error) {
+	req, err := http.NewRequest(c.method, s.edge.URL()+c.path, bytes.NewReader(c.body))
 	if err != nil {
 		return answer{}, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
+	ct := c.contentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	req.Header.Set("Content-Type", ct)
+	if c.signed {
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		nonce := uuid.NewString()
+		sts := authn.AppendStringToSign(nil, []byte(c.method), authn.SignedPath([]byte(c.path)), []byte(ts), []byte(nonce), c.body)
+		req.Header.Set("X-API-Key", c.key)
+		req.Header.Set("X-Timestamp", ts)
+		req.Header.Set("X-Nonce", nonce)
+		req.Header.Set("X-Signature", s.signer.Sign(sts))
+	} else {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
 	res, err := s.client.Do(req)
 	if err != nil {
 		return answer{}, err
@@ -165,51 +257,76 @@ func (s *stack) do(method, path, key string, body any) (answer, error) {
 	return a, nil
 }
 
-// ledgerBillable is the usage ledger's billable verifications of a branch,
-// each event counted once, as finance reads them.
-func (s *stack) ledgerBillable(branch string) (int64, error) {
+// do sends a JSON request with a branch's Bearer key.
+func (s *stack) do(method, path, key string, body any) (answer, error) {
+	var raw []byte
+	if body != nil {
+		raw, _ = json.Marshal(body)
+	}
+	return s.send(call{method: method, path: path, body: raw, key: key})
+}
+
+// b2b sends a signed management request as the service's B2B client.
+func (s *stack) b2b(method, path string, body any) (answer, error) {
+	var raw []byte
+	if body != nil {
+		raw, _ = json.Marshal(body)
+	}
+	return s.send(call{method: method, path: path, body: raw, key: s.b2bKey, signed: true})
+}
+
+// ledgerBillable is the usage ledger's billable verifications of each
+// branch, each event counted once, as finance reads them.
+func (s *stack) ledgerBillable() (map[string]int64, error) {
 	days, err := s.ledger.BillableByDay(context.Background())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var n int64
+	n := map[string]int64{}
 	for _, d := range days {
-		if d.ServiceID == service && d.BranchID == branch {
-			n += int64(d.Billable)
+		if d.ServiceID == service {
+			n[d.BranchID] += int64(d.Billable)
 		}
 	}
 	return n, nil
 }
 
-// coreUsed is core's totalUsedQuota of a branch.
-func (s *stack) coreUsed(branch string) (int64, error) {
+// coreTotals is core's totalUsedQuota of each branch.
+func (s *stack) coreTotals() (map[string]int64, error) {
 	c := reconcile.Core{Addr: s.core.Addr, Token: testnet.EdgeToken, Client: s.client}
 	counters, err := c.Counters(context.Background())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	n := map[string]int64{}
 	for _, svc := range counters.Services {
 		for _, b := range svc.Branches {
-			if b.BranchID == branch {
-				return b.Total, nil
-			}
+			n[b.BranchID] = b.Total
 		}
 	}
-	return 0, nil
+	return n, nil
 }
 
-// receiver is the HTTPS webhook receiver: it counts deliveries per jobId
-// and checks each signature as spec 6.3 tells receivers to.
+// receiver is the HTTPS webhook receiver: it counts deliveries per jobId,
+// checks each signature as spec 6.3 tells receivers to, and fails the first
+// delivery of every job of a batch (answering 503), so those are called
+// back again.
 type receiver struct {
 	srv    *httptest.Server
 	caFile string
 	mu     sync.Mutex
-	got    map[string]int
+	got    map[string]*delivery
 	badSig int
 }
 
+// delivery is what arrived of one job's callbacks.
+type delivery struct {
+	refused, taken int
+	status         string // of the first callback taken: success, not_found or failed CODE
+}
+
 func newReceiver(t *testing.T) *receiver {
-	r := &receiver{got: map[string]int{}}
+	r := &receiver{got: map[string]*delivery{}}
 	r.srv, r.caFile = testnet.TLSServer(t, http.HandlerFunc(r.serve))
 	return r
 }
@@ -217,7 +334,12 @@ func newReceiver(t *testing.T) *receiver {
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	var p struct {
-		JobID string `json:"jobId"`
+		JobID   string  `json:"jobId"`
+		BatchID *string `json:"batchId"`
+		Status  string  `json:"status"`
+		Error   *struct {
+			Code string `json:"code"`
+		} `json:"error"`
 	}
 	json.Unmarshal(body, &p)
 	mac := hmac.New(sha256.New, []byte(webhookSecret))
@@ -230,14 +352,33 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	r.got[p.JobID]++
+	d := r.got[p.JobID]
+	if d == nil {
+		d = &delivery{}
+		r.got[p.JobID] = d
+	}
+	if p.BatchID != nil && d.refused == 0 && d.taken == 0 {
+		d.refused++
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if d.taken == 0 {
+		d.status = p.Status
+		if p.Error != nil {
+			d.status += " " + p.Error.Code
+		}
+	}
+	d.taken++
 }
 
-// delivered reports whether a job's callback arrived at least once.
-func (r *receiver) delivered(job string) bool {
+// delivered returns what arrived of a job's callbacks.
+func (r *receiver) delivered(job string) delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.got[job] > 0
+	if d := r.got[job]; d != nil {
+		return *d
+	}
+	return delivery{}
 }
 
 func (r *receiver) badSignatures() int {
