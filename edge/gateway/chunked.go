@@ -45,8 +45,8 @@ func refusalOfBody(method, path []byte) (api.Version, api.Code) {
 // request of its connection), in a fixed table: it holds no memory per
 // connection and needs no clean-up, whatever becomes of the connection. A
 // slot taken by another request in between (two chunked uploads at once
-// whose headers share a slot) is a miss: the answer then takes the format
-// of a request that could not be read (v2).
+// whose headers share a slot) is a miss: the answer then takes the
+// version of the connection's last head (see Listen) and VALIDATION_ERROR.
 type chunkedMemo [256]atomic.Uintptr
 
 // A slot holds the header's address with the format in its two low bits:

@@ -222,10 +222,12 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 // it is read: IMAGE_SIZE_TOO_LARGE on verify routes (whose bodies carry
 // images), VALIDATION_ERROR elsewhere, in the path's version. A chunked
 // body that runs over it is refused alike, in the format HeaderReceived
-// remembered (fasthttp has reset the request); a malformed chunked body
-// gets VALIDATION_ERROR in that version. A request fasthttp could not
-// parse (a malformed or oversized head, ambiguous framing) has been reset,
-// so its path is unknown: VALIDATION_ERROR in the current version's format.
+// remembered (fasthttp has reset the request). Anything else fasthttp could
+// not read (a head over its buffer, cut short by the read timeout, with a
+// bare line feed or malformed, a malformed chunked body, ambiguous framing)
+// has been reset, so its path is gone: VALIDATION_ERROR in the version of
+// the route of the head the connection read last (see Listen), v2 on a
+// connection Listen did not accept.
 //
 // A connection that sent nothing before the read timeout (or failed before
 // its first byte) is closed without an answer: there is no request, and a
@@ -241,22 +243,20 @@ func (g *Gateway) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	}
 	x := g.begin(len(Routes))
 	defer g.finish(ctx, &x)
-	v, code := api.V2, api.Validation
+	x.unparsed = true // the request was reset
+	v, code := versionOfConn(ctx.Conn()), api.Validation
 	var broken fasthttp.ErrBrokenChunk
 	switch {
-	case errors.As(err, &broken): // a malformed chunked body: reset, its version remembered by HeaderReceived
-		x.unparsed = true
-		if rv, _, ok := g.chunked.take(&ctx.Request.Header); ok {
-			v = rv
-		}
-	case !errors.Is(err, fasthttp.ErrBodyTooLarge):
-		x.unparsed = true // the request was reset
-	case ctx.Request.Header.ContentLength() > 0: // refused from its Content-Length: the head is there
+	case errors.Is(err, fasthttp.ErrBodyTooLarge) && ctx.Request.Header.ContentLength() > 0: // refused from its Content-Length: the head is there
+		x.unparsed = false
 		v, code = refusalOfBody(ctx.Method(), ctx.Path())
-	default: // a chunked body that ran over: reset, its format remembered by HeaderReceived
-		x.unparsed = true
+	case errors.Is(err, fasthttp.ErrBodyTooLarge): // a chunked body that ran over: its format remembered by HeaderReceived
 		if rv, rc, ok := g.chunked.take(&ctx.Request.Header); ok {
 			v, code = rv, rc
+		}
+	case errors.As(err, &broken): // a malformed chunked body: its version remembered by HeaderReceived
+		if rv, _, ok := g.chunked.take(&ctx.Request.Header); ok {
+			v = rv
 		}
 	}
 	g.reject(ctx, &x, v, code)

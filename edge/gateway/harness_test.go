@@ -24,7 +24,6 @@ import (
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
 	"github.com/slipverify/slipverify/edge/openapi"
-	"github.com/slipverify/slipverify/edge/rawsock"
 )
 
 const (
@@ -131,7 +130,7 @@ func startEdge(t testing.TB, core *testnet.Program, env ...string) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(rawsock.Listen(ln)) // as the edge program serves
+	go srv.Serve(gateway.Listen(ln)) // as the edge program serves
 	t.Cleanup(func() {
 		http.DefaultClient.CloseIdleConnections() // unused connections would hold Shutdown
 		srv.Shutdown()

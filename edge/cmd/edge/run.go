@@ -23,7 +23,6 @@ import (
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"
 	"github.com/slipverify/slipverify/edge/nonce/kafkanonce"
-	"github.com/slipverify/slipverify/edge/rawsock"
 )
 
 // maxBody admits a 4 MiB image as base64 or multipart with room to spare;
@@ -116,7 +115,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(rawsock.Listen(ln)) }()
+	// Raw sockets, each request head watched: an unreadable head is refused
+	// in its route's version, one with a bare line feed at once.
+	go func() { errc <- srv.Serve(gateway.Listen(ln)) }()
 	if cfg.MetricsOn() {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {

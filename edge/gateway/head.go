@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"net"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/edge/rawsock"
+)
+
+// Listen returns ln with every accepted connection read by raw system calls
+// (rawsock) and watched by a headConn: the start of each request head is
+// kept, so a head fasthttp cannot read (over its 4 KiB buffer, cut short,
+// malformed) is refused in its route's version, and a head with a bare line
+// feed is refused at once. The server must serve it with ErrorHandler.
+func Listen(ln net.Listener) net.Listener { return headListener{rawsock.Listen(ln)} }
+
+type headListener struct{ net.Listener }
+
+func (l headListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &headConn{Conn: c, watching: true}, nil
+}
+
+// errBareLF is what a headConn's Read returns once it read a line of a
+// request head that ends in a bare line feed (LF without CR).
+var errBareLF = errors.New("a request head line ends in a bare line feed")
+
+// headConn watches the bytes of each request head as fasthttp reads them,
+// from the head's first byte to its blank line, and nothing of the body.
+//
+// A line that ends in a bare LF is refused (RFC 9112 2.2 lets a server
+// reject it). fasthttp takes such a line in the middle of a head but waits
+// for the CRLF CRLF that ends a head, so a head that ends in bare LFs
+// would hang until the read timeout; a front end that counts lines
+// otherwise would see another request. The Read that finds one returns the
+// bytes up to that LF, the LF made a space, which can complete no head, and
+// every Read after it returns errBareLF: fasthttp's head read fails at once.
+//
+// The first bytes of the request line are kept until the next head starts,
+// so the ErrorHandler knows the version of the route whatever fasthttp
+// discarded. A head starts where the connection starts and after each
+// response: fasthttp writes a response once it has read all the client
+// sent, or, when the client pipelines, once it waits for the rest of the
+// next head, whose start it has then already read; that head's version is
+// then taken from where the head was cut (a pipelining client may get
+// either version's format for a head the edge refuses).
+//
+// Fast path: a body, and a head once its blank line is read, cost one
+// comparison a Read. fasthttp uses a connection from one goroutine.
+type headConn struct {
+	net.Conn
+	watching bool // the bytes read next are a head's
+	err      error
+	lines    int  // complete lines of the head read so far
+	lineLen  int  // bytes of the current line so far
+	prev     byte // the last byte read
+	first    [128]byte
+	firstLen int // of first: the start of the request line
+}
+
+// Read reads from the connection and watches what it returns.
+func (c *headConn) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		if c.watching {
+			n = c.watch(p[:n])
+		}
+		c.prev = p[n-1]
+	}
+	return n, err
+}
+
+// watch follows b, the next bytes of a head, and returns how many of them
+// to pass on: all, or those up to a bare LF.
+func (c *headConn) watch(b []byte) int {
+	for i := 0; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			c.keep(b[i:])
+			c.lineLen += len(b) - i
+			return len(b)
+		}
+		c.keep(b[i : i+j])
+		end := i + j
+		before := c.prev // the byte before the LF: CR, or it ends in a bare LF
+		if end > 0 {
+			before = b[end-1]
+		}
+		if before != '\r' {
+			c.err = errBareLF
+			b[end] = ' ' // what fasthttp has then holds more than line ends, which it would take for a closed connection
+			return end + 1
+		}
+		lineLen := c.lineLen + j
+		c.lineLen = 0
+		i = end + 1
+		switch {
+		case lineLen > 1:
+			c.lines++
+		case c.lines == 0: // an empty line before the request line, which fasthttp skips
+			c.firstLen = 0
+		default: // the blank line: the body, or the next head, follows
+			c.watching = false
+			return len(b)
+		}
+	}
+	return len(b)
+}
+
+// keep adds b, the next bytes of a line, to the start of the request line
+// while it is the line being read.
+func (c *headConn) keep(b []byte) {
+	if c.lines == 0 {
+		c.firstLen += copy(c.first[c.firstLen:], b)
+	}
+}
+
+// Write writes a response, after which the next head starts; a 100
+// Continue asks for the body, which follows.
+func (c *headConn) Write(p []byte) (int, error) {
+	if !bytes.HasSuffix(p, continued) {
+		c.watching, c.lines, c.lineLen, c.firstLen = true, 0, 0, 0
+	}
+	return c.Conn.Write(p)
+}
+
+var continued = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+// version is the version of the route of the head read last on the
+// connection, by the path of its request line as the router reads it; v2
+// when its start holds no method and target (nothing to tell). Slow path:
+// a refusal.
+func (c *headConn) version() api.Version {
+	_, target, ok := bytes.Cut(c.first[:c.firstLen], []byte(" "))
+	if !ok {
+		return api.V2
+	}
+	target, _, _ = bytes.Cut(target, []byte(" "))
+	var u fasthttp.URI
+	if u.Parse(nil, target) != nil {
+		return api.V2
+	}
+	return versionOfPath(u.Path())
+}
+
+// versionOfConn is the version of the route of the head read last on c, v2
+// when c is not watched (Listen).
+func versionOfConn(c net.Conn) api.Version {
+	if hc, ok := c.(*headConn); ok {
+		return hc.version()
+	}
+	return api.V2
+}

@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/slipverify/slipverify/core/api"
+)
+
+// script is a connection that reads its chunks one a Read and takes
+// whatever is written.
+type script struct {
+	net.Conn
+	chunks [][]byte
+}
+
+func (s *script) Read(p []byte) (int, error) {
+	if len(s.chunks) == 0 {
+		return 0, errors.New("script: no more chunks")
+	}
+	n := copy(p, s.chunks[0])
+	if s.chunks[0] = s.chunks[0][n:]; len(s.chunks[0]) == 0 {
+		s.chunks = s.chunks[1:]
+	}
+	return n, nil
+}
+
+func (s *script) Write(p []byte) (int, error) { return len(p), nil }
+
+// readAll reads c until an error, and returns what it read and the error.
+func readAll(c net.Conn) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			return out, err
+		}
+	}
+}
+
+// TestHeadConnSplits: wherever the stream is cut between two Reads (a CR
+// and its LF in different reads among them), a headConn tells a bare LF in
+// the head from a CRLF, passes on every byte before it, takes a body's
+// bytes as data, and keeps the request line's version.
+func TestHeadConnSplits(t *testing.T) {
+	for _, c := range []struct {
+		name, stream string
+		bare         bool // a bare LF in the head: refused
+		version      api.Version
+	}{
+		{"CRLF head and a body with bare LFs", "POST /verify HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n\n\n\n\n", false, api.V1},
+		{"CRLF head, v2", "GET /v2/info HTTP/1.1\r\nHost: x\r\n\r\n", false, api.V2},
+		{"an empty line before the request line", "\r\nGET /me HTTP/1.1\r\nHost: x\r\n\r\n", false, api.V1},
+		{"bare LF ends, v1", "GET /me HTTP/1.1\nHost: x\n\n", true, api.V1},
+		{"a bare LF in the middle, v2", "GET /b2b/branches HTTP/1.1\r\nHost: x\nA: b\r\n\r\n", true, api.V2},
+		{"a bare LF blank line, v1", "GET /api/v1/me HTTP/1.1\r\nHost: x\r\n\n", true, api.V1},
+		{"a bare LF blank line after a bare CR", "GET /me HTTP/1.1\r\nHost: x\r\r\n\n", true, api.V1},
+	} {
+		for cut := 0; cut <= len(c.stream); cut++ {
+			s := []byte(c.stream)
+			hc := &headConn{Conn: &script{chunks: [][]byte{s[:cut:cut], s[cut:]}}, watching: true}
+			got, err := readAll(hc)
+			if bare := errors.Is(err, errBareLF); bare != c.bare {
+				t.Errorf("%s, cut at %d: refused %v (%v), want %v", c.name, cut, bare, err, c.bare)
+				continue
+			}
+			i := strings.Index(c.stream, "\n") // up to the first bare LF: what fasthttp may see
+			for i >= 0 && i > 0 && c.stream[i-1] == '\r' {
+				j := strings.Index(c.stream[i+1:], "\n")
+				if j < 0 {
+					i = -1
+					break
+				}
+				i += 1 + j
+			}
+			want := c.stream
+			if c.bare {
+				want = c.stream[:i] + " "
+			}
+			if string(got) != want {
+				t.Errorf("%s, cut at %d: passed on %q, want %q", c.name, cut, got, want)
+			}
+			if v := hc.version(); v != c.version {
+				t.Errorf("%s, cut at %d: version %v, want %v", c.name, cut, v, c.version)
+			}
+		}
+	}
+}
+
+// TestHeadConnWatchesEachHead: a response starts the next head, whose bare
+// LF is refused and whose version is its own; a 100 Continue does not, so
+// the body after it is data.
+func TestHeadConnWatchesEachHead(t *testing.T) {
+	sc := &script{}
+	hc := &headConn{Conn: sc, watching: true}
+	read := func(s string) error {
+		sc.chunks = [][]byte{[]byte(s)}
+		_, err := hc.Read(make([]byte, 4096))
+		return err
+	}
+	if err := read("POST /v2/verify/bank HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	hc.Write(continued)
+	if err := read("\n\n"); err != nil || hc.err != nil {
+		t.Fatalf("a body after 100 Continue: %v %v", err, hc.err)
+	}
+	hc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	if err := read("GET /me HTTP/1.1\nHost: x\n\n"); err != nil || !errors.Is(hc.err, errBareLF) || hc.version() != api.V1 {
+		t.Fatalf("the next head: %v, refused %v, version %v; want refused, v1", err, hc.err, hc.version())
+	}
+}
+
+// BenchmarkHeadConnRead is the cost of a headConn on one request of a kept
+// connection: a response written, then a typical head read (the body after
+// it is not looked at), against the same on the connection unwatched.
+func BenchmarkHeadConnRead(b *testing.B) {
+	head := []byte("POST /v2/verify/bank HTTP/1.1\r\nHost: edge.example.com\r\nUser-Agent: Go-http-client/1.1\r\n" +
+		"Content-Length: 2048\r\nAuthorization: Bearer 11111111-1111-4111-8111-111111111111\r\n" +
+		"Content-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n")
+	body := bytes.Repeat([]byte("A"), 2048)
+	response := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+	buf := make([]byte, 4096)
+	run := func(b *testing.B, c net.Conn, sc *script) {
+		var chunks [2][]byte
+		b.ReportAllocs()
+		for b.Loop() {
+			c.Write(response)
+			chunks = [2][]byte{head, body}
+			sc.chunks = chunks[:]
+			c.Read(buf)
+			c.Read(buf)
+		}
+	}
+	b.Run("plain", func(b *testing.B) {
+		sc := &script{}
+		run(b, sc, sc)
+	})
+	b.Run("watched", func(b *testing.B) {
+		sc := &script{}
+		run(b, &headConn{Conn: sc, watching: true}, sc)
+	})
+}
