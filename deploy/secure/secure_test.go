@@ -103,13 +103,23 @@ func signed(t *testing.T, base, nonce string) (int, string) {
 	req.Header.Set("X-Timestamp", ts)
 	req.Header.Set("X-Nonce", nonce)
 	req.Header.Set("X-Signature", authn.NewSigner(b2bSecret).Sign(sts))
+	status, body := send(t, req)
+	return status, string(body)
+}
+
+// send sends req and returns the status and body of the answer.
+func send(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(body)
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, body
 }
 
 // TestEveryTierOverTLSAndSCRAM runs the platform with TLS and SCRAM-SHA-512
@@ -135,15 +145,10 @@ func TestEveryTierOverTLSAndSCRAM(t *testing.T) {
 	req, _ := http.NewRequest("POST", edge.URL()+"/v2/verify/bank/async", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+devKey)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	status, raw := send(t, req)
 	var sub struct{ Data struct{ JobID string } }
-	if json.Unmarshal(raw, &sub); res.StatusCode != http.StatusAccepted || sub.Data.JobID == "" {
-		t.Fatalf("submit: %d %s", res.StatusCode, raw)
+	if json.Unmarshal(raw, &sub); status != http.StatusAccepted || sub.Data.JobID == "" {
+		t.Fatalf("submit: %d %s", status, raw)
 	}
 	testnet.Eventually(t, time.Minute, func() bool { return rcv.got(sub.Data.JobID) > 0 },
 		func() string {
