@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ type example struct {
 	cmd    string   // as written, continuation lines included
 	want   []string // fragments the output holds, in this order
 	status int      // the exit status the README states, else 0
+	env    string   // settings make run needs for it: "```sh make-run NAME=value ..."
 }
 
 // parseExamples reads the commands of a README's blocks fenced as
@@ -35,13 +37,13 @@ type example struct {
 // status; any other command must exit 0.
 func parseExamples(readme, text string) []example {
 	var out []example
-	in := false
+	in, env := false, ""
 	lines := strings.Split(text, "\n")
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		switch {
 		case strings.HasPrefix(l, "```sh make-run"):
-			in = true
+			in, env = true, strings.TrimSpace(strings.TrimPrefix(l, "```sh make-run"))
 			continue
 		case strings.HasPrefix(l, "```"):
 			in = false
@@ -68,7 +70,7 @@ func parseExamples(readme, text string) []example {
 		if strings.HasPrefix(l, "#") {
 			continue
 		}
-		e := example{readme: readme, line: i + 1, cmd: l}
+		e := example{readme: readme, line: i + 1, cmd: l, env: env}
 		for strings.HasSuffix(lines[i], `\`) && i+1 < len(lines) {
 			i++
 			e.cmd += "\n" + lines[i]
@@ -102,9 +104,35 @@ func TestREADMEExamples(t *testing.T) {
 		all = append(all, ex...)
 	}
 
+	// One stack for the blocks of each set of settings, in the order the
+	// sets first appear.
+	var envs []string
+	for _, e := range all {
+		if !slices.Contains(envs, e.env) {
+			envs = append(envs, e.env)
+		}
+	}
+	for _, env := range envs {
+		var group []example
+		for _, e := range all {
+			if e.env == env {
+				group = append(group, e)
+			}
+		}
+		name := env
+		if name == "" {
+			name = "make_run"
+		}
+		t.Run(name, func(t *testing.T) { runExamples(t, env, group) })
+	}
+}
+
+// runExamples runs commands in one shell against a stack started with the
+// settings env.
+func runExamples(t *testing.T, env string, all []example) {
 	dataDir := t.TempDir()
 	p := freePorts(t)
-	s := startStack(t, dataDir, p)
+	s := startStack(t, dataDir, p, strings.Fields(env)...)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,9 @@ func freePorts(t *testing.T) ports {
 		usage: testnet.FreeAddr(t), admin: testnet.FreeAddr(t)}
 }
 
-func startStack(t *testing.T, dataDir string, p ports) *stack {
+// startStack runs make run with its listeners on p, its data in dataDir and
+// the settings extra, and returns once the edge answers /health.
+func startStack(t *testing.T, dataDir string, p ports, extra ...string) *stack {
 	t.Helper()
 	addr := p.edge
 	cmd := exec.Command("make", "-s", "run")
@@ -60,6 +62,7 @@ func startStack(t *testing.T, dataDir string, p ports) *stack {
 		"SLIP_EDGE_ADDR=" + p.edge, "SLIP_EDGE_METRICS_ADDR=" + p.metrics, "SLIP_DISPATCHER_ADDR=" + testnet.FreeAddr(t), "SLIP_EDGE_DRAIN=100ms", "SLIP_KAFKA_ADDR=" + p.kafka,
 		"SLIP_CLICKHOUSE_ADDR=" + testnet.FreeAddr(t), "SLIP_CLICKHOUSE_HTTP_ADDR=" + testnet.FreeAddr(t), "SLIP_USAGE_ADDR=" + p.usage,
 		"SLIP_ADMIN_ADDR=" + p.admin}
+	env = append(env, extra...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 10 * time.Second // a tier left running holds make's output open
