@@ -3,8 +3,12 @@ package dev_test
 import (
 	"flag"
 	"os"
+	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	core "github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/envflag"
@@ -98,4 +102,78 @@ func TestREADMEConfigTable(t *testing.T) {
 			t.Errorf("%s's configuration table differs from the code's; it should read:\n%s%s", c.readme, c.header(), want)
 		}
 	}
+}
+
+// docREADMEs are the READMEs a newcomer is sent through from the root.
+var docREADMEs = []string{"README.md", "edge/README.md", "core/README.md", "dispatcher/README.md",
+	"usage/README.md", "deploy/README.md", "bench/README.md", "deploy/k8s/README.md"}
+
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestREADMELinks: every relative link of the READMEs names a file of the
+// repository, and every #fragment a heading of its target, as GitHub
+// names them (lower case, punctuation dropped, spaces as hyphens).
+func TestREADMELinks(t *testing.T) {
+	for _, readme := range docREADMEs {
+		text, err := os.ReadFile("../../" + readme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(withoutCode(string(text)), -1) {
+			link := m[1]
+			if strings.Contains(link, "://") {
+				continue
+			}
+			file, frag, _ := strings.Cut(link, "#")
+			target := readme
+			if file != "" {
+				target = path.Join(path.Dir(readme), file)
+			}
+			body, err := os.ReadFile("../../" + target)
+			if err != nil {
+				t.Errorf("%s: link %s: no file %s", readme, link, target)
+				continue
+			}
+			if frag != "" && !slices.Contains(anchors(string(body)), frag) {
+				t.Errorf("%s: link %s: %s has no heading #%s", readme, link, target, frag)
+			}
+		}
+	}
+}
+
+// withoutCode drops fenced code blocks, whose brackets are no links.
+func withoutCode(text string) string {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// anchors are the fragments GitHub gives a Markdown file's headings.
+func anchors(text string) []string {
+	var out []string
+	for _, l := range strings.Split(withoutCode(text), "\n") {
+		h := strings.TrimLeft(l, "#")
+		if len(h) == len(l) || !strings.HasPrefix(h, " ") {
+			continue
+		}
+		out = append(out, strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '-'
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, strings.TrimSpace(h)))
+	}
+	return out
 }
