@@ -2,7 +2,9 @@ package dev_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,11 +12,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // exampleREADMEs are the READMEs whose `sh make-run` blocks run against
-// `make run`, in this order (a later one may rely on what an earlier one
-// did, as a reader following them would).
+// `make run`, in this order, on one stack: a later one sees the state an
+// earlier one left, as a reader following them would (each sets its own
+// shell variables).
 var exampleREADMEs = []string{"README.md", "edge/README.md", "core/README.md", "dispatcher/README.md",
 	"usage/README.md", "deploy/README.md", "bench/README.md"}
 
@@ -81,9 +87,9 @@ func parseExamples(readme, text string) []example {
 }
 
 // TestREADMEExamples runs every command of the READMEs' `sh make-run`
-// blocks against a stack started with make run, as a reader pastes them
-// into one shell at the repository's root, and checks each shows what the
-// README says it shows and exits as it says. The stack listens on free
+// blocks against a stack started with make run, as a reader pastes a
+// README's commands into a shell at the repository's root, and checks each
+// shows what the README says it shows and exits as it says. The stack listens on free
 // ports, so the commands' addresses are rewritten to them; the shell's
 // working directory holds the repository's bin/ and deploy/ and the
 // stack's data directory as .data.
@@ -127,8 +133,9 @@ func TestREADMEExamples(t *testing.T) {
 	}
 }
 
-// runExamples runs commands in one shell against a stack started with the
-// settings env.
+// runExamples runs commands against a stack started with the settings env:
+// each README's in a shell of its own, as a reader who opens that README
+// alone would.
 func runExamples(t *testing.T, env string, all []example) {
 	dataDir := t.TempDir()
 	p := freePorts(t)
@@ -145,23 +152,46 @@ func runExamples(t *testing.T, env string, all []example) {
 	}
 	addrs := strings.NewReplacer("127.0.0.1:8080", p.edge, "127.0.0.1:8081", p.core, "127.0.0.1:8084", p.usage,
 		"127.0.0.1:8085", p.admin, "127.0.0.1:9180", p.metrics)
+	shellEnv := append(append(os.Environ(), s.env...), "SLIP_ADMIN_URL=http://"+p.admin)
 
-	var script strings.Builder
-	script.WriteString("exec 2>&1\n")
-	for i, e := range all {
-		if e.readme == "usage/README.md" && (i == 0 || all[i-1].readme != e.readme) {
-			// The ledger's numbers are exact once the pipeline has
-			// drained, as its README says: wait for that first.
-			script.WriteString(drained(p.usage))
+	for len(all) > 0 {
+		n := 1
+		for n < len(all) && all[n].readme == all[0].readme {
+			n++
 		}
-		fmt.Fprintf(&script, "printf '\\n@@cmd %d\\n'\n%s\nprintf '\\n@@status %%d\\n' $?\n", i, addrs.Replace(e.cmd))
+		readme := all[:n]
+		all = all[n:]
+		if readme[0].readme == "usage/README.md" {
+			// The ledger's numbers are exact once the pipeline has
+			// drained, as that README says: wait for it first.
+			waitDrained(t, p.usage)
+		}
+		var script strings.Builder
+		script.WriteString("exec 2>&1\n")
+		for i, e := range readme {
+			fmt.Fprintf(&script, "printf '\\n@@cmd %d\\n'\n%s\nprintf '\\n@@status %%d\\n' $?\n", i, addrs.Replace(e.cmd))
+		}
+		cmd := exec.Command("bash", "-u")
+		cmd.Dir, cmd.Env = dir, shellEnv
+		cmd.Stdin = strings.NewReader(script.String())
+		var buf bytes.Buffer
+		cmd.Stdout = &buf
+		if err := cmd.Run(); err != nil {
+			t.Logf("%s: shell: %v", readme[0].readme, err)
+		}
+		checkOutput(t, readme, buf.String())
 	}
-	out := runScript(t, s, p, dir, script.String())
+}
 
-	for i, e := range all {
+// checkOutput holds each command's part of out, the shell's output, to what the
+// README shows.
+func checkOutput(t *testing.T, readme []example, out string) {
+	t.Helper()
+	for i, e := range readme {
 		_, after, ok := strings.Cut(out, fmt.Sprintf("\n@@cmd %d\n", i))
 		if !ok {
-			t.Fatalf("%s:%d: `%s` did not run; the shell's output:\n%s", e.readme, e.line, e.cmd, out)
+			t.Errorf("%s:%d: `%s` did not run; the shell's output:\n%s", e.readme, e.line, e.cmd, out)
+			return
 		}
 		got, rest, _ := strings.Cut(after, "\n@@status ")
 		status, _ := strconv.Atoi(strings.SplitN(rest, "\n", 2)[0])
@@ -181,24 +211,27 @@ func runExamples(t *testing.T, env string, all []example) {
 	}
 }
 
-// runScript runs script in bash in dir with the stack's settings (which
-// programs such as bin/usage read) and returns its output.
-func runScript(t *testing.T, s *stack, p ports, dir, script string) string {
+// waitDrained waits until usage's /reconcile shows no consumer lag and no
+// drift: every usage event in the ledger.
+func waitDrained(t *testing.T, usage string) {
 	t.Helper()
-	cmd := exec.Command("bash", "-u")
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), s.env...), "SLIP_ADMIN_URL=http://"+p.admin)
-	cmd.Stdin = strings.NewReader(script)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
-		t.Logf("shell: %v", err)
-	}
-	return out.String()
-}
-
-// drained is a shell loop that polls usage's /reconcile until it shows no
-// consumer lag and no drift, for a minute at most.
-func drained(usage string) string {
-	return `for _ in $(seq 600); do curl -s http://` + usage + `/reconcile | grep -q '"lagMessages":0,"drift":0' && break; sleep 0.1; done` + "\n"
+	last := "no answer"
+	testnet.Eventually(t, time.Minute, func() bool {
+		res, err := http.Get("http://" + usage + "/reconcile")
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		defer res.Body.Close()
+		var r struct {
+			Lag   int `json:"lagMessages"`
+			Drift int `json:"drift"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&r); err != nil {
+			last = err.Error()
+			return false
+		}
+		last = fmt.Sprintf("lag %d messages, %d rows drifting", r.Lag, r.Drift)
+		return r.Lag == 0 && r.Drift == 0
+	}, func() string { return "the ledger did not catch up with core: " + last })
 }
