@@ -59,14 +59,14 @@ func readmeAuditSQL(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "**Audit log.**")
+	_, after, ok := strings.Cut(string(readme), "## The audit log")
 	if !ok {
-		t.Fatal("README has no **Audit log.** paragraph")
+		t.Fatal("usage/README.md has no section The audit log")
 	}
 	_, block, ok := strings.Cut(after, "```sql\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {
-		t.Fatal("the README's audit log paragraph has no sql block")
+		t.Fatal("the usage README's audit log section has no sql block")
 	}
 	var stmts []string
 	for _, s := range strings.Split(block, ";\n") {
