@@ -74,20 +74,21 @@ func TestSettings(t *testing.T) {
 }
 
 // secureBroker starts the dev broker speaking TLS only, with one SASL user
-// of mechanism, and returns its address and the CA that signed its
-// certificate (with a client certificate of the same CA).
+// of mechanism (none: anyone), asking for client certificates or not, and
+// returns its address and the CA that signed its certificate (and a client
+// certificate).
 func secureBroker(t *testing.T, mechanism string, clientCerts bool) (string, *bankfake.PKI) {
 	t.Helper()
 	pki := bankfake.NewPKI(t)
-	cert, key := testnet.PEMFiles(t, pki.Server)
-	c := broker.Config{Partitions: 2, CertFile: cert, KeyFile: key}
+	var sasl kafkalink.SASL
 	if mechanism != "" {
-		c.SASL = kafkalink.SASL{Mechanism: mechanism, User: "slip", Password: "broker-password"}
+		sasl = kafkalink.SASL{Mechanism: mechanism, User: "slip", Password: "broker-password"}
 	}
+	clientCA := ""
 	if clientCerts {
-		c.ClientCAFile = pki.CAFile
+		clientCA = pki.CAFile
 	}
-	return broker.StartTestConfig(t, c), pki
+	return broker.StartTestTLS(t, pki.Server, clientCA, sasl), pki
 }
 
 // TestThroughSecureBroker: over TLS with each SASL mechanism, a writer,
@@ -121,7 +122,7 @@ func TestThroughSecureBroker(t *testing.T) {
 			}
 			admin := &kafka.Client{Addr: kafka.TCP(addr), Transport: link.Transport()}
 			md, err := admin.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{"slip.jobs"}})
-			if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 2 {
+			if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 3 {
 				t.Fatalf("metadata: %+v, %v", md, err)
 			}
 		})

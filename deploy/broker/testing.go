@@ -2,8 +2,10 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"testing"
 
+	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/testnet"
 )
 
@@ -32,4 +34,15 @@ func StartTestConfig(tb testing.TB, c Config) string {
 	}
 	tb.Cleanup(func() { cancel(); <-done })
 	return c.Addr
+}
+
+// StartTestTLS runs a broker in memory on a free loopback port until the
+// test ends that speaks TLS only, with cert as its certificate, asks for
+// client certificates signed by clientCA (a PEM file; empty: none) and lets
+// in the one user of sasl (anyone when it names no mechanism); it returns
+// the broker's address.
+func StartTestTLS(tb testing.TB, cert tls.Certificate, clientCA string, sasl kafkalink.SASL) string {
+	tb.Helper()
+	certFile, keyFile := testnet.PEMFiles(tb, cert)
+	return StartTestConfig(tb, Config{Partitions: 3, CertFile: certFile, KeyFile: keyFile, ClientCAFile: clientCA, SASL: sasl})
 }

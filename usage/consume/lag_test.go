@@ -11,7 +11,6 @@ import (
 	"github.com/slipverify/slipverify/core/bank/bankfake"
 	"github.com/slipverify/slipverify/core/kafkalink"
 	"github.com/slipverify/slipverify/core/stream"
-	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/core/tlsfiles"
 	"github.com/slipverify/slipverify/deploy/broker"
 )
@@ -19,16 +18,15 @@ import (
 // TestLagOverSecureLink: the lag is measured over the tier's link, here TLS
 // and SCRAM-SHA-256 to a broker that lets nothing else in.
 func TestLagOverSecureLink(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	pki := bankfake.NewPKI(t)
-	cert, key := testnet.PEMFiles(t, pki.Server)
 	sasl := kafkalink.SASL{Mechanism: kafkalink.ScramSHA256, User: "usage", Password: "lag-password"}
-	addr := broker.StartTestConfig(t, broker.Config{Partitions: 3, CertFile: cert, KeyFile: key, SASL: sasl})
+	addr := broker.StartTestTLS(t, pki.Server, "", sasl)
 	link, err := kafkalink.New(kafkalink.Settings{TLS: true, Files: tlsfiles.Files{CAFile: pki.CAFile}, SASL: sasl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	w := stream.NewWriter([]string{addr}, link)
 	defer w.Close()
 	var msgs []kafka.Message
