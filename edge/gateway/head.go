@@ -15,7 +15,10 @@ import (
 // (rawsock) and watched by a headConn: the start of each request head is
 // kept, so a head fasthttp cannot read (over its 4 KiB buffer, cut short,
 // malformed) is refused in its route's version, and a head with a bare line
-// feed is refused at once. The server must serve it with ErrorHandler.
+// feed is refused at once. The server must serve it with ErrorHandler. The
+// watch reads the bytes as the client sent them: TLS, were the edge to
+// terminate it, would wrap the connections before they reach it, never a
+// listener over it.
 func Listen(ln net.Listener) net.Listener { return headListener{rawsock.Listen(ln)} }
 
 type headListener struct{ net.Listener }
@@ -125,10 +128,15 @@ func (c *headConn) keep(b []byte) {
 	}
 }
 
-// Write writes a response, after which the next head starts; a 100
-// Continue asks for the body, which follows.
+// Write writes a response, after which the next head starts. A 100
+// Continue asks for the body, which follows: fasthttp flushes it at once,
+// in one Write, or in two when the responses a pipelining client has not
+// read yet fill its buffer first (the second Write is then the rest of the
+// 100 Continue).
 func (c *headConn) Write(p []byte) (int, error) {
-	if !bytes.HasSuffix(p, continued) {
+	if bytes.HasSuffix(p, continued) || len(p) < len(continued) && bytes.HasSuffix(continued, p) {
+		c.watching = false
+	} else {
 		c.watching, c.lines, c.lineLen, c.firstLen = true, 0, 0, 0
 	}
 	return c.Conn.Write(p)

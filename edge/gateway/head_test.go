@@ -93,9 +93,10 @@ func TestMalformedChunkSizeInRouteFormat(t *testing.T) {
 }
 
 // TestBareLFOnKeptConnection: on a connection kept open, the head of each
-// request is watched anew: after a request served, a head with bare line
-// feeds is refused at once in its own route's version, and bare line feeds
-// in bodies, plain, chunked or sent after 100 Continue, are data.
+// request is watched anew: after requests served (pipelined ones among
+// them), a head with bare line feeds is refused at once in its own route's
+// version, and bare line feeds in bodies, plain, chunked or sent after 100
+// Continue, are data.
 func TestBareLFOnKeptConnection(t *testing.T) {
 	e := startEdge(t, testnet.StartCore(t, seed))
 	conn := e.rawConn(t)
@@ -129,6 +130,17 @@ func TestBareLFOnKeptConnection(t *testing.T) {
 	br.ReadString('\n')
 	if status, b, closed := ask(body); status >= 500 || closed || strings.Contains(b, unreadable) {
 		t.Fatalf("a body after 100 Continue: %d %s (close %v)", status, b, closed)
+	}
+	// Pipelined: two requests in one write, the second head read with the
+	// first, then the next head on its own.
+	two := "GET /v2/info HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"
+	io.WriteString(conn, two+two)
+	for range 2 {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("pipelined: %v %v", res, err)
+		}
+		io.Copy(io.Discard, res.Body)
 	}
 	status, b, closed := ask("GET /me HTTP/1.1\nHost: x\n" + strings.TrimSuffix(auth, "\r\n") + "\n\n")
 	if status != 400 || b != v1Refusal || !closed {
