@@ -3,12 +3,14 @@
 package dev_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,7 +76,8 @@ func startStack(t *testing.T, dataDir string, p ports, extra ...string) *stack {
 	go func() { cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the tiers get SIGTERM when run.sh dies
-		waitClosed(t, p)                                // before the data directory goes
+		waitClosed(t, p)
+		waitGone(t, dataDir) // a tier may still write its data after its listener closed
 	})
 	testnet.WaitHTTP(t, "http://"+addr+"/health", 3*time.Minute, s) // the first run builds
 	return s
@@ -182,6 +185,26 @@ func waitClosed(t *testing.T, p ports) {
 	for _, addr := range []string{p.edge, p.core, p.kafka} {
 		testnet.Eventually(t, 30*time.Second, func() bool { return !testnet.Listening(addr) }, func() string { return addr + " still listens: a tier outlived run.sh" })
 	}
+}
+
+// waitGone waits until no process runs with SLIP_DATA_DIR=dataDir in its
+// environment: every tier of the stack has exited, so its data directory
+// can go.
+func waitGone(t *testing.T, dataDir string) {
+	t.Helper()
+	mark := []byte("\x00SLIP_DATA_DIR=" + dataDir + "\x00")
+	var left []string
+	testnet.Eventually(t, 30*time.Second, func() bool {
+		left = left[:0]
+		procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+		for _, f := range procs {
+			env, err := os.ReadFile(f)
+			if err == nil && bytes.Contains(append([]byte{0}, env...), mark) {
+				left = append(left, f)
+			}
+		}
+		return len(left) == 0
+	}, func() string { return fmt.Sprintf("processes of the stack still run: %v", left) })
 }
 
 // stopScriptTwice signals run.sh alone, as a supervisor or an impatient
