@@ -30,11 +30,11 @@ var (
 // Version is the pinned Redoc version, from redoc/redoc.pin.
 var Version = pinField("version")
 
-// PagePath is the API reference page; BundlePath is Redoc's bundle, named by
-// its version so browsers may keep it for good.
+// PagePath is the path of the API reference page.
 const PagePath = "/docs"
 
-// BundlePath is where the page loads Redoc from.
+// BundlePath is where the page loads Redoc from: named by its version, so
+// browsers may keep it for good.
 var BundlePath = "/docs/redoc-" + Version + ".standalone.js"
 
 var page = bytes.ReplaceAll(pageTemplate, []byte("{{bundle}}"), []byte(BundlePath))
