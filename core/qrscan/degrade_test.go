@@ -64,17 +64,17 @@ func gaussBlur(img *image.RGBA, sigma float64) {
 
 // screenShot is how one photo of a screen is taken.
 type screenShot struct {
-	w, h    int     // the photo's size
-	fill    float64 // the screen's height as a share of the photo's
-	tilt    float64 // perspective: how much nearer one side of the screen is (0 none, 0.3 strong)
-	turn    float64 // degrees
-	moire   float64 // depth of the screen's pixel grid as the camera samples it (0 to 0.5)
-	glares  int     // bright patches of reflected light
-	glare   float64 // their peak, in levels
-	light   float64 // the darkest corner's share of the light (1 even)
-	tint    [3]float64
-	blur    float64 // lens blur σ, in photo pixels
-	noise   float64 // sensor noise σ, in levels
+	w, h   int     // the photo's size
+	fill   float64 // the screen's height as a share of the photo's
+	tilt   float64 // perspective: how much nearer one side of the screen is (0 none, 0.3 strong)
+	turn   float64 // degrees
+	moire  float64 // depth of the screen's pixel grid as the camera samples it (0 to 0.5)
+	glares int     // bright patches of reflected light
+	glare  float64 // their peak, in levels
+	light  float64 // the darkest corner's share of the light (1 even)
+	tint   [3]float64
+	blur   float64 // lens blur σ, in photo pixels
+	noise  float64 // sensor noise σ, in levels
 }
 
 // tints are the colour casts of the screen condition: none, tungsten,

@@ -222,7 +222,7 @@ func triples(centers []*detector.FinderPattern) []triple {
 				}
 				// An isosceles right triangle has x = y and z = 2x.
 				d := (abs64(z-2*y) + abs64(z-2*x)) / z
-				if d > 0.5 {
+				if d > 0.8 {
 					continue
 				}
 				ms := (ma + b.GetEstimatedModuleSize() + mc) / 3

@@ -173,7 +173,36 @@ func (s *scanner) run() bool {
 	if s.try("median-inv", m, hybrid, 2, 1) {
 		return true
 	}
-	return s.sharp()
+	if s.sharp() {
+		return true
+	}
+	return s.unblur()
+}
+
+// unblurTries are the motion deblurring attempts: the length blurKernel
+// measured plus dl, and the Wiener filter's noise-to-signal ratio.
+var unblurTries = []struct {
+	dl  int
+	nsr float64
+}{{0, 0.02}, {1, 0.02}, {1, 0.08}}
+
+// unblur looks again at a picture blurred by motion (deblur.go): the blur's
+// direction and length are measured, undone along its lines, and the
+// result searched at its size and magnified around finder patterns.
+func (s *scanner) unblur() bool {
+	angle, length, ok := blurKernel(s.full)
+	if !ok {
+		return false
+	}
+	for _, t := range unblurTries {
+		p := deconvolve(s.full, angle, boxTaps(length+t.dl), t.nsr, s.a)
+		s.a = p.pix
+		s.missed = s.missed[:0]
+		if s.try("unblur", p, hybrid, 2, 1) || s.zoomOn(p, "unblur-zoom", false) {
+			return true
+		}
+	}
+	return false
 }
 
 // sharp looks again at a blurred picture: unsharp masks of the full plane
@@ -204,9 +233,18 @@ const maxZooms = 8
 // (inverted, for the inverted passes' patterns). Codes of 2 pixels a
 // module, or blurred ones, are found at their own size but sampled badly.
 func (s *scanner) zoom(inverted bool) bool {
+	name := "zoom"
+	if inverted {
+		name = "zoom-inv"
+	}
+	return s.zoomOn(s.full, name, inverted)
+}
+
+// zoomOn is zoom on src, a plane the size of the full one.
+func (s *scanner) zoomOn(src plane, name string, inverted bool) bool {
 	var wins []image.Rectangle
 	var mods []float64
-	bounds := image.Rect(0, 0, s.full.w, s.full.h)
+	bounds := image.Rect(0, 0, src.w, src.h)
 	for _, c := range s.missed {
 		if c.module > 8 || len(wins) == maxZooms {
 			continue
@@ -225,15 +263,11 @@ func (s *scanner) zoom(inverted bool) bool {
 	}
 	for i, w := range wins {
 		k := max(1.5, min(3, 13/mods[i]))
-		z := scaleRect(s.full, w, k, s.b)
+		z := scaleRect(src, w, k, s.b)
 		if inverted {
 			z = invert(z, z.pix)
 		}
 		s.b = z.pix
-		name := "zoom"
-		if inverted {
-			name = "zoom-inv"
-		}
 		for _, b := range []binarizer{hybrid, global} {
 			if s.try(name, z, b, 2, 0) {
 				return true
