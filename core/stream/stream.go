@@ -69,7 +69,11 @@ func NewWriter(brokers []string, link *kafkalink.Link) *kafka.Writer {
 		Transport:    link.Transport(),
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
-		BatchSize:    1000,
+		// kafka-go sets aside room for BatchSize messages in every batch
+		// it starts (one per partition a write reaches): at 1000 that
+		// was a third of all core allocated under load. A backlog goes
+		// out in more, smaller requests.
+		BatchSize:    100,
 		BatchBytes:   1 << 20, // the broker's message.max.bytes is just above 1 MiB
 		BatchTimeout: 2 * time.Millisecond,
 		WriteTimeout: 10 * time.Second,
