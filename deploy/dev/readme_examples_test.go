@@ -171,9 +171,14 @@ func runExamples(t *testing.T, env string, all []example) {
 		for i, e := range readme {
 			fmt.Fprintf(&script, "printf '\\n@@cmd %d\\n'\n%s\nprintf '\\n@@status %%d\\n' $?\n", i, addrs.Replace(e.cmd))
 		}
-		cmd := exec.Command("bash", "-u")
+		// A file, not the shell's input: a command that reads its input
+		// must not eat the commands after it.
+		file := filepath.Join(t.TempDir(), "examples.sh")
+		if err := os.WriteFile(file, []byte(script.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-u", file)
 		cmd.Dir, cmd.Env = dir, shellEnv
-		cmd.Stdin = strings.NewReader(script.String())
 		var buf bytes.Buffer
 		cmd.Stdout = &buf
 		if err := cmd.Run(); err != nil {
