@@ -46,17 +46,22 @@ import (
 //     parts'.
 
 // imageClass is a size and format of slip pictures as phones send them: a
-// compressed photo or a full-resolution screenshot.
+// compressed photo or a full-resolution screenshot, some with the noise
+// of a dim room or a dusty lens.
 type imageClass struct {
 	w, h, module int
 	png          bool
+	noise        float64 // deviation of a dim-light photo's sensor noise, in levels
+	impulses     float64 // share of pixels turned black or white
 }
 
 var imageClasses = []imageClass{
-	{480, 854, 5, false},    // a downscaled chat-app photo
-	{720, 1280, 7, false},   // a common phone screenshot, re-encoded as JPEG
-	{1080, 2340, 9, true},   // a full-resolution PNG screenshot
-	{1080, 1920, 10, false}, // a large JPEG photo
+	{480, 854, 5, false, 0, 0},     // a downscaled chat-app photo
+	{720, 1280, 7, false, 0, 0},    // a common phone screenshot, re-encoded as JPEG
+	{1080, 2340, 9, true, 0, 0},    // a full-resolution PNG screenshot
+	{1080, 1920, 10, false, 0, 0},  // a large JPEG photo
+	{720, 1280, 6, false, 24, 0},   // a photo taken in a dim room: sensor noise
+	{1080, 2340, 9, true, 0, 0.03}, // a screenshot of a fax or a dusty scan: impulse noise
 }
 
 const jpegQuality = 85
@@ -219,6 +224,12 @@ func newPicClass(c imageClass, seed uint64) (*picClass, error) {
 		return nil, err
 	}
 	pc := &picClass{imageClass: c, name: fmt.Sprintf("%dx%d", c.w, c.h)}
+	switch {
+	case c.noise != 0:
+		pc.name += "-noisy"
+	case c.impulses != 0:
+		pc.name += "-impulses"
+	}
 	pc.drawBase(seed, (len(maxCode)+2)*c.module)
 	mimeType := "image/jpeg"
 	if c.png {
@@ -309,7 +320,37 @@ func (c *picClass) drawBase(seed uint64, bandSize int) {
 			}
 		}
 	}
+	c.degrade(r, img)
 	c.light = img
+}
+
+// degrade adds the class's sensor noise and impulses to img and, where
+// they cover the band, the same to dark: a pixel of a picture is light's
+// or dark's, so both carry the noise of its place.
+func (c *picClass) degrade(r *rand.Rand, img *image.RGBA) {
+	if c.noise == 0 && c.impulses == 0 {
+		return
+	}
+	for y := range c.h {
+		for x := range c.w {
+			i := img.PixOffset(x, y)
+			d, impulse, v := r.NormFloat64()*c.noise, r.Float64() < c.impulses, uint8(255*r.IntN(2))
+			set := func(p []byte) {
+				for k := range 3 {
+					if impulse {
+						p[k] = v
+					} else {
+						p[k] = uint8(max(0, min(255, float64(p[k])+d+0.5)))
+					}
+				}
+			}
+			set(img.Pix[i : i+3])
+			if (image.Point{x, y}).In(c.band) {
+				j := c.dark.PixOffset(x, y)
+				set(c.dark.Pix[j : j+3])
+			}
+		}
+	}
 }
 
 func lerp(a, b uint8, t float64) uint8 { return uint8(float64(a)*(1-t) + float64(b)*t) }
