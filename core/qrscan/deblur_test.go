@@ -1,0 +1,137 @@
+package qrscan
+
+import (
+	"bytes"
+	"errors"
+	"image/png"
+	"math"
+	"math/cmplx"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestBlurKernel: the direction and length of a motion blur are measured
+// from the blurred picture, within one of blurKernel's angle steps and
+// one step of length, and a picture without blur is not taken for one.
+func TestBlurKernel(t *testing.T) {
+	f := func(length int, deg float64) {
+		t.Helper()
+		r := rand.New(rand.NewPCG(3, uint64(length)))
+		img := smallScreen(r, bankPayload(r), 1)
+		motionBlur(img, length, deg)
+		p := toGray(img, 1)
+		a, l, ok := blurKernel(p)
+		if !ok {
+			t.Errorf("%d px at %v°: no blur found", length, deg)
+			return
+		}
+		// The angle, modulo 180°, within a step; the length in steps of
+		// the digital lines, which are longer than a pixel off the axes.
+		got := a * 180 / math.Pi
+		diff := math.Mod(math.Abs(got-deg)+180, 180)
+		if diff > 90 {
+			diff = 180 - diff
+		}
+		rad := deg * math.Pi / 180
+		steps := float64(length) * max(math.Abs(math.Cos(rad)), math.Abs(math.Sin(rad)))
+		if diff > 180.0/blurAngles || math.Abs(float64(l)-steps) > 1.5 {
+			t.Errorf("%d px at %v°: measured %d steps at %.1f°, want %.1f steps", length, deg, l, got, steps)
+		}
+	}
+	f(5, 0)
+	f(9, 90)
+	f(11, 37)
+	f(13, 148)
+	f(13, 111)
+}
+
+// TestDeconvolveUndoesBox: bars of 4 px blurred by a box of 11, thresholded
+// at the middle level, are a quarter wrong; deconvolved, a fifth as many.
+func TestDeconvolveUndoesBox(t *testing.T) {
+	const w, h, length = 300, 4, 11
+	src := plane{pix: make([]byte, w*h), w: w, h: h}
+	r := rand.New(rand.NewPCG(5, 6))
+	v := byte(40)
+	for x := range w {
+		if x%4 == 0 && r.IntN(2) == 0 { // bars of 4 px, dark or light at random
+			v ^= 40 ^ 220
+		}
+		for y := range h {
+			src.pix[y*w+x] = v
+		}
+	}
+	blurred := plane{pix: make([]byte, w*h), w: w, h: h}
+	for y := range h {
+		for x := range w {
+			sum := 0
+			for k := -length / 2; k <= length/2; k++ {
+				sum += int(src.pix[y*w+clampInt(x+k, 0, w-1)])
+			}
+			blurred.pix[y*w+x] = byte((sum + length/2) / length)
+		}
+	}
+	out := deconvolve(blurred, 0, boxTaps(length), 0.02, nil)
+	wrong := func(p plane) int {
+		n := 0
+		for i, v := range p.pix {
+			if (v > 130) != (src.pix[i] > 130) {
+				n++
+			}
+		}
+		return n
+	}
+	if b, d := wrong(blurred), wrong(out); 5*d > b || b < len(src.pix)/5 {
+		t.Errorf("%d of %d pixels on the wrong side deconvolved, %d blurred", d, len(src.pix), b)
+	}
+}
+
+// TestFFTRoundTrip: the inverse transform undoes the forward one, and the
+// forward one of a pure tone is a single bin.
+func TestFFTRoundTrip(t *testing.T) {
+	const n = 64
+	a := make([]complex128, n)
+	for i := range a {
+		a[i] = cmplx.Rect(1, 2*math.Pi*5*float64(i)/n)
+	}
+	b := append([]complex128(nil), a...)
+	fft(b, false)
+	for i, v := range b {
+		want := 0.0
+		if i == 5 {
+			want = n
+		}
+		if cmplx.Abs(v-complex(want, 0)) > 1e-9 {
+			t.Fatalf("bin %d: %v, want %v", i, v, want)
+		}
+	}
+	fft(b, true)
+	for i := range a {
+		if cmplx.Abs(a[i]-b[i]) > 1e-9 {
+			t.Fatalf("sample %d: %v after the round trip, want %v", i, b[i], a[i])
+		}
+	}
+}
+
+// TestBlurredNoCode: a motion-blurred picture with finder look-alikes and
+// no code goes through every pass, the unblur pass included, and is still
+// not found; it gives no payload.
+func TestBlurredNoCode(t *testing.T) {
+	img := busyImage(700, 1400)
+	motionBlur(img, 9, 30)
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	var passes []string
+	passHook = func(n string) { passes = append(passes, n) }
+	defer func() { passHook = nil }()
+	got, err := Scan(buf.Bytes(), isSlip)
+	if !errors.Is(err, ErrNoQR) || got != "" {
+		t.Errorf("got %q, %v; want ErrNoQR", got, err)
+	}
+	if a, l, ok := blurKernel(toGray(img, 1)); !ok {
+		t.Errorf("the blur was not measured, so the unblur pass did not run")
+	} else {
+		t.Logf("measured %d steps at %.1f°", l, a*180/math.Pi)
+	}
+}
