@@ -99,7 +99,8 @@ func TestREADMEConfigTable(t *testing.T) {
 			continue
 		}
 		if want := c.rows(); strings.TrimSuffix(table, "\n") != want {
-			t.Errorf("%s's configuration table differs from the code's; it should read:\n%s%s", c.readme, c.header(), want)
+			t.Errorf("%s's configuration table differs from the code's (go test ./deploy/dev -run TestREADMEConfigTable -update rewrites it); it should read:\n%s%s",
+				c.readme, c.header(), want)
 		}
 	}
 }
