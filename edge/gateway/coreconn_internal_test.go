@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/edge/config"
 )
 
@@ -28,28 +29,19 @@ func startFakeCore(t *testing.T, answer bool) *fakeCore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
 	f := &fakeCore{addr: ln.Addr().String(), closed: make(chan struct{}, 16)}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { c.Close(); f.closed <- struct{}{} }()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				f.requests.Add(1)
-				if answer {
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				}
-			}()
+	testnet.Serve(t, ln, func(c net.Conn) {
+		defer func() { c.Close(); f.closed <- struct{}{} }()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
+		io.Copy(io.Discard, req.Body)
+		f.requests.Add(1)
+		if answer {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
 	return f
 }
 
