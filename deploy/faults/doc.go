@@ -1,7 +1,12 @@
 // Package faults holds the fault matrix (make test-faults): the whole
-// platform as real processes under a steady load of sync verifications and
-// async jobs, one fault at a time (kill -9 of each tier, the broker and
-// ClickHouse stopped, core slowed down, core's disk full), and for each what
-// clients saw and what was lost. Its test is built only with the faults
-// tag, so make test does not run it twice in CI.
+// platform as real processes, with proxies the test controls between the
+// edge and core, the usage tier and ClickHouse, and the dispatcher and the
+// webhook receiver (package tcpproxy), under a steady load that moves money
+// (signed, wallet, image and v1 verifications, cross-branch duplicates, a
+// branch at its quota limit while b2b changes move it, async singles and
+// batches). Each row applies a fault (kill -9 of each tier, of the broker
+// and of ClickHouse, a frozen broker, a slowed core, a full disk, a
+// partition, a delay or resets on a link, two at once) and then asks core
+// slip by slip what it charged. Its test is built only with the faults tag,
+// so make test does not run it twice in CI; README.md holds its table.
 package faults

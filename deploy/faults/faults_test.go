@@ -27,43 +27,70 @@ const (
 )
 
 // fault is one row of the matrix: inject applies it and returns what
-// removes it; when remove returns, the faulted part runs again.
+// removes it; when remove returns, the faulted part runs again. It holds
+// while hold requests are offered.
 type fault struct {
 	name   string
 	load   profile
 	inject func(t *testing.T, s *stack) (remove func())
+	hold   int
 }
 
+// row is a row whose fault holds while during requests are offered.
+func row(name string, load profile, inject func(*testing.T, *stack) func()) fault {
+	return fault{name, load, inject, during}
+}
+
+// longRow is a row whose fault holds long.
+func longRow(name string, load profile, inject func(*testing.T, *stack) func()) fault {
+	return fault{name, load, inject, long}
+}
+
+// long is the hold of a fault that must outlast the edge's wait for core
+// (2 s) and the dispatcher's for a callback (1 s).
+const long = 300
+
 var matrix = []fault{
-	{"kill -9 edge", mixed, kill(func(s *stack) *testnet.Program { return s.edge })},
-	{"kill -9 core", mixed, kill(func(s *stack) *testnet.Program { return s.core })},
-	{"kill -9 dispatcher", asyncHeavy, kill(func(s *stack) *testnet.Program { return s.dispatcher })},
-	{"kill -9 usage", mixed, kill(func(s *stack) *testnet.Program { return s.usage })},
-	{"kill -9 broker", mixed, kill(func(s *stack) *testnet.Program { return s.broker })},
-	{"broker stopped (SIGTERM), restarted", mixed, func(t *testing.T, s *stack) func() {
+	row("kill -9 edge", mixed, kill(edgeProc)),
+	row("kill -9 core", mixed, kill(coreProc)),
+	row("kill -9 dispatcher", asyncHeavy, kill(dispatcherProc)),
+	row("kill -9 usage", mixed, kill(usageProc)),
+	row("kill -9 broker", mixed, kill(brokerProc)),
+	row("broker stopped (SIGTERM), restarted", mixed, func(t *testing.T, s *stack) func() {
 		s.broker.Stop()
 		return func() { s.broker.Restart(t) }
-	}},
-	{"broker frozen (SIGSTOP): every link to it hangs", mixed, freeze(func(s *stack) int { return s.broker.Pid() })},
-	{"kill -9 ClickHouse", mixed, killClickHouse},
-	{"ClickHouse stopped (SIGTERM), restarted", mixed, func(t *testing.T, s *stack) func() {
+	}),
+	row("broker frozen (SIGSTOP): every link to it hangs", mixed, freeze(brokerProc)),
+	row("kill -9 ClickHouse", mixed, killClickHouse),
+	row("ClickHouse stopped (SIGTERM), restarted", mixed, func(t *testing.T, s *stack) func() {
 		if err := s.ch.Stop(30 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 		return restartClickHouse(t, s)
-	}},
-	{"core slowed to 1/5 speed", mixed, slowCore},
-	{"disk full for core's bbolt", mixed, diskFull},
-	{"edge→core partitioned", mixed, partition(func(s *stack) *tcpproxy.Proxy { return s.edgeCore })},
-	{"edge→core delayed 200 ms each way", mixed, delay(func(s *stack) *tcpproxy.Proxy { return s.edgeCore }, 200*time.Millisecond)},
-	{"edge→core delayed 1.5 s each way (past the edge's 2 s wait)", mixed, delay(func(s *stack) *tcpproxy.Proxy { return s.edgeCore }, 1500*time.Millisecond)},
-	{"edge→core connections reset every 300 ms, 100 ms delay", mixed, resets(func(s *stack) *tcpproxy.Proxy { return s.edgeCore })},
-	{"usage→ClickHouse partitioned", mixed, partition(func(s *stack) *tcpproxy.Proxy { return s.usageCH })},
-	{"dispatcher→receiver partitioned", asyncHeavy, partition(func(s *stack) *tcpproxy.Proxy { return s.hook })},
-	{"dispatcher→receiver delayed 300 ms each way (callbacks outlast the 1 s wait)", asyncHeavy, delay(func(s *stack) *tcpproxy.Proxy { return s.hook }, 300*time.Millisecond)},
-	{"kill -9 broker while core is slowed", mixed, both(kill(func(s *stack) *testnet.Program { return s.broker }), slowCore)},
-	{"kill -9 ClickHouse while edge→core is delayed 200 ms", mixed, both(killClickHouse, delay(func(s *stack) *tcpproxy.Proxy { return s.edgeCore }, 200*time.Millisecond))},
+	}),
+	row("core slowed to 1/5 speed", mixed, slowCore),
+	row("disk full for core's bbolt", mixed, diskFull),
+	longRow("edge→core partitioned 3 s", mixed, partition(edgeCoreLink)),
+	row("edge→core delayed 200 ms each way", mixed, delay(edgeCoreLink, 200*time.Millisecond)),
+	longRow("edge→core delayed 1.5 s each way for 3 s (past the edge's 2 s wait)", mixed, delay(edgeCoreLink, 1500*time.Millisecond)),
+	row("edge→core connections reset every 300 ms, 100 ms delay", mixed, resets(edgeCoreLink)),
+	longRow("usage→ClickHouse partitioned 3 s", mixed, partition(usageCHLink)),
+	longRow("dispatcher→receiver partitioned 3 s", asyncHeavy, partition(hookLink)),
+	longRow("dispatcher→receiver delayed 600 ms each way for 3 s (answers outlast the 1 s wait)", asyncHeavy, delay(hookLink, 600*time.Millisecond)),
+	row("kill -9 broker while core is slowed", mixed, both(kill(brokerProc), slowCore)),
+	row("kill -9 core while dispatcher→receiver is partitioned", asyncHeavy, both(kill(coreProc), partition(hookLink))),
+	row("kill -9 ClickHouse while edge→core is delayed 200 ms", mixed, both(killClickHouse, delay(edgeCoreLink, 200*time.Millisecond))),
 }
+
+// The parts a fault acts on.
+func edgeProc(s *stack) *testnet.Program       { return s.edge }
+func coreProc(s *stack) *testnet.Program       { return s.core }
+func dispatcherProc(s *stack) *testnet.Program { return s.dispatcher }
+func usageProc(s *stack) *testnet.Program      { return s.usage }
+func brokerProc(s *stack) *testnet.Program     { return s.broker }
+func edgeCoreLink(s *stack) *tcpproxy.Proxy    { return s.edgeCore }
+func usageCHLink(s *stack) *tcpproxy.Proxy     { return s.usageCH }
+func hookLink(s *stack) *tcpproxy.Proxy        { return s.hook }
 
 // kill kills a tier with SIGKILL; removing the fault starts it again and
 // waits for its /health.
@@ -77,9 +104,9 @@ func kill(proc func(*stack) *testnet.Program) func(*testing.T, *stack) func() {
 
 // freeze stops a process with SIGSTOP: its connections stay open and its
 // port accepts, but nothing answers, as over a link that drops every packet.
-func freeze(pid func(*stack) int) func(*testing.T, *stack) func() {
+func freeze(proc func(*stack) *testnet.Program) func(*testing.T, *stack) func() {
 	return func(t *testing.T, s *stack) func() {
-		p := pid(s)
+		p := proc(s).Pid()
 		syscall.Kill(p, syscall.SIGSTOP)
 		return func() { syscall.Kill(p, syscall.SIGCONT) }
 	}
@@ -211,6 +238,7 @@ type result struct {
 	chargedRefused             int    // pairs charged though every answer was an error
 	quota                      string // b2b quota changes: accepted of sent, and how far the limit moved
 	jobs, called, repeats      int
+	hookRefused                int // first callbacks of batch jobs the receiver refused
 	slowest, recovery, drained time.Duration
 	problems                   []string
 }
@@ -271,7 +299,7 @@ func runFault(t *testing.T, s *stack, f fault, br branches) result {
 
 	waitOffered(before)
 	remove := f.inject(t, s)
-	waitOffered(before + during)
+	waitOffered(before + int64(f.hold))
 	removed := time.Now()
 	remove()
 	for !l.one(bankV2) { // the first request the platform accepts again
@@ -338,7 +366,9 @@ func (l *load) settle(t *testing.T, r *result, removed time.Time) time.Duration 
 		default:
 			p.refused = append(p.refused, "job "+end)
 		}
-		if d := l.s.rcv.delivered(job); d.taken > 0 {
+		d := l.s.rcv.delivered(job)
+		r.hookRefused += d.refused
+		if d.taken > 0 {
 			r.called++
 			r.repeats += d.taken - 1
 		}
@@ -568,11 +598,11 @@ func kindName(k kind) string {
 // table is the matrix in markdown.
 func table(rows []result) string {
 	var b strings.Builder
-	b.WriteString("\n| fault | load | sent | accepted | refused (what clients saw) | lost | double-charged | charged but refused | quota changes (ok/sent, limit moved) | jobs called back | repeats | slowest answer | recovery | drained |\n")
-	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| fault | load | sent | accepted | refused (what clients saw) | lost | double-charged | charged but refused | quota changes (ok/sent, limit moved) | jobs called back | callbacks refused by the receiver | repeats | slowest answer | recovery | drained |\n")
+	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d | %d | %s | %d/%d | %d | %s | %s | %s |\n", r.fault, r.load, r.sent, r.accepted, r.refused,
-			r.lost, r.double, r.chargedRefused, r.quota, r.called, r.jobs, r.repeats,
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d | %d | %s | %d/%d | %d | %d | %s | %s | %s |\n", r.fault, r.load, r.sent, r.accepted, r.refused,
+			r.lost, r.double, r.chargedRefused, r.quota, r.called, r.jobs, r.hookRefused, r.repeats,
 			r.slowest.Round(time.Millisecond), r.recovery.Round(time.Millisecond), r.drained.Round(time.Millisecond))
 	}
 	b.WriteString("\nrecovery: from the fault's removal to the first request accepted again; drained: to every accepted job\n" +

@@ -39,10 +39,10 @@ type link struct {
 	closed chan struct{}
 }
 
-// chunk is what one read gave, and when.
+// chunk is what one read gave, and when it is due at the other side.
 type chunk struct {
-	b  []byte
-	at time.Time
+	b   []byte
+	due time.Time
 }
 
 // New starts a proxy to target on a free loopback port.
@@ -218,8 +218,9 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
+				_, delay := p.current()
 				select {
-				case chunks <- chunk{buf[:n], time.Now()}:
+				case chunks <- chunk{buf[:n], time.Now().Add(delay)}:
 				case <-l.closed:
 					return
 				}
@@ -234,8 +235,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 	}()
 	var timer *time.Timer
 	for c := range chunks {
-		_, delay := p.current()
-		if wait := time.Until(c.at.Add(delay)); wait > 0 {
+		if wait := time.Until(c.due); wait > 0 {
 			if timer == nil {
 				timer = time.NewTimer(wait)
 			} else {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // echo starts a server that answers each line with the line, until the
@@ -17,19 +19,7 @@ func echo(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
+	testnet.Serve(t, ln, func(c net.Conn) { io.Copy(c, c) })
 	return ln.Addr().String()
 }
 
@@ -162,8 +152,13 @@ func TestTargetDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c := dial(t, p)
-	if _, _, err := c.roundTrip("anyone?", 5*time.Second); err == nil || isTimeout(err) {
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		return // reset before the dial returned
+	}
+	defer c.Close()
+	cl := &client{t, c, bufio.NewReader(c)}
+	if _, _, err := cl.roundTrip("anyone?", 5*time.Second); err == nil || isTimeout(err) {
 		t.Fatalf("got %v, want the connection closed", err)
 	}
 }
