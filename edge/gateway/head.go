@@ -51,12 +51,15 @@ var errBareLF = errors.New("a request head line ends in a bare line feed")
 // discarded. A head starts where the connection starts and after each
 // response: fasthttp writes a response once it has read all the client
 // sent, or, when the client pipelines, once it waits for the rest of the
-// next head, whose start it has then already read; that head's version is
-// then taken from where the head was cut (a pipelining client may get
-// either version's format for a head the edge refuses).
+// next head, whose start it has then already read. A pipelining client is
+// thus served as fasthttp alone would serve it, but for the format: a head
+// read in the same Read as the request before it is not watched, and one
+// whose start came before the response is watched from where it was cut
+// (its refusal may take either version's format).
 //
-// Fast path: a body, and a head once its blank line is read, cost one
-// comparison a Read. fasthttp uses a connection from one goroutine.
+// Cost: one IndexByte a line of a head (BenchmarkHeadConnRead: about 0.2 µs
+// for a head of 230 bytes, no allocation); one comparison a Read of a body.
+// fasthttp uses a connection from one goroutine.
 type headConn struct {
 	net.Conn
 	watching bool // the bytes read next are a head's
