@@ -195,6 +195,32 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 	}, func() string { return "the rules select what no tier exports:\n" + strings.Join(problems, "\n") })
 }
 
+// TestExternalMetricsExported: the metrics the rules take from
+// node_exporter are in its exposition, when prometheus-node-exporter (which
+// the prometheus package recommends) is installed.
+func TestExternalMetricsExported(t *testing.T) {
+	bin, err := exec.LookPath("prometheus-node-exporter")
+	if err != nil {
+		t.Skip("prometheus-node-exporter not found")
+	}
+	addr := testnet.FreeAddr(t)
+	cmd := exec.Command(bin, "--web.listen-address="+addr, "--collector.disable-defaults", "--collector.filesystem")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	url := "http://" + addr + "/metrics"
+	testnet.WaitHTTP(t, url, time.Minute, nil)
+	series := parseExposition(scrape(t, url))
+	for name, exporter := range external {
+		if _, ok := series[name]; !ok {
+			t.Errorf("%s exports no %s\n%s", exporter, name, out.String())
+		}
+	}
+}
+
 func scrape(t *testing.T, url string) string {
 	res, err := http.Get(url)
 	if err != nil {
