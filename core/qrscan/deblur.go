@@ -6,15 +6,16 @@ import (
 	"math/cmplx"
 )
 
-// This file undoes motion blur: a hand moving during the exposure smears
-// every point of the picture along a short line, which a box kernel along
-// that line models. The blur's direction and length are measured from the
+// This file undoes blur. Motion blur: a hand moving during the exposure
+// smears every point of the picture along a short line, which a box kernel
+// along that line models. The blur's direction and length are measured from the
 // picture itself (blurKernel), and each line of pixels in that direction
 // is deconvolved by a Wiener filter in the frequency domain (deblur).
 // Lines are digital: a line at angle a steps one pixel along x (or y, when
 // it is nearer vertical) and round(k·tan a) across, so every pixel is on
 // exactly one line and a line is read and written in place, and the blur's
-// length is measured in those steps.
+// length is measured in those steps. A lens out of focus blurs by a
+// Gaussian, which is undone along rows and then along columns.
 
 // lineSet is the family of digital lines at one angle across a w×h plane.
 type lineSet struct {
@@ -151,6 +152,24 @@ func boxTaps(length int) []float64 {
 	}
 	if length%2 == 0 {
 		taps[length/2] /= 2
+	}
+	return taps
+}
+
+// gaussTaps returns the taps of a Gaussian of deviation sigma, to 3σ, as
+// deconvolve takes them.
+func gaussTaps(sigma float64) []float64 {
+	taps := make([]float64, int(math.Ceil(3*sigma))+1)
+	sum := 0.0
+	for i := range taps {
+		taps[i] = math.Exp(-float64(i*i) / (2 * sigma * sigma))
+		sum += taps[i]
+		if i > 0 {
+			sum += taps[i]
+		}
+	}
+	for i := range taps {
+		taps[i] /= sum
 	}
 	return taps
 }

@@ -248,7 +248,7 @@ func TestCorpus(t *testing.T) {
 	}
 	floor := map[string]float64{
 		"clean": 1, "small": 0.8, "jpeg30": 1, "rotated": 1, "inverted": 1, "photo": 0.8, "second-qr": 1,
-		"saltpepper": 1, "gnoise": 0, "motion": 0.6, "gauss": 0, "screen": 0, "combo": 0,
+		"saltpepper": 1, "gnoise": 1, "motion": 0.8, "gauss": 0.8, "screen": 0.8, "combo": 0.8,
 	}
 	type key struct{ cond, format string }
 	ok, n := map[key]int{}, map[key]int{}
