@@ -26,7 +26,7 @@ import (
 // beyond its socket.
 func benchHandler(b *testing.B) fasthttp.RequestHandler {
 	b.Helper()
-	st, err := store.Open(filepath.Join(b.TempDir(), "core.db"), time.Now)
+	st, err := store.OpenWith(filepath.Join(b.TempDir(), "core.db"), time.Now, store.Options{}) // no slip retention, as by default
 	if err != nil {
 		b.Fatal(err)
 	}

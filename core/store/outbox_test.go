@@ -35,7 +35,7 @@ func (c *clock) add(d time.Duration) { c.t.Add(int64(d)) }
 func open(t *testing.T, c *clock, limit int64) (*store.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "core.db")
-	st, err := store.OpenLimit(path, c.now, limit)
+	st, err := store.OpenWith(path, c.now, store.Options{OutboxLimit: limit, SlipAges: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestOutboxReady(t *testing.T) {
 	}
 }
 
-// TestEmitRefusedWhenFull: with OpenLimit messages waiting, Emit refuses
+// TestEmitRefusedWhenFull: with Options.OutboxLimit messages waiting, Emit refuses
 // and counts the drop; an ack makes room again.
 func TestEmitRefusedWhenFull(t *testing.T) {
 	st, _ := open(t, newClock(), 3)
@@ -351,7 +351,7 @@ func TestUsageEventInItsPeriod(t *testing.T) {
 	tick := func() time.Time { // half a second before the period's end, then a second later at every read
 		return end.Add(-500*time.Millisecond + time.Duration(reads.Add(1)-1)*time.Second)
 	}
-	st, err := store.OpenLimit(filepath.Join(t.TempDir(), "core.db"), tick, 100)
+	st, err := store.OpenWith(filepath.Join(t.TempDir(), "core.db"), tick, store.Options{OutboxLimit: 100, SlipAges: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +416,47 @@ func TestExpireSlips(t *testing.T) {
 	}
 	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 0 {
 		t.Errorf("ExpireSlips again = %d, %v; want none", n, err)
+	}
+}
+
+// TestSlipAgesOff: a store opened without the index by age (no retention)
+// refuses to expire; opened with it again, it builds the index from the
+// records, those verified meanwhile too, and expires them.
+func TestSlipAgesOff(t *testing.T) {
+	c := newClock()
+	st, path := open(t, c, 100)
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	applyV2(t, st, "BEFORE", nil) // indexed
+	reopen := func(ages bool) *store.Store {
+		t.Helper()
+		st.Close()
+		st, err := store.OpenWith(path, c.now, store.Options{SlipAges: ages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	st = reopen(false)
+	applyV2(t, st, "WITHOUT", nil) // not indexed
+	if n, err := st.ExpireSlips(c.now().Add(time.Hour), 100); err == nil || n != 0 {
+		t.Fatalf("ExpireSlips without the index = %d, %v; want an error", n, err)
+	}
+	c.add(2 * time.Hour)
+	st = reopen(true)
+	applyV2(t, st, "AFTER", nil)
+	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 2 {
+		t.Fatalf("ExpireSlips after the index was rebuilt = %d, %v; want BEFORE and WITHOUT", n, err)
+	}
+	for ref, dup := range map[string]bool{"BEFORE": false, "WITHOUT": false, "AFTER": true} {
+		if got := applyV2(t, st, ref, nil); (got.Seen != nil) != dup {
+			t.Errorf("%s verified again: %+v, want a duplicate: %v", ref, got, dup)
+		}
 	}
 }
 

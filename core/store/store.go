@@ -90,6 +90,19 @@ const (
 // does not.
 const DefaultOutboxLimit = 1_000_000
 
+// Options are what OpenWith is told beyond the path and clock.
+type Options struct {
+	// OutboxLimit bounds the messages waiting in the outbox (0:
+	// DefaultOutboxLimit).
+	OutboxLimit int64
+	// SlipAges keeps the slip records' index by age, which ExpireSlips
+	// reads. A store that never expires slip records goes without: each
+	// verification writes one key less (a page more of every commit).
+	// Opened without it, the index is dropped; opened with it again, it
+	// is built anew from the records.
+	SlipAges bool
+}
+
 // Store is core's state. It is safe for concurrent use.
 type Store struct {
 	db      *bolt.DB
@@ -102,6 +115,7 @@ type Store struct {
 	outboxReady chan struct{} // see OutboxReady
 	outboxLen   atomic.Int64
 	outboxLimit int64
+	slipAges    bool // Options.SlipAges
 	dropped     atomic.Int64
 	enqueued    int64 // messages the running transaction added; committer only
 
@@ -125,13 +139,16 @@ var opPool = sync.Pool{New: func() any { return &op{done: make(chan error, 1)} }
 
 // Open opens or creates the store at path. now is the clock that decides
 // billing periods, verification and job times. The outbox holds at most
-// DefaultOutboxLimit messages.
+// DefaultOutboxLimit messages, and slip records are indexed by age.
 func Open(path string, now func() time.Time) (*Store, error) {
-	return OpenLimit(path, now, DefaultOutboxLimit)
+	return OpenWith(path, now, Options{SlipAges: true})
 }
 
-// OpenLimit is Open with the outbox bounded at outboxLimit messages.
-func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, error) {
+// OpenWith is Open with o.
+func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
+	if o.OutboxLimit == 0 {
+		o.OutboxLimit = DefaultOutboxLimit
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -166,9 +183,14 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 				return err
 			}
 		}
+		if !o.SlipAges {
+			if err := dropSlipAges(tx); err != nil {
+				return err
+			}
+		}
 		return tx.Bucket(bucketMeta).Put([]byte("schema"), []byte(strconv.Itoa(schemaVersion)))
 	})
-	if err == nil {
+	if err == nil && o.SlipAges {
 		err = indexSlips(db)
 	}
 	var waiting int
@@ -183,7 +205,7 @@ func OpenLimit(path string, now func() time.Time, outboxLimit int64) (*Store, er
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{}),
-		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: outboxLimit}
+		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: o.OutboxLimit, slipAges: o.SlipAges}
 	s.outboxLen.Store(int64(waiting))
 	go s.commit()
 	return s, nil

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -54,10 +55,35 @@ func writeCounter(b *bolt.Bucket, key string, c quota.Counter) error {
 // a slip verified again after that is a new one, not a duplicate. It
 // returns how many it removed.
 func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
+	if !s.slipAges {
+		return 0, errNoSlipAges
+	}
 	return s.expireByAge(bucketSlipsByAge, cutoff, max, func(tx *bolt.Tx, key string) error {
 		return tx.Bucket(bucketSlips).Delete([]byte(key))
 	})
 }
+
+var errNoSlipAges = errors.New("store: opened without the slip records' index by age (Options.SlipAges)")
+
+// dropSlipAges empties bucketSlipsByAge and forgets that it was built, so
+// that a store opened with Options.SlipAges again builds it anew: records
+// written meanwhile have no entry in it.
+func dropSlipAges(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(slipsIndexed) == nil {
+		return nil // never built, or dropped already
+	}
+	if err := tx.DeleteBucket(bucketSlipsByAge); err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucket(bucketSlipsByAge); err != nil {
+		return err
+	}
+	return meta.Delete(slipsIndexed)
+}
+
+// slipsIndexed is the meta key of indexSlips's progress.
+var slipsIndexed = []byte("slips-indexed")
 
 // indexSlips builds bucketSlipsByAge for the slip records of a store
 // written before it, in transactions of indexChunk records (millions of
@@ -66,7 +92,7 @@ func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
 // last record indexed, and is "done" at the end. A record that does not
 // decode is left out of the index (it is never expired), not fatal.
 func indexSlips(db *bolt.DB) error {
-	key := []byte("slips-indexed")
+	key := slipsIndexed
 	for {
 		done := false
 		err := db.Update(func(tx *bolt.Tx) error {

@@ -139,8 +139,10 @@ func (s *Store) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) err
 		return errNoResult
 	default:
 		rec = &SlipRecord{FirstAt: snap.At.Unix(), Branches: []string{snap.Branch.ID}, Result: e.Result, Job: e.JobID}
-		if err := tx.Bucket(bucketSlipsByAge).Put(rec.ageKey(key), nil); err != nil {
-			return err
+		if s.slipAges {
+			if err := tx.Bucket(bucketSlipsByAge).Put(rec.ageKey(key), nil); err != nil {
+				return err
+			}
 		}
 	}
 	return tx.Bucket(bucketSlips).Put(key, rec.encode(make([]byte, 0, 64+len(rec.Result))))

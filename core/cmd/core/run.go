@@ -85,7 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
-	st, err := store.OpenLimit(filepath.Join(cfg.DataDir, "core.db"), time.Now, int64(cfg.OutboxLimit))
+	st, err := store.OpenWith(filepath.Join(cfg.DataDir, "core.db"), time.Now,
+		store.Options{OutboxLimit: int64(cfg.OutboxLimit), SlipAges: cfg.SlipRetention > 0})
 	if err != nil {
 		return err
 	}
