@@ -4,19 +4,12 @@ import (
 	"errors"
 	"net"
 	"syscall"
-	"time"
 )
 
 // errCoreClosed is a request not sent because core had closed its pooled
 // connection while it was idle: not a byte of it left, so it can go again
 // on another connection.
 var errCoreClosed = errors.New("core closed the idle connection; the request was not sent")
-
-// idleCheck: a request on a connection that carried none for this long first
-// looks whether core closed it meanwhile (a restart closes them all). A
-// connection in steady use is not looked at: one more system call per
-// request. tests shorten it.
-var idleCheck = 100 * time.Millisecond
 
 // coreConn is a connection to core that refuses to send a request on a
 // connection core has closed (errCoreClosed). Only such a request is sent
@@ -30,7 +23,6 @@ type coreConn struct {
 	peekFn  func(fd uintptr) // bound once: no allocation per look
 	closed  bool             // what the last look saw
 	asking  bool             // a request is being written: its first Write looked
-	asked   time.Time        // when the last request was first written
 	peekBuf [1]byte
 }
 
@@ -44,20 +36,19 @@ func watchClosed(c net.Conn, tcp *net.TCPConn) net.Conn {
 	if err != nil {
 		return c
 	}
-	x := &coreConn{Conn: c, raw: raw, asked: time.Now()}
+	x := &coreConn{Conn: c, raw: raw}
 	x.peekFn = x.peek
 	return x
 }
 
-// Write writes p; the first Write of a request on a connection idle for
-// idleCheck fails with errCoreClosed, sending nothing, if core closed it.
+// Write writes p; the first Write of a request fails with errCoreClosed,
+// sending nothing, if core closed the connection. Every request looks (one
+// system call that does not wait): core restarted within milliseconds of a
+// connection's last request leaves it closed too.
 func (c *coreConn) Write(p []byte) (int, error) {
 	if !c.asking {
 		c.asking = true
-		now := time.Now()
-		idle := now.Sub(c.asked) >= idleCheck
-		c.asked = now
-		if idle && c.peerClosed() {
+		if c.peerClosed() {
 			return 0, errCoreClosed
 		}
 	}

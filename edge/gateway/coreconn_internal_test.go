@@ -91,8 +91,6 @@ func TestCoreCutAfterRequest(t *testing.T) {
 // a restart closes them) is not used: the request goes on a new connection
 // and is answered.
 func TestCoreClosedIdle(t *testing.T) {
-	defer func(d time.Duration) { idleCheck = d }(idleCheck)
-	idleCheck = 0 // look before every request, so the test needs no idle time
 	core := startFakeCore(t, true)
 	c := coreClient(t, core.addr)
 	for i := range 3 {
