@@ -11,7 +11,7 @@ import (
 )
 
 // TestDecide states the rules of a verification as the spec and the README
-// state them (README "How a verification is decided"): for each API
+// state them (core/README.md, "How a verification is decided"): for each API
 // version and checkDuplicate, a slip the service never verified, verified
 // by this branch or by another, with quota left or not, the outcome and
 // whether it is charged; and the caller states that refuse before any of
