@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/ledgertest"
 )
@@ -31,7 +32,7 @@ func waitAudit(t *testing.T, st *chstore.Store, timeout time.Duration, cond func
 // waitLag polls the group's lag on slip.audit until it is want.
 func waitLag(t *testing.T, addr, group string, want int64) {
 	t.Helper()
-	lag := &Lag{Brokers: []string{addr}, Group: group, Topic: api.TopicAudit}
+	lag := &stream.Lag{Brokers: []string{addr}, Group: group, Topic: api.TopicAudit}
 	var n int64
 	var err error
 	if !ledgertest.Eventually(time.Minute, func() bool {
@@ -147,7 +148,7 @@ func TestAuditCommitsAfterInsert(t *testing.T) {
 	if !ledgertest.Eventually(time.Minute, func() bool { return auditMetrics.failures.Get() >= failures+3 }) {
 		t.Fatal("no insert was attempted")
 	}
-	lag := &Lag{Brokers: []string{addr}, Group: "audit", Topic: api.TopicAudit}
+	lag := &stream.Lag{Brokers: []string{addr}, Group: "audit", Topic: api.TopicAudit}
 	if n, err := lag.Measure(ctx); err != nil || n != int64(len(records)) {
 		t.Fatalf("lag while inserts fail: %d (err %v), want %d: offsets were committed before the insert", n, err, len(records))
 	}

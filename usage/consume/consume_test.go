@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/ledgertest"
 )
@@ -95,7 +96,7 @@ func TestClickHouseOutage(t *testing.T) {
 	ch, st := ledgertest.Ledger(t)
 	w := ledgertest.Writer(t, addr)
 	start(t, addr, "usage", st, 500)
-	lag := &Lag{Brokers: []string{addr}, Group: "usage", Topic: api.TopicUsage}
+	lag := &stream.Lag{Brokers: []string{addr}, Group: "usage", Topic: api.TopicUsage}
 	measure := func() int64 {
 		n, err := lag.Measure(context.Background())
 		if err != nil {

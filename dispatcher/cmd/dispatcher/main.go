@@ -26,6 +26,12 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// group is the dispatcher's consumer group on slip.results.
+const group = "slip-dispatcher"
+
+// lagInterval is how often the group's lag is measured.
+const lagInterval = 2 * time.Second
+
 func main() { envflag.Main("dispatcher", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string) error {
@@ -66,9 +72,15 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	go srv.Serve(ln)
 	defer srv.Close()
 
+	// Callbacks not yet delivered (or given up) and reported: the group
+	// commits a result only after its outcome is written.
+	lag := &stream.Lag{Brokers: brokers, Link: link, Group: group, Topic: api.TopicResults,
+		Metric: `slip_dispatcher_consumer_lag_messages{topic="` + api.TopicResults + `",group="` + group + `"}`}
+	go lag.Watch(ctx, lagInterval)
+
 	log.Info("delivering", "addr", ln.Addr().String(), "kafka", cfg.KafkaAddr, "signatureHeader", cfg.SignatureHeader, "version", version)
 	err = stream.Resume(ctx, log, "callbacks consumer", time.Second, func(ctx context.Context) error {
-		r := stream.NewReader(brokers, link, api.TopicResults, "slip-dispatcher")
+		r := stream.NewReader(brokers, link, api.TopicResults, group)
 		defer r.Close()
 		return stream.Consume(ctx, r, cfg.Workers, d.Handle)
 	})

@@ -9,8 +9,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/core/testnet"
-	"github.com/slipverify/slipverify/usage/consume"
 	"github.com/slipverify/slipverify/usage/ledgertest"
 )
 
@@ -52,7 +52,7 @@ func TestAuditIntoClickHouse(t *testing.T) {
 	}
 	ledgertest.WaitCounts(t, st, ledgertest.Want(events), time.Minute)
 
-	lag := &consume.Lag{Brokers: []string{broker}, Group: "usage-audit", Topic: api.TopicAudit}
+	lag := &stream.Lag{Brokers: []string{broker}, Group: "usage-audit", Topic: api.TopicAudit}
 	var n int64
 	if !ledgertest.Eventually(30*time.Second, func() bool { n, _ = lag.Measure(context.Background()); return n == 0 }) {
 		t.Errorf("group usage-audit's lag on slip.audit: %d, want 0", n)

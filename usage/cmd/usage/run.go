@@ -74,8 +74,8 @@ func coreClient(cfg config.Config) reconcile.Core {
 }
 
 // usageLag measures the lag of cfg's consumer group on slip.usage.
-func usageLag(cfg config.Config, link *kafkalink.Link) *consume.Lag {
-	return &consume.Lag{Brokers: cfg.Brokers(), Link: link, Group: cfg.Group, Topic: api.TopicUsage}
+func usageLag(cfg config.Config, link *kafkalink.Link) *stream.Lag {
+	return &stream.Lag{Brokers: cfg.Brokers(), Link: link, Group: cfg.Group, Topic: api.TopicUsage, Metric: "usage_consumer_lag_messages"}
 }
 
 // serve runs the consumers and the HTTP listener until ctx ends.
@@ -96,7 +96,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	defer store.Close()
 	lag := usageLag(cfg, link)
 	go lag.Watch(ctx, lagInterval)
-	auditLag := &consume.Lag{Brokers: cfg.Brokers(), Link: link, Group: cfg.AuditGroup, Topic: api.TopicAudit, Metric: "usage_audit_consumer_lag_messages"}
+	auditLag := &stream.Lag{Brokers: cfg.Brokers(), Link: link, Group: cfg.AuditGroup, Topic: api.TopicAudit, Metric: "usage_audit_consumer_lag_messages"}
 	go auditLag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
 
@@ -207,7 +207,7 @@ func syncAnchors(ctx context.Context, core reconcile.Core, store *chstore.Store,
 
 // handler serves /metrics, /health (200 while ClickHouse answers) and
 // /reconcile (the JSON report; ?format=csv or table for text).
-func handler(store *chstore.Store, core reconcile.Core, lag *consume.Lag) http.Handler {
+func handler(store *chstore.Store, core reconcile.Core, lag *stream.Lag) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) { metrics.WritePrometheus(w, true) })
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {

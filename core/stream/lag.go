@@ -1,4 +1,4 @@
-package consume
+package stream
 
 import (
 	"context"
@@ -16,13 +16,15 @@ import (
 
 // Lag measures a consumer group's lag on a topic from the brokers: the
 // messages past the group's committed offsets, over every partition. A
-// message counts until its batch is in ClickHouse, so the lag grows while
-// ClickHouse is down, whatever the readers have fetched.
+// message counts until the group commits it, which a consumer does once its
+// effect is durable (the usage tier's batch in ClickHouse, the dispatcher's
+// delivery and outcome), so the lag grows while that effect cannot be made,
+// whatever the readers have fetched. Every tier measures its groups with it.
 type Lag struct {
 	Brokers      []string
 	Link         *kafkalink.Link // TLS and SASL of the brokers; nil: plaintext
 	Group, Topic string
-	Metric       string // the gauge Watch publishes; empty: usage_consumer_lag_messages
+	Metric       string // the gauge Watch publishes, with its labels if any
 
 	last atomic.Int64
 }
@@ -89,11 +91,7 @@ func (l *Lag) Last() int64 { return l.last.Load() }
 // Watch measures the lag every interval until ctx ends and publishes it as
 // the gauge l.Metric.
 func (l *Lag) Watch(ctx context.Context, interval time.Duration) {
-	name := l.Metric
-	if name == "" {
-		name = "usage_consumer_lag_messages"
-	}
-	metrics.GetOrCreateGauge(name, func() float64 { return float64(l.Last()) })
+	metrics.GetOrCreateGauge(l.Metric, func() float64 { return float64(l.Last()) })
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -1,4 +1,4 @@
-package consume
+package stream_test
 
 import (
 	"context"
@@ -36,11 +36,11 @@ func TestLagOverSecureLink(t *testing.T) {
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	lag := &Lag{Brokers: []string{addr}, Link: link, Group: "usage", Topic: api.TopicUsage}
+	lag := &stream.Lag{Brokers: []string{addr}, Link: link, Group: "usage", Topic: api.TopicUsage}
 	if n, err := lag.Measure(ctx); err != nil || n != 5 {
 		t.Errorf("lag over the link: %d, %v; want 5", n, err)
 	}
-	plain := &Lag{Brokers: []string{addr}, Group: "usage", Topic: api.TopicUsage}
+	plain := &stream.Lag{Brokers: []string{addr}, Group: "usage", Topic: api.TopicUsage}
 	if _, err := plain.Measure(ctx); err == nil {
 		t.Error("the broker answered a plaintext lag measurement")
 	}
