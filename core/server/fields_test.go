@@ -11,7 +11,8 @@ import (
 // and never panics.
 func FuzzJSONFields(f *testing.F) {
 	for _, s := range []string{`{}`, ` {"payload" : "a\"b" , "n":-1.5e3,"o":{"x":[1,"]}"]},"t":true} `, `{"pay\u006coad":1}`,
-		`{"a":1,"a":2}`, `[1]`, `{"a":}`, `{"a":"\\"}`, `{"a":null}`, "{\"\u2028\":\"\\u0000\"}"} {
+		`{"a":1,"a":2}`, `[1]`, `{"a":}`, `{"a":"\\"}`, `{"a":null}`, "{\"\u2028\":\"\\u0000\"}",
+		`{"n":1e400,"m":-0,"s":"caf\u00e9","t":"ไทย"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -35,6 +36,17 @@ func FuzzJSONFields(f *testing.F) {
 			json.Compact(&b, got.json[name])
 			if a.String() != b.String() {
 				t.Fatalf("%q: %s = %s, want %s", body, name, got.json[name], v)
+			}
+			// The fields read as encoding/json reads them.
+			var ws string
+			wsErr := json.Unmarshal(v, &ws)
+			if gs, ok := got.str(name); ok != (wsErr == nil && string(v) != "null") || ok && gs != ws {
+				t.Fatalf("%q: str(%s) = %q, %v; encoding/json: %q, %v", body, name, gs, ok, ws, wsErr)
+			}
+			var wn float64
+			wnErr := json.Unmarshal(v, &wn)
+			if gn, ok := got.number(name); ok != (wnErr == nil && string(v) != "null") || ok && gn != wn {
+				t.Fatalf("%q: number(%s) = %v, %v; encoding/json: %v, %v", body, name, gn, ok, wn, wnErr)
 			}
 		}
 	})

@@ -67,6 +67,11 @@ func (f fields) str(name string) (string, bool) {
 	if v, ok := f.form[name]; ok {
 		return v, true
 	}
+	// The body is valid JSON (jsonFields): a string of plain ASCII without
+	// escapes is its own text, as nearly every payload and remark is.
+	if raw := f.json[name]; len(raw) >= 2 && raw[0] == '"' && plainASCII(raw[1:len(raw)-1]) {
+		return string(raw[1 : len(raw)-1]), true
+	}
 	var s string
 	return s, f.decode(name, &s)
 }
@@ -83,6 +88,12 @@ func (f fields) boolean(name string) (bool, bool) {
 func (f fields) number(name string) (float64, bool) {
 	if v, ok := f.form[name]; ok {
 		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return n, err == nil
+	}
+	// A JSON number is read as encoding/json reads it (strconv.ParseFloat,
+	// out of range refused).
+	if raw := f.json[name]; len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		n, err := strconv.ParseFloat(string(raw), 64)
 		return n, err == nil
 	}
 	var n float64
