@@ -193,7 +193,8 @@ func deconvolve(p plane, angle float64, taps []float64, nsr float64, dst []byte)
 		h[k] = complex(v, 0)
 		h[(n-k)%n] = complex(v, 0)
 	}
-	fft(h, false)
+	plan := newFFT(n)
+	plan.transform(h, false)
 	filter := make([]float64, n)
 	for i, v := range h {
 		filter[i] = real(v) / (real(v)*real(v) + nsr)
@@ -239,11 +240,11 @@ func deconvolve(p plane, angle float64, taps []float64, nsr float64, dst []byte)
 				}
 			}
 		}
-		fft(buf, false)
+		plan.transform(buf, false)
 		for k := range buf {
 			buf[k] *= complex(filter[k], 0)
 		}
-		fft(buf, true)
+		plan.transform(buf, true)
 		for part, ix := range idx {
 			for j, i := range ix {
 				v := real(buf[j+pad])
@@ -257,38 +258,60 @@ func deconvolve(p plane, angle float64, taps []float64, nsr float64, dst []byte)
 	return plane{pix: dst, w: p.w, h: p.h}
 }
 
-// fft transforms a in place (radix 2; len(a) a power of two); inverse
-// transforms back and divides by len(a).
-func fft(a []complex128, inverse bool) {
+// fftPlan holds what transforms of one length share: the bit-reversal
+// permutation and the twiddle factors, computed once (and exactly, not by
+// repeated multiplication).
+type fftPlan struct {
+	rev []int32
+	tw  []complex128 // e^(-2πik/n), k < n/2
+}
+
+// newFFT returns the plan of transforms of length n, a power of two.
+func newFFT(n int) *fftPlan {
+	f := &fftPlan{rev: make([]int32, n), tw: make([]complex128, n/2)}
+	shift := 64 - bits.Len(uint(n-1))
+	for i := range n {
+		f.rev[i] = int32(bits.Reverse64(uint64(i)) >> shift)
+	}
+	if n == 1 {
+		f.rev[0] = 0
+	}
+	for k := range f.tw {
+		f.tw[k] = cmplx.Rect(1, -2*math.Pi*float64(k)/float64(n))
+	}
+	return f
+}
+
+// transform transforms a in place (radix 2, len(a) the plan's length);
+// inverse transforms back and divides by len(a).
+func (f *fftPlan) transform(a []complex128, inverse bool) {
 	n := len(a)
-	for i, j := 1, 0; i < n; i++ {
-		bit := n >> 1
-		for ; j&bit != 0; bit >>= 1 {
-			j ^= bit
-		}
-		j ^= bit
-		if i < j {
+	for i, j := range f.rev {
+		if i < int(j) {
 			a[i], a[j] = a[j], a[i]
 		}
 	}
-	sign := -1.0
-	if inverse {
-		sign = 1
-	}
 	for size := 2; size <= n; size <<= 1 {
-		step := cmplx.Rect(1, sign*2*math.Pi/float64(size))
+		half, stride := size/2, n/size
 		for start := 0; start < n; start += size {
-			w := complex(1, 0)
-			for k := range size / 2 {
-				u, v := a[start+k], a[start+k+size/2]*w
-				a[start+k], a[start+k+size/2] = u+v, u-v
-				w *= step
+			lo, hi := a[start:start+half], a[start+half:start+size]
+			for k := range lo {
+				w := f.tw[k*stride]
+				if inverse {
+					w = complex(real(w), -imag(w))
+				}
+				v := hi[k] * w
+				lo[k], hi[k] = lo[k]+v, lo[k]-v
 			}
 		}
 	}
 	if inverse {
+		inv := complex(1/float64(n), 0)
 		for i := range a {
-			a[i] /= complex(float64(n), 0)
+			a[i] *= inv
 		}
 	}
 }
+
+// fft transforms a in place; see fftPlan.transform.
+func fft(a []complex128, inverse bool) { newFFT(len(a)).transform(a, inverse) }

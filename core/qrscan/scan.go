@@ -27,12 +27,13 @@ func shrinkFactor(w, h int) int {
 // decoding it: the grey plane and its half-size copy, two scratch planes
 // (the second for the unsharp masks' blur), gozxing's bit matrices and
 // block thresholds for each pass (garbage included: the median and sharp
-// passes added 8 of them), and the magnified windows of zoom.
+// passes added 8 of them, the unblur and defocus passes 4 more and their
+// transforms' scratch), and the magnified windows of zoom.
 // TestMemoryBudget and TestLargeNoCode check it.
 func workCost(w, h int) int64 {
 	k := shrinkFactor(w, h)
 	p := int64(w/k) * int64(h/k)
-	return 8*p + 4<<20
+	return 10*p + 4<<20
 }
 
 // passHook, when set by a test, is told which strategy found the payload.
@@ -179,6 +180,20 @@ func (s *scanner) run() bool {
 	return s.defocus()
 }
 
+// maxLatePixels caps the plane the unblur and defocus passes filter: a
+// larger picture's half-size plane is filtered instead (its blur halved
+// too), as their transforms cost n log n a line and a picture with no code
+// pays for every one.
+const maxLatePixels = 2 << 20
+
+// late returns the plane the unblur and defocus passes filter.
+func (s *scanner) late() plane {
+	if s.full.w*s.full.h > maxLatePixels {
+		return s.small
+	}
+	return s.full
+}
+
 // defocusTries are the Gaussian blurs defocus undoes: σ in pixels and the
 // Wiener filter's noise-to-signal ratio (the larger blur, a lower ratio:
 // its transfer function falls further).
@@ -191,11 +206,11 @@ var defocusTries = []struct{ sigma, nsr float64 }{{3, 0.02}, {4, 0.005}}
 func (s *scanner) defocus() bool {
 	for _, t := range defocusTries {
 		taps := gaussTaps(t.sigma)
-		rows := deconvolve(s.full, 0, taps, t.nsr, s.b)
-		p := deconvolve(rows, math.Pi/2, taps, t.nsr, s.a)
-		s.a, s.b = p.pix, rows.pix // rows, done with, take zoomOn's windows
+		p := deconvolve(s.late(), 0, taps, t.nsr, s.a)
+		p = deconvolve(p, math.Pi/2, taps, t.nsr, p.pix) // in place: a line is read whole before it is written
+		s.a = p.pix
 		s.missed = s.missed[:0]
-		if s.try("defocus", p, hybrid, 2, 1) || s.zoomOn(p, "defocus-zoom", false) {
+		if s.try("defocus", p, hybrid, 2, 1) || s.zoomOn(p, "defocus-zoom", false, lateZooms) {
 			return true
 		}
 	}
@@ -213,15 +228,16 @@ var unblurTries = []struct {
 // direction and length are measured, undone along its lines, and the
 // result searched at its size and magnified around finder patterns.
 func (s *scanner) unblur() bool {
-	angle, length, ok := blurKernel(s.full)
+	src := s.late()
+	angle, length, ok := blurKernel(src)
 	if !ok {
 		return false
 	}
 	for _, t := range unblurTries {
-		p := deconvolve(s.full, angle, boxTaps(length+t.dl), t.nsr, s.a)
+		p := deconvolve(src, angle, boxTaps(length+t.dl), t.nsr, s.a)
 		s.a = p.pix
 		s.missed = s.missed[:0]
-		if s.try("unblur", p, hybrid, 2, 1) || s.zoomOn(p, "unblur-zoom", false) {
+		if s.try("unblur", p, hybrid, 2, 1) || s.zoomOn(p, "unblur-zoom", false, lateZooms) {
 			return true
 		}
 	}
@@ -260,16 +276,23 @@ func (s *scanner) zoom(inverted bool) bool {
 	if inverted {
 		name = "zoom-inv"
 	}
-	return s.zoomOn(s.full, name, inverted)
+	return s.zoomOn(s.full, name, inverted, maxZooms)
 }
 
-// zoomOn is zoom on src, a plane the size of the full one.
-func (s *scanner) zoomOn(src plane, name string, inverted bool) bool {
+// lateZooms caps the windows zoom looks at after the unblur and defocus
+// passes, each of which tries several filters: a code is one window, and
+// the magnified windows' bit matrices are most of what those passes
+// allocate.
+const lateZooms = 3
+
+// zoomOn is zoom on src, a plane the size of the full one, looking at up
+// to n windows.
+func (s *scanner) zoomOn(src plane, name string, inverted bool, n int) bool {
 	var wins []image.Rectangle
 	var mods []float64
 	bounds := image.Rect(0, 0, src.w, src.h)
 	for _, c := range s.missed {
-		if c.module > 8 || len(wins) == maxZooms {
+		if c.module > 8 || len(wins) == n {
 			continue
 		}
 		pt := image.Pt(int(c.x), int(c.y))
