@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 // DayCount is the billable events of a branch on one Bangkok day.
@@ -18,8 +20,34 @@ type DayCount struct {
 // ids from the daily rollup). Reconciliation sums them into periods and
 // lifetimes.
 func (s *Store) BillableByDay(ctx context.Context) ([]DayCount, error) {
-	rows, err := s.conn.Query(ctx, `SELECT service_id, branch_id, day, uniqExactIfMerge(billable)
-		FROM `+s.db+`.usage_daily GROUP BY service_id, branch_id, day`)
+	return s.BillableOf(ctx, nil, time.Time{})
+}
+
+// BillableOf is BillableByDay for the services listed only (nil: all), with
+// the days before since (zero: none) summed into one row dated the day
+// before it. With since at or before the services' period starts, the rows
+// still give each branch's period count and lifetime total, and their
+// number stays within branches × days of a period however old the ledger
+// is. An event has one day, so merging its days' states counts it once.
+func (s *Store) BillableOf(ctx context.Context, services []string, since time.Time) ([]DayCount, error) {
+	floor := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !since.IsZero() {
+		y, m, d := since.Date()
+		floor = time.Date(y, m, d-1, 0, 0, 0, 0, time.UTC)
+	}
+	where, args := "", []any{floor.Format(time.DateOnly)}
+	if services != nil {
+		if len(services) == 0 {
+			return nil, nil
+		}
+		set := clickhouse.GroupSet{Value: make([]any, len(services))} // binds as ('a', 'b'): a plain slice binds as an array
+		for i, id := range services {
+			set.Value[i] = id
+		}
+		where, args = "WHERE service_id IN ?", append(args, set)
+	}
+	rows, err := s.conn.Query(ctx, `SELECT service_id, branch_id, greatest(day, toDate(?)) AS d, uniqExactIfMerge(billable)
+		FROM `+s.db+`.usage_daily `+where+` GROUP BY service_id, branch_id, d`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: billable by day: %w", err)
 	}

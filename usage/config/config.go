@@ -33,6 +33,10 @@ type Config struct {
 	CoreAddr    string             // core's listener, for its quota counters
 	EdgeToken   string             // the internal token core requires
 	CoreTimeout time.Duration      // one request to core
+	// ReconcileEvery is the interval of the periodic reconciliation behind
+	// the drift gauges (0: none); ReconcileServices bounds one run.
+	ReconcileEvery    time.Duration
+	ReconcileServices int
 	envflag.Common
 }
 
@@ -52,6 +56,8 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener, asked for its quota counters", &c.CoreAddr),
 		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "internal token core requires (32+ characters; empty: no reconciliation)", &c.EdgeToken),
 		envflag.Def("SLIP_USAGE_CORE_TIMEOUT", "core-timeout", "10s", "timeout of one request to core", &c.CoreTimeout),
+		envflag.Def("SLIP_USAGE_RECONCILE_INTERVAL", "reconcile-interval", "5m", "how often the ledger is reconciled with core's counters for the usage_ledger_drift gauges (0: never; needs SLIP_EDGE_TOKEN); longer than the pipeline's usual delay", &c.ReconcileEvery),
+		envflag.Def("SLIP_USAGE_RECONCILE_SERVICES", "reconcile-services", "1000", "services one periodic reconciliation checks at most; the next run goes on with the next ones", &c.ReconcileServices),
 	}, c.KafkaLink.Vars()...), c.CHTLS.Vars()...)
 }
 
@@ -115,6 +121,12 @@ func (c Config) Validate() error {
 	}
 	if c.CoreTimeout <= 0 {
 		bad("SLIP_USAGE_CORE_TIMEOUT: must be positive")
+	}
+	if c.ReconcileEvery < 0 {
+		bad("SLIP_USAGE_RECONCILE_INTERVAL: must not be negative (0: no periodic reconciliation)")
+	}
+	if c.ReconcileServices < 1 {
+		bad("SLIP_USAGE_RECONCILE_SERVICES: must be at least 1")
 	}
 	if c.EdgeToken != "" && len(c.EdgeToken) < 32 {
 		bad("SLIP_EDGE_TOKEN: at least 32 characters")

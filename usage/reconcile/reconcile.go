@@ -13,10 +13,12 @@
 //   - deleting a branch deletes its counters. Its ledger rows stay and are
 //     reported "deleted"; they still count in the service's row.
 //
-// Anything else, in either direction, is drift. The comparison is exact
-// once the pipeline has drained; while events are in flight (in core's
-// outbox, in Kafka, in a batch) the ledger trails core, so each report
-// carries the consumer's lag.
+// Anything else, in either direction, is drift. The comparison on request
+// (Run) is exact once the pipeline has drained; while events are in flight
+// (in core's outbox, in Kafka, in a batch) the ledger trails core, so each
+// report carries the consumer's lag. The periodic one (Watch) reads the
+// ledger between two reads of core's counters and needs no drained
+// pipeline (Between).
 package reconcile
 
 import (
@@ -51,6 +53,7 @@ type Row struct {
 	CoreTotal   int64  `json:"coreTotal"`
 	LedgerTotal int64  `json:"ledgerTotal"`
 	Status      string `json:"status"`
+	Units       int64  `json:"units,omitempty"` // a drifting row: how far the ledger is off core's counts
 }
 
 // Report is one reconciliation.
@@ -123,11 +126,22 @@ func Anchors(c api.UsageCounters) map[string]chstore.Anchor {
 // Compare reconciles core's counters with the ledger's billable events per
 // day. Rows come services first, each followed by its branches, by id.
 func Compare(counters api.UsageCounters, days []chstore.DayCount) Report {
+	return Between(counters, counters, days)
+}
+
+// Between reconciles a ledger read after core's counters prev and before
+// its counters cur: every event in the ledger was counted by cur, and every
+// event counted by prev has reached the ledger unless the pipeline lags
+// behind by longer than between the two reads. So a ledger count inside
+// [prev, cur] is no drift, however many events were in flight at either
+// read; Units of a drifting row is how far outside it is. Compare is the
+// case prev = cur. Periods are cur's; a service whose period began after
+// prev starts from 0. Rows come as in Compare.
+func Between(prev, cur api.UsageCounters, days []chstore.DayCount) Report {
 	type key struct{ service, branch string }
-	type sums struct{ used, total int64 }
-	ledger := map[key]*sums{}
+	ledger := map[key]*counts{}
 	starts, ends := map[string]time.Time{}, map[string]time.Time{}
-	for _, s := range counters.Services {
+	for _, s := range cur.Services {
 		starts[s.ServiceID], ends[s.ServiceID] = bangkokDate(s.PeriodStart), bangkokDate(s.PeriodEnd)
 	}
 	add := func(k key, d chstore.DayCount) {
@@ -135,7 +149,7 @@ func Compare(counters api.UsageCounters, days []chstore.DayCount) Report {
 		day := time.Date(y, m, dd, 0, 0, 0, 0, time.UTC)
 		s := ledger[k]
 		if s == nil {
-			s = new(sums)
+			s = new(counts)
 			ledger[k] = s
 		}
 		s.total += int64(d.Billable)
@@ -147,39 +161,53 @@ func Compare(counters api.UsageCounters, days []chstore.DayCount) Report {
 		add(key{d.ServiceID, ""}, d)
 		add(key{d.ServiceID, d.BranchID}, d)
 	}
-	get := func(k key) sums {
+	get := func(k key) counts {
 		if s := ledger[k]; s != nil {
 			delete(ledger, k)
 			return *s
 		}
-		return sums{}
+		return counts{}
 	}
-	r := Report{CoreAt: counters.At}
+	before := map[key]counts{}
+	for _, s := range prev.Services {
+		same := bangkokDate(s.PeriodStart).Equal(starts[s.ServiceID])
+		at := func(used, total int64) counts {
+			if !same {
+				used = 0
+			}
+			return counts{used: used, total: total}
+		}
+		before[key{s.ServiceID, ""}] = at(s.Used, s.Total)
+		for _, b := range s.Branches {
+			before[key{s.ServiceID, b.BranchID}] = at(b.Used, b.Total)
+		}
+	}
+	r := Report{CoreAt: cur.At}
 	push := func(row Row) {
 		if row.Status == Drift {
 			r.Drift++
 		}
 		r.Rows = append(r.Rows, row)
 	}
-	for _, s := range counters.Services {
+	for _, s := range cur.Services {
 		period := starts[s.ServiceID].Format(time.DateOnly)
-		l := get(key{s.ServiceID, ""})
-		push(row(s.ServiceID, "", period, s.Used, s.Total, l.used, l.total, false))
+		k := key{s.ServiceID, ""}
+		push(row(k.service, "", period, before[k], counts{s.Used, s.Total}, get(k), false))
 		for _, b := range s.Branches {
-			l := get(key{s.ServiceID, b.BranchID})
-			push(row(s.ServiceID, b.BranchID, period, b.Used, b.Total, l.used, l.total, true))
+			k := key{s.ServiceID, b.BranchID}
+			push(row(k.service, k.branch, period, before[k], counts{b.Used, b.Total}, get(k), true))
 		}
 	}
 	// What is left are services and branches core no longer has.
 	var rest []Row
 	for k, l := range ledger {
-		status := Drift // a service core does not know is drift
+		status, units := Drift, l.total // a service core does not know is drift
 		if k.branch != "" {
 			if _, ok := starts[k.service]; ok {
-				status = Deleted
+				status, units = Deleted, 0
 			}
 		}
-		rest = append(rest, Row{ServiceID: k.service, BranchID: k.branch, LedgerUsed: l.used, LedgerTotal: l.total, Status: status})
+		rest = append(rest, Row{ServiceID: k.service, BranchID: k.branch, LedgerUsed: l.used, LedgerTotal: l.total, Status: status, Units: units})
 	}
 	sort.Slice(rest, func(i, j int) bool {
 		if rest[i].ServiceID != rest[j].ServiceID {
@@ -193,17 +221,36 @@ func Compare(counters api.UsageCounters, days []chstore.DayCount) Report {
 	return r
 }
 
-func row(service, branch, period string, coreUsed, coreTotal, ledgerUsed, ledgerTotal int64, resettable bool) Row {
-	r := Row{ServiceID: service, BranchID: branch, PeriodStart: period, CoreUsed: coreUsed, CoreTotal: coreTotal,
-		LedgerUsed: ledgerUsed, LedgerTotal: ledgerTotal, Status: OK}
+// counts are billable events in the current period (used) and in all
+// (total).
+type counts struct{ used, total int64 }
+
+// row decides one row's status: the ledger inside core's [lo, hi] on both
+// counts is ok; a branch whose total is inside and whose period count is
+// above core's was reset; anything else drifts, by its distance outside.
+func row(service, branch, period string, lo, hi, ledger counts, resettable bool) Row {
+	r := Row{ServiceID: service, BranchID: branch, PeriodStart: period, CoreUsed: hi.used, CoreTotal: hi.total,
+		LedgerUsed: ledger.used, LedgerTotal: ledger.total, Status: OK}
+	total, used := outside(ledger.total, lo.total, hi.total), outside(ledger.used, lo.used, hi.used)
 	switch {
-	case coreTotal == ledgerTotal && coreUsed == ledgerUsed:
-	case resettable && coreTotal == ledgerTotal && coreUsed < ledgerUsed:
+	case total == 0 && used == 0:
+	case resettable && total == 0 && ledger.used > hi.used:
 		r.Status = Reset
 	default:
-		r.Status = Drift
+		r.Status, r.Units = Drift, max(total, used)
 	}
 	return r
+}
+
+// outside returns how far v lies outside [min(lo, hi), hi].
+func outside(v, lo, hi int64) int64 {
+	switch lo = min(lo, hi); {
+	case v < lo:
+		return lo - v
+	case v > hi:
+		return v - hi
+	}
+	return 0
 }
 
 // bangkokDate returns the Bangkok calendar date of t as midnight UTC, the

@@ -123,6 +123,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if cfg.EdgeToken != "" {
 		go syncAnchors(ctx, core, store, log)
 	}
+	watch := &reconcile.Watch{Core: core, Store: store, Services: cfg.ReconcileServices, Log: log}
+	watch.Publish()
+	if cfg.EdgeToken != "" && cfg.ReconcileEvery > 0 {
+		t := time.NewTicker(cfg.ReconcileEvery)
+		defer t.Stop()
+		go watch.Run(ctx, t.C)
+	}
 	// Two consumer groups, each at least once into its table: usage
 	// events into the ledger, core's audit records into audit_events.
 	consumers := make(chan error, 2)

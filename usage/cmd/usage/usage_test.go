@@ -158,7 +158,8 @@ func TestReconcileWithCore(t *testing.T) {
 	kafka := ledgertest.Broker(t, 3)
 	ch, st := ledgertest.Ledger(t)
 	coreAddr := testnet.StartCore(t, filepath.Join(root, "deploy/dev/seed.json"), "SLIP_KAFKA_ADDR="+kafka).Addr
-	env := usageEnv(kafka, ch.Addr(), "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+testnet.EdgeToken)
+	env := usageEnv(kafka, ch.Addr(), "SLIP_CORE_ADDR="+coreAddr, "SLIP_EDGE_TOKEN="+testnet.EdgeToken,
+		"SLIP_USAGE_RECONCILE_INTERVAL=200ms")
 	usageAddr := testnet.StartUsage(t, kafka, ch.Addr(), env...).Addr
 	usageBin := testnet.Build(t, "usage/cmd/usage")
 
@@ -194,6 +195,9 @@ func TestReconcileWithCore(t *testing.T) {
 	if row := rowOf(r, "svc-demo", "br-sub"); row.CoreUsed != int64(made["br-sub"]) || row.LedgerUsed != row.CoreUsed || row.Status != reconcile.OK {
 		t.Errorf("br-sub: %+v, want %d used", row, made["br-sub"])
 	}
+	// The periodic reconciliation finds no drift either.
+	clean := []string{"usage_ledger_drift 0\n", "usage_ledger_drift_rows 0\n", "usage_ledger_drifting_services 0\n"}
+	waitMetrics(t, usageAddr, clean...)
 	// The refused attempts' events join a later commit of core's than the
 	// billable ones, so they may reach the ledger a little after them.
 	var attempts uint64
@@ -228,6 +232,12 @@ func TestReconcileWithCore(t *testing.T) {
 	if r.Drift != 2 {
 		t.Errorf("%d rows drift, want 2 (the service and br-main): %+v", r.Drift, r.Rows)
 	}
+	// The gauges show it by the next periodic run: one unit, two rows, one
+	// service; a reconciliation has succeeded since.
+	metrics := waitMetrics(t, usageAddr, "usage_ledger_drift 1\n", "usage_ledger_drift_rows 2\n", "usage_ledger_drifting_services 1\n")
+	if strings.Contains(metrics, "usage_reconcile_last_success_timestamp_seconds 0\n") || !strings.Contains(metrics, "usage_reconcile_failures_total 0\n") {
+		t.Errorf("the runs' metrics:\n%s", metrics)
+	}
 	cmd := exec.Command(usageBin, "reconcile", "-format", "csv")
 	cmd.Env = env
 	csv, err := cmd.Output()
@@ -260,6 +270,23 @@ func TestReconcileWithCore(t *testing.T) {
 	if !strings.Contains(string(rep), want) {
 		t.Errorf("report lacks %q:\n%s", want, rep)
 	}
+}
+
+// waitMetrics polls the usage tier's /metrics until it has every line of
+// want, and returns it.
+func waitMetrics(t *testing.T, addr string, want ...string) string {
+	t.Helper()
+	var metrics string
+	testnet.Eventually(t, time.Minute, func() bool {
+		_, metrics, _ = get("http://" + addr + "/metrics")
+		for _, w := range want {
+			if !strings.Contains(metrics, w) {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("/metrics lacks one of %q:\n%s", want, metrics) })
+	return metrics
 }
 
 // TestServesBeforeClickHouse: a usage tier started while ClickHouse is
