@@ -92,7 +92,8 @@ func TestCompareDecoders(t *testing.T) {
 	// Ours is told which payload is a slip, as core tells it; the second
 	// code of a picture is a wrong answer for it.
 	ours := newDecoderRun()
-	for _, r := range scanCorpus(t, samples) {
+	res := scanCorpus(t, samples)
+	for _, r := range res {
 		ours.note(r.s, []string{r.got}, r.dur)
 		ours.wrong[r.s.name()] = r.err == nil && r.got != r.s.payload
 	}
@@ -163,7 +164,7 @@ func TestCompareDecoders(t *testing.T) {
 		row("**all ("+f+")**", func(s *sample) bool { return s.format == f })
 	}
 	row("**all**", func(*sample) bool { return true })
-	t.Log("\n" + b.String())
+	t.Log("\n" + b.String() + "\nours, per format:\n" + rateTable(res))
 	for _, s := range samples {
 		k := s.name()
 		if zx.ok[k] && !ours.ok[k] {
