@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -42,9 +41,6 @@ func (s *Server) submitAsync(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 // submitBatch accepts {items: [v2 bank body...], callbackUrl?}: every item
 // is checked before any job is created, and each becomes its own job.
 func (s *Server) submitBatch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	var body struct {
-		Items []json.RawMessage `json:"items"`
-	}
 	f, err := jsonFields(ctx.PostBody())
 	if err != nil {
 		return nil, err
@@ -58,15 +54,16 @@ func (s *Server) submitBatch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(ctx.PostBody(), &body); err != nil || body.Items == nil {
+	items, ok := batchItems(f.json["items"])
+	if !ok {
 		return nil, api.Errorf(api.Validation, "items: must be an array of verification requests")
 	}
-	if len(body.Items) == 0 || len(body.Items) > jobs.MaxBatch {
+	if len(items) == 0 || len(items) > jobs.MaxBatch {
 		return nil, api.Errorf(api.Validation, fmt.Sprintf("items: must hold 1 to %d requests", jobs.MaxBatch))
 	}
-	reqs := make([]verify.Request, len(body.Items))
+	reqs := make([]verify.Request, len(items))
 	var errs []error
-	for i, raw := range body.Items {
+	for i, raw := range items {
 		item := fmt.Sprintf("items[%d]", i)
 		f, err := jsonFields(raw)
 		if err == nil {
@@ -84,6 +81,25 @@ func (s *Server) submitBatch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	}
 	out, err := s.jobs.Submit(ctx, c.serviceID, c.branchID, reqs, cb, true)
 	return accepted(out), err
+}
+
+// batchItems returns the values of the JSON array items (valid JSON, as
+// jsonFields reads it), slices of it, and false if it is no array. It stops
+// one past jobs.MaxBatch: a body of two million empty items would otherwise
+// cost core a copy of each (8 s and 200 MB a request) only to refuse them.
+func batchItems(items []byte) ([][]byte, bool) {
+	if len(items) == 0 || items[0] != '[' {
+		return nil, false
+	}
+	out := [][]byte{}
+	for i := skipSpace(items, 1); items[i] != ']' && len(out) <= jobs.MaxBatch; {
+		end := valueEnd(items, i)
+		out = append(out, items[i:end:end])
+		if i = skipSpace(items, end); items[i] == ',' {
+			i = skipSpace(items, i+1)
+		}
+	}
+	return out, true
 }
 
 // joinItemErrors answers every item's VALIDATION_ERROR together, or, when
