@@ -28,6 +28,7 @@ type Watch struct {
 	Core     Core
 	Store    *chstore.Store
 	Services int              // services per run at most; 0: all
+	Every    time.Duration    // the interval Run is ticked at, for /metrics; 0: Run does not run
 	Now      func() time.Time // nil: time.Now
 	Log      *slog.Logger
 
@@ -67,6 +68,7 @@ func (w *Watch) Publish() {
 	gauge("usage_ledger_drift_rows", func(s Status) float64 { return float64(s.Rows) })
 	gauge("usage_ledger_drifting_services", func(s Status) float64 { return float64(s.Services) })
 	gauge("usage_reconcile_services_checked", func(s Status) float64 { return float64(s.Checked) })
+	metrics.GetOrCreateGauge("usage_reconcile_interval_seconds", func() float64 { return w.Every.Seconds() })
 	gauge("usage_reconcile_last_success_timestamp_seconds", func(s Status) float64 {
 		if s.LastSuccess.IsZero() {
 			return 0

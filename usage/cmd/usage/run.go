@@ -99,6 +99,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	auditLag := &stream.Lag{Brokers: cfg.Brokers(), Link: link, Group: cfg.AuditGroup, Topic: api.TopicAudit, Metric: "usage_audit_consumer_lag_messages"}
 	go auditLag.Watch(ctx, lagInterval)
 	core := coreClient(cfg)
+	watch := &reconcile.Watch{Core: core, Store: store, Services: cfg.ReconcileServices, Log: log}
+	if cfg.EdgeToken != "" {
+		watch.Every = cfg.ReconcileEvery
+	}
+	watch.Publish() // the gauges answer 0 until a run finds more, and without SLIP_EDGE_TOKEN
 
 	// The listener comes before ClickHouse: /metrics answers and /health
 	// says 503 while the tier waits for it.
@@ -123,10 +128,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if cfg.EdgeToken != "" {
 		go syncAnchors(ctx, core, store, log)
 	}
-	watch := &reconcile.Watch{Core: core, Store: store, Services: cfg.ReconcileServices, Log: log}
-	watch.Publish()
-	if cfg.EdgeToken != "" && cfg.ReconcileEvery > 0 {
-		t := time.NewTicker(cfg.ReconcileEvery)
+	if watch.Every > 0 {
+		t := time.NewTicker(watch.Every)
 		defer t.Stop()
 		go watch.Run(ctx, t.C)
 	}
