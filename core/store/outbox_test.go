@@ -356,12 +356,7 @@ func TestUsageEventInItsPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.InsertMissing(store.Records{
-		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
-		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	insertShop(t, st, 10)
 	reads.Store(0)
 	var at time.Time
 	applyV2(t, st, "EDGE1", func(_ bool, t time.Time) store.Message {
@@ -380,12 +375,7 @@ func TestUsageEventInItsPeriod(t *testing.T) {
 func TestExpireSlips(t *testing.T) {
 	c := newClock()
 	st, path := open(t, c, 100)
-	if _, err := st.InsertMissing(store.Records{
-		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
-		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	insertShop(t, st, 100)
 	consume := func(ref string) applied { t.Helper(); return applyV2(t, st, ref, nil) }
 	consume("OLD1")
 	consume("OLD2")
@@ -425,12 +415,7 @@ func TestExpireSlips(t *testing.T) {
 func TestSlipAgesOff(t *testing.T) {
 	c := newClock()
 	st, path := open(t, c, 100)
-	if _, err := st.InsertMissing(store.Records{
-		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
-		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	insertShop(t, st, 100)
 	applyV2(t, st, "BEFORE", nil) // indexed
 	reopen := func(ages bool) *store.Store {
 		t.Helper()
@@ -467,12 +452,7 @@ func TestSlipAgesOff(t *testing.T) {
 // counted.
 func TestUsageEventsWithConsume(t *testing.T) {
 	st, _ := open(t, newClock(), 2)
-	if _, err := st.InsertMissing(store.Records{
-		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
-		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	insertShop(t, st, 10)
 	if seeded := outbox(t, st, 10); len(seeded) != 2 || seeded[0].Topic != "slip.audit" || seeded[1].Topic != "slip.config" {
 		t.Fatalf("the seed's messages: %+v, want its audit record and config event", seeded)
 	} else if err := st.Ack(seeded[1].Seq); err != nil { // published
@@ -530,6 +510,18 @@ type applied struct {
 // applyV2 applies a v2 verification of slip ref by branch br of svc as the
 // verification rule decides it (core/verify.Decide): the branch's own
 // duplicate free, anything else charged.
+// insertShop inserts service "svc" with quota limit quota and its branch
+// "br", which applyV2 verifies for.
+func insertShop(t *testing.T, st *store.Store, quota int64) {
+	t.Helper()
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: quota, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func applyV2(t *testing.T, st *store.Store, ref string, usage func(bool, time.Time) store.Message) applied {
 	t.Helper()
 	var out applied
