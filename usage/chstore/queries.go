@@ -63,6 +63,25 @@ func (s *Store) BillableOf(ctx context.Context, services []string, since time.Ti
 	return out, rows.Err()
 }
 
+// ServicesSince returns the services with events in the ledger on the
+// Bangkok days from since on.
+func (s *Store) ServicesSince(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.conn.Query(ctx, `SELECT DISTINCT service_id FROM `+s.db+`.usage_daily WHERE day >= toDate(?)`, since.Format(time.DateOnly))
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: services: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
 // ReportRow is one branch's billable verifications in a report's period.
 type ReportRow struct {
 	ServiceID, BranchID string

@@ -23,12 +23,15 @@ import (
 // catches up, and the lag gauges say so. A run checks at most Services
 // services, the next ones by id after the last run's, so the ledger query
 // stays bounded however many services there are; a service's drift is what
-// its last check found.
+// its last check found. The services are core's and those the ledger has
+// events of in the last Recent days, so a service core does not know is
+// drift too.
 type Watch struct {
 	Core     Core
 	Store    *chstore.Store
 	Services int              // services per run at most; 0: all
 	Every    time.Duration    // the interval Run is ticked at, for /metrics; 0: Run does not run
+	Recent   int              // days the ledger is searched for services core does not know; 0: 62
 	Now      func() time.Time // nil: time.Now
 	Log      *slog.Logger
 
@@ -46,7 +49,7 @@ type Status struct {
 	Units       int64     // units by which the ledger is off core's counters, over the services' own rows
 	Rows        int64     // drifting rows, services and branches
 	Services    int       // services with a drifting row
-	Checked     int       // services checked at least once and still in core
+	Checked     int       // services checked at least once and still in core or the ledger
 	LastSuccess time.Time // the end of the last run that reconciled; zero: none yet
 	Runs        uint64    // runs that reconciled
 	Failures    uint64    // runs that could not read core or the ledger
@@ -124,12 +127,31 @@ func (w *Watch) once(ctx context.Context, prev *api.UsageCounters, after string)
 	} else {
 		lo = *prev
 	}
-	batch := w.batch(list.Services, after)
+	recent := w.Recent
+	if recent <= 0 {
+		recent = 62
+	}
+	inLedger, err := w.Store.ServicesSince(ctx, bangkokDate(w.now()).AddDate(0, 0, -recent))
+	if err != nil {
+		return err
+	}
+	all := slices.Clone(list.Services)
+	listed := map[string]bool{}
+	for _, s := range all {
+		listed[s.ServiceID] = true
+	}
+	for _, id := range inLedger {
+		if !listed[id] {
+			listed[id] = true
+			all = append(all, api.ServiceCounters{ServiceID: id}) // no period: only its total counts
+		}
+	}
+	batch := w.batch(all, after)
 	ids := make([]string, len(batch))
 	since := time.Time{}
 	for i, s := range batch {
 		ids[i] = s.ServiceID
-		if start := bangkokDate(s.PeriodStart); since.IsZero() || start.Before(since) {
+		if start := bangkokDate(s.PeriodStart); !s.PeriodStart.IsZero() && (since.IsZero() || start.Before(since)) {
 			since = start
 		}
 	}
@@ -172,7 +194,7 @@ func (w *Watch) once(ctx context.Context, prev *api.UsageCounters, after string)
 		}
 		w.checked[row.ServiceID] = d
 	}
-	known := map[string]bool{}
+	known := listed
 	for _, s := range cur.Services {
 		known[s.ServiceID] = true
 	}
@@ -195,23 +217,22 @@ func (w *Watch) once(ctx context.Context, prev *api.UsageCounters, after string)
 	return nil
 }
 
-// batch returns the next Services services by id after the one named
-// after, from the first again past the last; all of them when Services is 0
-// or they are no more.
+// batch sorts all by id and returns the next Services of them after the
+// one named after, from the first again past the last; all of them when
+// Services is 0 or they are no more.
 func (w *Watch) batch(all []api.ServiceCounters, after string) []api.ServiceCounters {
-	sorted := slices.Clone(all)
-	slices.SortFunc(sorted, func(a, b api.ServiceCounters) int { return strings.Compare(a.ServiceID, b.ServiceID) })
-	if w.Services <= 0 || len(sorted) <= w.Services {
-		return sorted
+	slices.SortFunc(all, func(a, b api.ServiceCounters) int { return strings.Compare(a.ServiceID, b.ServiceID) })
+	if w.Services <= 0 || len(all) <= w.Services {
+		return all
 	}
-	i, _ := slices.BinarySearchFunc(sorted, after, func(s api.ServiceCounters, id string) int { return strings.Compare(s.ServiceID, id) })
-	if after != "" && i < len(sorted) && sorted[i].ServiceID == after {
+	i, _ := slices.BinarySearchFunc(all, after, func(s api.ServiceCounters, id string) int { return strings.Compare(s.ServiceID, id) })
+	if after != "" && i < len(all) && all[i].ServiceID == after {
 		i++
 	}
-	if i >= len(sorted) {
+	if i >= len(all) {
 		i = 0
 	}
-	return sorted[i:min(i+w.Services, len(sorted))]
+	return all[i:min(i+w.Services, len(all))]
 }
 
 func (w *Watch) now() time.Time {
