@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -33,7 +34,7 @@ type Watch struct {
 	Every    time.Duration    // the interval Run is ticked at, for /metrics; 0: Run does not run
 	Recent   int              // days the ledger is searched for services core does not know; 0: 62
 	Now      func() time.Time // nil: time.Now
-	Log      *slog.Logger
+	Log      *slog.Logger     // nil: slog.Default()
 
 	mu      sync.Mutex
 	prev    *api.UsageCounters // the last run's read of core's counters
@@ -90,7 +91,7 @@ var (
 func (w *Watch) Run(ctx context.Context, tick <-chan time.Time) {
 	for {
 		if err := w.Once(ctx); err != nil && ctx.Err() == nil {
-			w.Log.Warn("periodic reconciliation failed", "err", err)
+			cmp.Or(w.Log, slog.Default()).Warn("periodic reconciliation failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
