@@ -26,6 +26,7 @@ var (
 	hClientIP  = []byte(api.HeaderClientIP)
 	hRequestID = []byte(api.HeaderRequestID)
 	versions   = [3][]byte{api.V1: []byte("v1"), api.V2: []byte("v2")}
+	schemeHTTP = []byte("http")
 
 	// Names of headers a client sends, as fasthttp stores them, so they are
 	// read and deleted without normalising the name again.
@@ -91,10 +92,16 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 	h.SetCanonical(hVersion, versions[rt.Version])
 	h.SetCanonical(hClientIP, x.ip.AppendTo(buf[:0]))
 	h.SetCanonical(hRequestID, x.id())
-	if len(h.Host()) == 0 {
-		// HTTP/1.0 has no Host; fasthttp's client refuses to send a
-		// request without one (before any byte reaches core).
-		h.SetHostBytes(g.coreAddr)
+	if u := ctx.Request.URI(); len(u.Host()) == 0 || string(u.Scheme()) != "http" {
+		// fasthttp's client sends the target's host as Host, and refuses
+		// to send a request without one or an https target over plain
+		// HTTP (before any byte reaches core): HTTP/1.0 has no Host, and an
+		// absolute-form target names its own scheme and may name no host
+		// (http:///v2/info, which core's server would refuse as sent).
+		if len(u.Host()) == 0 {
+			u.SetHostBytes(g.coreAddr)
+		}
+		u.SetSchemeBytes(schemeHTTP)
 	}
 	closeAfter := h.ConnectionClose()
 	h.ResetConnectionClose()
