@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // DayCount is the billable events of a branch on one Bangkok day.
@@ -46,40 +47,18 @@ func (s *Store) BillableOf(ctx context.Context, services []string, since time.Ti
 		}
 		where, args = "WHERE service_id IN ?", append(args, set)
 	}
-	rows, err := s.conn.Query(ctx, `SELECT service_id, branch_id, greatest(day, toDate(?)) AS d, uniqExactIfMerge(billable)
-		FROM `+s.db+`.usage_daily `+where+` GROUP BY service_id, branch_id, d`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: billable by day: %w", err)
-	}
-	defer rows.Close()
-	var out []DayCount
-	for rows.Next() {
-		var d DayCount
-		if err := rows.Scan(&d.ServiceID, &d.BranchID, &d.Day, &d.Billable); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return query(ctx, s, "billable by day", `SELECT service_id, branch_id, greatest(day, toDate(?)) AS d, uniqExactIfMerge(billable)
+		FROM `+s.db+`.usage_daily `+where+` GROUP BY service_id, branch_id, d`, args,
+		func(rows driver.Rows, d *DayCount) error {
+			return rows.Scan(&d.ServiceID, &d.BranchID, &d.Day, &d.Billable)
+		})
 }
 
 // ServicesSince returns the services with events in the ledger on the
 // Bangkok days from since on.
 func (s *Store) ServicesSince(ctx context.Context, since time.Time) ([]string, error) {
-	rows, err := s.conn.Query(ctx, `SELECT DISTINCT service_id FROM `+s.db+`.usage_daily WHERE day >= toDate(?)`, since.Format(time.DateOnly))
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: services: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return query(ctx, s, "services", `SELECT DISTINCT service_id FROM `+s.db+`.usage_daily WHERE day >= toDate(?)`,
+		[]any{since.Format(time.DateOnly)}, func(rows driver.Rows, id *string) error { return rows.Scan(id) })
 }
 
 // ReportRow is one branch's billable verifications in a report's period.
@@ -113,18 +92,26 @@ func (s *Store) ReportRange(ctx context.Context, from, to time.Time, serviceID s
 }
 
 func (s *Store) report(ctx context.Context, q string, args ...any) ([]ReportRow, error) {
+	return query(ctx, s, "report", q, args, func(rows driver.Rows, r *ReportRow) error {
+		return rows.Scan(&r.ServiceID, &r.BranchID, &r.Period, &r.Billable, &r.Attempts)
+	})
+}
+
+// query runs q (what names it in errors) and scans each row of its answer
+// into a T.
+func query[T any](ctx context.Context, s *Store, what, q string, args []any, scan func(driver.Rows, *T) error) ([]T, error) {
 	rows, err := s.conn.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse: report: %w", err)
+		return nil, fmt.Errorf("clickhouse: %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []ReportRow
+	var out []T
 	for rows.Next() {
-		var r ReportRow
-		if err := rows.Scan(&r.ServiceID, &r.BranchID, &r.Period, &r.Billable, &r.Attempts); err != nil {
+		var v T
+		if err := scan(rows, &v); err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
