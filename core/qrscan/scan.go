@@ -27,14 +27,32 @@ func shrinkFactor(w, h int) int {
 // decoding it: the grey plane and its half-size copy, two scratch planes
 // (the second for the unsharp masks' blur), gozxing's bit matrices and
 // block thresholds for each pass (garbage included: the median and sharp
-// passes added 8 of them, the unblur and defocus passes 4 more and their
-// transforms' scratch), and the magnified windows of zoom.
-// TestMemoryBudget and TestLargeNoCode check it.
+// passes added 8 of them), and the magnified windows of zoom; and 3 bytes
+// a pixel of the plane the unblur and defocus passes filter, for their
+// bit matrices and windows. TestMemoryBudget and TestLargeNoCode check it.
 func workCost(w, h int) int64 {
 	k := shrinkFactor(w, h)
-	p := int64(w/k) * int64(h/k)
-	return 10*p + 4<<20
+	w, h = w/k, h/k
+	p, late := int64(w)*int64(h), int64(w)*int64(h)
+	if lateHalf(w, h) {
+		late = int64(w/2) * int64(h/2)
+	}
+	return 8*p + 3*late + 4<<20
 }
+
+// halfFrom is the size, in pixels on the longer side, from which a
+// working plane has a half-size copy, which the first pass searches.
+const halfFrom = 1600
+
+// maxLatePixels caps the plane the unblur and defocus passes filter: a
+// larger picture's half-size plane is filtered instead (its blur halved
+// too), as their transforms cost n log n a line and a picture with no code
+// pays for every one.
+const maxLatePixels = 2 << 20
+
+// lateHalf reports whether the unblur and defocus passes filter the
+// half-size copy of a w×h working plane.
+func lateHalf(w, h int) bool { return w*h > maxLatePixels && max(w, h) >= halfFrom }
 
 // passHook, when set by a test, is told which strategy found the payload.
 var passHook func(name string)
@@ -62,7 +80,7 @@ func scanPlane(full plane, accept func(string) bool) (string, error) {
 		return "", ErrNoQR
 	}
 	s := &scanner{full: full, small: full, dec: decoder.NewDecoder(), accept: accept}
-	if max(full.w, full.h) >= 1600 {
+	if max(full.w, full.h) >= halfFrom {
 		s.small = half(full, nil)
 	}
 	if s.run() {
@@ -180,15 +198,9 @@ func (s *scanner) run() bool {
 	return s.defocus()
 }
 
-// maxLatePixels caps the plane the unblur and defocus passes filter: a
-// larger picture's half-size plane is filtered instead (its blur halved
-// too), as their transforms cost n log n a line and a picture with no code
-// pays for every one.
-const maxLatePixels = 2 << 20
-
 // late returns the plane the unblur and defocus passes filter.
 func (s *scanner) late() plane {
-	if s.full.w*s.full.h > maxLatePixels {
+	if lateHalf(s.full.w, s.full.h) {
 		return s.small
 	}
 	return s.full
