@@ -32,8 +32,9 @@ func (l headListener) Accept() (net.Conn, error) {
 }
 
 // errBareLF is what a headConn's Read returns once it read a line of a
-// request head that ends in a bare line feed (LF without CR).
-var errBareLF = errors.New("a request head line ends in a bare line feed")
+// request head that ends in a bare line feed (LF without CR), or holds a
+// bare carriage return (CR without LF).
+var errBareLF = errors.New("a request head line ends in a bare line feed or holds a bare carriage return")
 
 // headConn watches the bytes of each request head as fasthttp reads them,
 // from the head's first byte to its blank line, and nothing of the body.
@@ -45,6 +46,9 @@ var errBareLF = errors.New("a request head line ends in a bare line feed")
 // otherwise would see another request. The Read that finds one returns the
 // bytes up to that LF, the LF made a space, which can complete no head, and
 // every Read after it returns errBareLF: fasthttp's head read fails at once.
+// A bare CR (RFC 9112 2.2: invalid) is refused the same way, the CR made a
+// space: fasthttp would take a line holding one as a field, and a head
+// whose blank line has one ("\r\r\n") would hang until the read timeout.
 //
 // The first bytes of the request line are kept until the next head starts,
 // so the ErrorHandler knows the version of the route whatever fasthttp
@@ -77,24 +81,40 @@ func (c *headConn) Read(p []byte) (int, error) {
 		return 0, c.err
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 {
-		if c.watching {
-			n = c.watch(p[:n])
+	if n > 0 && c.watching {
+		n = c.watch(p[:n])
+		if n == 0 { // the CR the last Read ended in is a bare one
+			return 0, c.err
 		}
+	}
+	if n > 0 {
 		c.prev = p[n-1]
 	}
 	return n, err
 }
 
 // watch follows b, the next bytes of a head, and returns how many of them
-// to pass on: all, or those up to a bare LF.
+// to pass on: all, or those up to a bare LF or CR (none when b follows a
+// bare CR).
 func (c *headConn) watch(b []byte) int {
+	if c.lineLen > 0 && c.prev == '\r' && b[0] != '\n' {
+		c.err = errBareLF
+		return 0
+	}
 	for i := 0; i < len(b); {
 		j := bytes.IndexByte(b[i:], '\n')
 		if j < 0 {
+			if k := bytes.IndexByte(b[i:len(b)-1], '\r'); k >= 0 { // the last byte may be a CRLF's CR
+				return c.bareCR(b, i, i+k)
+			}
 			c.keep(b[i:])
 			c.lineLen += len(b) - i
 			return len(b)
+		}
+		if j > 1 {
+			if k := bytes.IndexByte(b[i:i+j-1], '\r'); k >= 0 {
+				return c.bareCR(b, i, i+k)
+			}
 		}
 		c.keep(b[i : i+j])
 		end := i + j
@@ -121,6 +141,16 @@ func (c *headConn) watch(b []byte) int {
 		}
 	}
 	return len(b)
+}
+
+// bareCR refuses the head at b[k], a bare CR in the line that goes on at
+// b[i]: the bytes up to it are passed on, the CR made a space, and every
+// Read after it fails.
+func (c *headConn) bareCR(b []byte, i, k int) int {
+	c.keep(b[i:k])
+	c.err = errBareLF
+	b[k] = ' '
+	return k + 1
 }
 
 // keep adds b, the next bytes of a line, to the start of the request line
@@ -156,7 +186,9 @@ func (c *headConn) version() api.Version {
 	if !ok {
 		return api.V2
 	}
-	target, _, _ = bytes.Cut(target, []byte(" "))
+	if i := bytes.IndexAny(target, " \r"); i >= 0 { // a bare CR may end what was kept
+		target = target[:i]
+	}
 	var u fasthttp.URI
 	if u.Parse(nil, target) != nil {
 		return api.V2

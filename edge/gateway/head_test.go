@@ -147,3 +147,17 @@ func TestBareLFOnKeptConnection(t *testing.T) {
 		t.Errorf("bare LF after requests served: %d %s (close %v), want 400 %s and the connection closed", status, b, closed, v1Refusal)
 	}
 }
+
+// TestBareCRHeadsRefused: a request head with a bare carriage return (CR
+// without LF) is refused at once, in its route's version: fasthttp would
+// take a field holding one, and wait for the end of a head whose blank line
+// holds one until the read timeout.
+func TestBareCRHeadsRefused(t *testing.T) {
+	e := startEdge(t, testnet.StartCore(t, seed))
+	refusedInRouteFormat(t, e, []struct{ name, request, want string }{
+		{"a bare CR in the blank line, v1", "GET /me HTTP/1.1\r\nHost: x\r\n" + auth + "\r\r\n", v1Refusal},
+		{"a bare CR in the blank line, v2", "GET /v2/info HTTP/1.1\r\nHost: x\r\n" + auth + "\r\r\n", v2Refusal},
+		{"a bare CR in a field, v1 prefix", "GET /api/v1/me HTTP/1.1\r\nHost: x\rX-Note: a\r\n" + auth + "\r\n", v1Refusal},
+		{"a bare CR in the request line, b2b", "GET /b2b/branches\r HTTP/1.1\r\nHost: x\r\n\r\n", v2Refusal},
+	})
+}
