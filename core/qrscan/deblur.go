@@ -67,7 +67,7 @@ const blurAngles = 24
 // digital lines, where the autocorrelation of the differences along the
 // lines is most negative (a box of length L turns each edge into a ramp L
 // steps wide, whose two ends have opposite signs). It samples every
-// other row and column, and every fourth line. It reports false when the
+// other row and column, and every eighth line. It reports false when the
 // picture looks no more smoothed in one direction than in the others
 // (minAnisotropy), or no length stands out: no motion blur to undo.
 func blurKernel(p plane) (angle float64, length int, ok bool) {
@@ -110,7 +110,7 @@ func blurKernel(p plane) (angle float64, length int, ok bool) {
 	ls := newLineSet(p.w, p.h, angle)
 	first, last, longest := ls.span()
 	d := make([]float64, 0, longest)
-	for n := first; n <= last; n += 4 {
+	for n := first; n <= last; n += 8 {
 		d = d[:0]
 		prev, prevK := -1, -2
 		ls.each(n, func(i, k int) {
@@ -262,13 +262,13 @@ func deconvolve(p plane, angle float64, taps []float64, nsr float64, dst []byte)
 // permutation and the twiddle factors, computed once (and exactly, not by
 // repeated multiplication).
 type fftPlan struct {
-	rev []int32
-	tw  []complex128 // e^(-2πik/n), k < n/2
+	rev    []int32
+	tw, iw []complex128 // e^(∓2πik/n), k < n/2: forward and inverse
 }
 
 // newFFT returns the plan of transforms of length n, a power of two.
 func newFFT(n int) *fftPlan {
-	f := &fftPlan{rev: make([]int32, n), tw: make([]complex128, n/2)}
+	f := &fftPlan{rev: make([]int32, n), tw: make([]complex128, n/2), iw: make([]complex128, n/2)}
 	shift := 64 - bits.Len(uint(n-1))
 	for i := range n {
 		f.rev[i] = int32(bits.Reverse64(uint64(i)) >> shift)
@@ -278,6 +278,7 @@ func newFFT(n int) *fftPlan {
 	}
 	for k := range f.tw {
 		f.tw[k] = cmplx.Rect(1, -2*math.Pi*float64(k)/float64(n))
+		f.iw[k] = cmplx.Conj(f.tw[k])
 	}
 	return f
 }
@@ -291,16 +292,16 @@ func (f *fftPlan) transform(a []complex128, inverse bool) {
 			a[i], a[j] = a[j], a[i]
 		}
 	}
+	tw := f.tw
+	if inverse {
+		tw = f.iw
+	}
 	for size := 2; size <= n; size <<= 1 {
 		half, stride := size/2, n/size
 		for start := 0; start < n; start += size {
 			lo, hi := a[start:start+half], a[start+half:start+size]
 			for k := range lo {
-				w := f.tw[k*stride]
-				if inverse {
-					w = complex(real(w), -imag(w))
-				}
-				v := hi[k] * w
+				v := hi[k] * tw[k*stride]
 				lo[k], hi[k] = lo[k]+v, lo[k]-v
 			}
 		}
