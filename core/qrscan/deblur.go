@@ -156,6 +156,29 @@ func boxTaps(length int) []float64 {
 	return taps
 }
 
+// sharpEdges reports whether p has steps a blur of σ 3 px would have
+// smoothed away: on 0.5 % of pixels (every other row and column sampled),
+// a change of 128 levels or more over two pixels, across and down
+// together. A Gaussian of σ 3 or more leaves none (the steepest slope of
+// a full black-to-white step is 34 levels a pixel); sharp text, finder
+// look-alikes and noise leave 2 to 18 % (measured on the corpus).
+func sharpEdges(p plane) bool {
+	n, steep := 0, 0
+	w := p.w
+	for y := 1; y < p.h-1; y += 2 {
+		for x := 1; x < w-1; x += 2 {
+			i := y*w + x
+			gx := int(p.pix[i+1]) - int(p.pix[i-1])
+			gy := int(p.pix[i+w]) - int(p.pix[i-w])
+			n++
+			if max(gx, -gx)+max(gy, -gy) >= 128 {
+				steep++
+			}
+		}
+	}
+	return steep*200 > n
+}
+
 // gaussTaps returns the taps of a Gaussian of deviation sigma, to 3σ, as
 // deconvolve takes them.
 func gaussTaps(sigma float64) []float64 {

@@ -214,8 +214,12 @@ var defocusTries = []struct{ sigma, nsr float64 }{{3, 0.02}, {4, 0.005}}
 // defocus looks again at a picture out of focus past what the unsharp
 // masks of sharp restore (a Gaussian of σ 3 to 4 px on modules of 5):
 // the blur is undone along rows, then columns, and the result searched at
-// its size and magnified around finder patterns.
+// its size and magnified around finder patterns. A picture with sharp
+// edges is not that blurred, and skips it.
 func (s *scanner) defocus() bool {
+	if sharpEdges(s.late()) {
+		return false
+	}
 	for _, t := range defocusTries {
 		taps := gaussTaps(t.sigma)
 		p := deconvolve(s.late(), 0, taps, t.nsr, s.a)
