@@ -135,3 +135,22 @@ func TestBlurredNoCode(t *testing.T) {
 		t.Logf("measured %d steps at %.1f°", l, a*180/math.Pi)
 	}
 }
+
+// TestSharpEdges: a slip out of focus by σ 3 px has no sharp edges and gets
+// the defocus pass; the same slip in focus, or noisy, has them and skips it.
+func TestSharpEdges(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	img := smallScreen(r, bankPayload(r), 0)
+	if !sharpEdges(toGray(img, 1)) {
+		t.Error("a sharp slip: no sharp edges found")
+	}
+	noisy := toRGBA(img)
+	gaussNoise(r, noisy, 30)
+	if !sharpEdges(toGray(noisy, 1)) {
+		t.Error("a noisy slip: no sharp edges found")
+	}
+	gaussBlur(img, 3)
+	if sharpEdges(toGray(img, 1)) {
+		t.Error("a slip blurred by σ 3 px: sharp edges found")
+	}
+}
