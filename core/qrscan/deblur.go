@@ -77,20 +77,14 @@ func blurKernel(p plane) (angle float64, length int, ok bool) {
 		a := float64(j) * math.Pi / blurAngles
 		cs[j], sn[j] = math.Cos(a), math.Sin(a)
 	}
-	w := p.w
-	for y := 1; y < p.h-1; y += 2 {
-		for x := 1; x < w-1; x += 2 {
-			i := y*w + x
-			gx := float64(p.pix[i+1]) - float64(p.pix[i-1])
-			gy := float64(p.pix[i+w]) - float64(p.pix[i-w])
-			if gx == 0 && gy == 0 {
-				continue
-			}
-			for j := range blurAngles {
-				energy[j] += math.Abs(gx*cs[j] + gy*sn[j])
-			}
+	gradients(p, func(gx, gy int) {
+		if gx == 0 && gy == 0 {
+			return
 		}
-	}
+		for j := range blurAngles {
+			energy[j] += math.Abs(float64(gx)*cs[j] + float64(gy)*sn[j])
+		}
+	})
 	best, most := 0, 0
 	for j := range energy {
 		if energy[j] < energy[best] {
@@ -164,19 +158,26 @@ func boxTaps(length int) []float64 {
 // look-alikes and noise leave 2 to 18 % (measured on the corpus).
 func sharpEdges(p plane) bool {
 	n, steep := 0, 0
+	gradients(p, func(gx, gy int) {
+		n++
+		if max(gx, -gx)+max(gy, -gy) >= 128 {
+			steep++
+		}
+	})
+	return steep*200 > n
+}
+
+// gradients calls f with the change across and down p (central
+// differences, over two pixels) at every other pixel of every other row,
+// the edge ones left out: the sample blurKernel and sharpEdges measure.
+func gradients(p plane, f func(gx, gy int)) {
 	w := p.w
 	for y := 1; y < p.h-1; y += 2 {
 		for x := 1; x < w-1; x += 2 {
 			i := y*w + x
-			gx := int(p.pix[i+1]) - int(p.pix[i-1])
-			gy := int(p.pix[i+w]) - int(p.pix[i-w])
-			n++
-			if max(gx, -gx)+max(gy, -gy) >= 128 {
-				steep++
-			}
+			f(int(p.pix[i+1])-int(p.pix[i-1]), int(p.pix[i+w])-int(p.pix[i-w]))
 		}
 	}
-	return steep*200 > n
 }
 
 // gaussTaps returns the taps of a Gaussian of deviation sigma, to 3σ, as
