@@ -249,6 +249,9 @@ func tracked(t *testing.T, name string) (*Env, *edgeStub, load.Func) {
 // bank-image slip of this run. Then 16 more with three makers, whose slip
 // sequences must not meet.
 func TestBankImageNewSlips(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scans 48 noisy pictures: minutes under the race detector; make test runs it in full without it")
+	}
 	check := func(name string, n uint64, env *Env, stub *edgeStub, f load.Func) {
 		t.Helper()
 		res, err := load.Run(context.Background(), load.Plan{Workers: []int{4}, Requests: n}, f)
