@@ -334,7 +334,15 @@ func (c *picClass) degrade(r *rand.Rand, img *image.RGBA) {
 	for y := range c.h {
 		for x := range c.w {
 			i := img.PixOffset(x, y)
-			d, impulse, v := r.NormFloat64()*c.noise, r.Float64() < c.impulses, uint8(255*r.IntN(2))
+			var d float64
+			var impulse bool
+			var v uint8
+			if c.noise != 0 {
+				d = r.NormFloat64() * c.noise
+			}
+			if c.impulses != 0 && r.Float64() < c.impulses {
+				impulse, v = true, uint8(255*r.IntN(2))
+			}
 			set := func(p []byte) {
 				for k := range 3 {
 					if impulse {
