@@ -3,8 +3,6 @@ package server_test
 import (
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -36,16 +34,7 @@ func startAsyncCore(t *testing.T) *core {
 	j := &jobs.Jobs{Store: base.store, Verifier: v, Box: box, Egress: fetch, Now: base.clock.now, Log: log}
 	h := server.New(v, j, base.store, box, edgeToken, 64, log).Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		http.DefaultClient.CloseIdleConnections()
-		srv.Shutdown()
-	})
-	return &core{url: "http://" + ln.Addr().String(), clock: base.clock, store: base.store, handler: h, srv: srv}
+	return &core{url: listen(t, srv), clock: base.clock, store: base.store, handler: h, srv: srv}
 }
 
 // TestAsyncRefusalsBounded: the async routes refuse a body of very many

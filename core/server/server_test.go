@@ -140,21 +140,25 @@ func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Con
 	h := cs.Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true} // as core/cmd/core serves
 	admin := &fasthttp.Server{Handler: cs.AdminHandler(adminToken)}
-	serve := func(srv *fasthttp.Server) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		t.Cleanup(func() {
-			// Connections the client opened but never used would hold
-			// Shutdown until the client's idle timeout: close them first.
-			http.DefaultClient.CloseIdleConnections()
-			srv.Shutdown()
-		})
-		return "http://" + ln.Addr().String()
+	return &core{url: listen(t, srv), adminURL: listen(t, admin), clock: c, store: st, handler: h, srv: srv}
+}
+
+// listen serves srv on a loopback port until the test ends and returns its
+// URL.
+func listen(t testing.TB, srv *fasthttp.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &core{url: serve(srv), adminURL: serve(admin), clock: c, store: st, handler: h, srv: srv}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		// Connections the client opened but never used would hold
+		// Shutdown until the client's idle timeout: close them first.
+		http.DefaultClient.CloseIdleConnections()
+		srv.Shutdown()
+	})
+	return "http://" + ln.Addr().String()
 }
 
 // heldBank holds every lookup until released, then answers as the bank it
