@@ -11,22 +11,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // clock is a fake clock, safe for concurrent use.
-type clock struct{ ns atomic.Int64 }
+type clock = testnet.Clock
 
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
-func newClock() *clock {
-	c := new(clock)
-	c.ns.Store(t0.UnixNano())
-	return c
-}
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-func (c *clock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+func newClock() *clock { return testnet.NewClock(t0) }
 
 func n(i uint64) (b [16]byte) {
 	binary.BigEndian.PutUint64(b[8:], i)

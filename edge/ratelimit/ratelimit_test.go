@@ -7,19 +7,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // clock is a fake clock, safe for concurrent reads.
-type clock struct{ ns atomic.Int64 }
+type clock = testnet.Clock
 
-func newClock() *clock {
-	c := new(clock)
-	c.ns.Store(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func newClock() *clock { return testnet.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)) }
 
 func TestTakeBurstAndRefill(t *testing.T) {
 	c := newClock()
@@ -71,7 +66,7 @@ func TestTakeLongRun(t *testing.T) {
 	for range 10_000 { // one request per millisecond for 10 s
 		if d := l.Take("k", rate); d.Allowed {
 			allowed++
-			times = append(times, c.ns.Load())
+			times = append(times, c.Now().UnixNano())
 		} else if d.RetryAfter < 1 || d.Remaining != 0 {
 			t.Fatalf("denied with %+v", d)
 		}

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,17 +13,12 @@ import (
 	"github.com/slipverify/slipverify/core/bank/bankfake"
 	"github.com/slipverify/slipverify/core/bank/scb"
 	"github.com/slipverify/slipverify/core/bank/upstream"
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
-type clock struct{ ns atomic.Int64 }
+type clock = testnet.Clock
 
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func newClock() *clock { return testnet.NewClock(time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC)) }
 
 type rig struct {
 	fake *bankfake.SCB

@@ -15,12 +15,10 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+type clock = testnet.Clock
 
 func TestTokensOneFetchForConcurrentCallers(t *testing.T) {
 	var fetches atomic.Int32
