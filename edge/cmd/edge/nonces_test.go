@@ -101,6 +101,21 @@ func nonceEnv(t *testing.T, kafka string) (env []string, metrics string) {
 	return []string{"SLIP_KAFKA_ADDR=" + kafka, "SLIP_EDGE_METRICS_ADDR=" + metrics, "SLIP_EDGE_TOKEN=" + edgeToken}, metrics
 }
 
+// nonceStack starts a broker of two partitions and core on it, with the
+// tests' seed.
+func nonceStack(t *testing.T) (broker, core *testnet.Program) {
+	broker = testnet.StartBroker(t, "SLIP_BROKER_PARTITIONS=2")
+	core = testnet.StartCore(t, testnet.Seed(t, seedJSON("https://shop.example/hook")), "SLIP_KAFKA_ADDR="+broker.Addr,
+		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)
+	return broker, core
+}
+
+// startNonceEdge starts an edge on broker and core (nonceEnv).
+func startNonceEdge(t *testing.T, broker, core *testnet.Program) *nonceEdge {
+	env, metrics := nonceEnv(t, broker.Addr)
+	return &nonceEdge{testnet.StartEdge(t, core.Addr, env...), metrics}
+}
+
 // TestNoncesSpanEdgesAndRestarts: a signed request accepted by edge A is
 // refused DUPLICATE_NONCE by edge B; one stamped 240 s ahead and accepted
 // before a restart of the whole stack (broker, both edges) is refused after
@@ -112,15 +127,8 @@ func TestNoncesSpanEdgesAndRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the stack as processes")
 	}
-	broker := testnet.StartBroker(t, "SLIP_BROKER_PARTITIONS=2")
-	core := testnet.StartCore(t, testnet.Seed(t, seedJSON("https://shop.example/hook")), "SLIP_KAFKA_ADDR="+broker.Addr,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)
-	var edges [2]*nonceEdge
-	for i := range edges {
-		env, metrics := nonceEnv(t, broker.Addr)
-		edges[i] = &nonceEdge{testnet.StartEdge(t, core.Addr, env...), metrics}
-	}
-	a, b := edges[0], edges[1]
+	broker, core := nonceStack(t)
+	a, b := startNonceEdge(t, broker, core), startNonceEdge(t, broker, core)
 	defer http.DefaultClient.CloseIdleConnections()
 	added := func(e *nonceEdge) float64 { return e.metric(t, `edge_nonces_received_total{result="added"}`) }
 	waitAdded := func(e *nonceEdge, n float64) {
@@ -211,9 +219,7 @@ func TestNonceFallbackWithoutBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the stack as processes")
 	}
-	broker := testnet.StartBroker(t, "SLIP_BROKER_PARTITIONS=2")
-	core := testnet.StartCore(t, testnet.Seed(t, seedJSON("https://shop.example/hook")), "SLIP_KAFKA_ADDR="+broker.Addr,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)
+	broker, core := nonceStack(t)
 	env, metrics := nonceEnv(t, broker.Addr)
 	broker.Stop()
 	addr := testnet.FreeAddr(t)
@@ -266,15 +272,8 @@ func TestNoncesAcrossBrokerOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the stack as processes")
 	}
-	broker := testnet.StartBroker(t, "SLIP_BROKER_PARTITIONS=2")
-	core := testnet.StartCore(t, testnet.Seed(t, seedJSON("https://shop.example/hook")), "SLIP_KAFKA_ADDR="+broker.Addr,
-		"SLIP_EDGE_TOKEN="+edgeToken, "SLIP_MASTER_KEY="+masterKey)
-	var edges [2]*nonceEdge
-	for i := range edges {
-		env, metrics := nonceEnv(t, broker.Addr)
-		edges[i] = &nonceEdge{testnet.StartEdge(t, core.Addr, env...), metrics}
-	}
-	a, b := edges[0], edges[1]
+	broker, core := nonceStack(t)
+	a, b := startNonceEdge(t, broker, core), startNonceEdge(t, broker, core)
 	defer http.DefaultClient.CloseIdleConnections()
 	broker.Stop()
 	during := uuid.NewString()
