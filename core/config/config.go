@@ -49,6 +49,7 @@ type Config struct {
 	JobWorkers    int                // async attempts run at once
 	JobMaxOpen    int                // unfinished async jobs a branch may have
 	OutboxLimit   int                // messages the outbox holds while the broker is away
+	CommitGather  time.Duration      // how long a transaction may wait for more writes
 	AdminAddr     string             // the operators' admin API; "off": none
 	AdminToken    string             // its bootstrap token; empty: the admin API is off
 	envflag.Common
@@ -117,9 +118,14 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have (at least 100, one batch); a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
 		envflag.Def("SLIP_ADMIN_ADDR", "admin-addr", "127.0.0.1:8085", "listener of the operators' admin API (/admin/v1; off: none); the edge never forwards to it", &c.AdminAddr),
 		envflag.Secret("SLIP_ADMIN_TOKEN", "admin-token", "bootstrap token of the admin API (32+ characters; unset: the admin API is off)", &c.AdminToken),
+		envflag.Def("SLIP_COMMIT_GATHER", "commit-gather", "500us", "how long a write may wait for others to share its disk syncs, while writes come more often than that (0: never; at most 100ms)", &c.CommitGather),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it the usage events of attempts that consumed no quota are dropped and counted (billable ones are kept)", &c.OutboxLimit),
 	}, c.KafkaLink.Vars()...)
 }
+
+// maxCommitGather bounds SLIP_COMMIT_GATHER: a write waits at most that
+// long for others, on top of its own disk syncs.
+const maxCommitGather = 100 * time.Millisecond
 
 // Admin reports whether the admin API is served: on an address, with a
 // bootstrap token.
@@ -205,6 +211,9 @@ func (c Config) Validate() error {
 	}
 	if c.JobMaxOpen < jobs.MaxBatch {
 		bad("SLIP_JOB_MAX_OPEN: must be at least %d, the items of one batch", jobs.MaxBatch)
+	}
+	if c.CommitGather < 0 || c.CommitGather > maxCommitGather {
+		bad("SLIP_COMMIT_GATHER: must be from 0 to %v", maxCommitGather)
 	}
 	if c.OutboxLimit < 1 {
 		bad("SLIP_OUTBOX_LIMIT: must be at least 1")

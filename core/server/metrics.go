@@ -34,6 +34,8 @@ func newMetrics(s *Server) *coreMetrics {
 	set.NewGauge(`slip_core_outbox_messages`, func() float64 { w, _ := s.store.OutboxStats(); return float64(w) })
 	set.NewGauge(`slip_core_outbox_dropped_total`, func() float64 { _, d := s.store.OutboxStats(); return float64(d) })
 	set.NewGauge(`slip_core_store_write_failures_total`, func() float64 { return float64(s.store.WriteFailures()) })
+	set.NewGauge(`slip_core_store_commits_total`, func() float64 { c, _ := s.store.Commits(); return float64(c) })
+	set.NewGauge(`slip_core_store_writes_total`, func() float64 { _, w := s.store.Commits(); return float64(w) })
 	set.NewGauge(`slip_core_store_bytes`, func() float64 { return float64(s.store.Size()) })
 	if im, ok := s.verifier.Images.(interface{ Limit() *verify.DecodeLimit }); ok {
 		decodes := im.Limit()

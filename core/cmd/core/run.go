@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	st, err := store.OpenWith(filepath.Join(cfg.DataDir, "core.db"), time.Now,
-		store.Options{OutboxLimit: int64(cfg.OutboxLimit), SlipAges: cfg.SlipRetention > 0})
+		store.Options{OutboxLimit: int64(cfg.OutboxLimit), SlipAges: cfg.SlipRetention > 0, Gather: cfg.CommitGather})
 	if err != nil {
 		return err
 	}
