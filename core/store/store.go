@@ -144,7 +144,6 @@ type op struct {
 	done chan error
 }
 
-
 // Open opens or creates the store at path. now is the clock that decides
 // billing periods, verification and job times. The outbox holds at most
 // DefaultOutboxLimit messages, and slip records are indexed by age.
