@@ -109,6 +109,19 @@ func TestValidateSlipRetention(t *testing.T) {
 	}
 }
 
+// TestValidateCommitGather: a write waits for others from not at all (0)
+// to at most 100ms.
+func TestValidateCommitGather(t *testing.T) {
+	for v, wantErr := range map[string]bool{"0s": false, "500us": false, "100ms": false, "101ms": true, "-1us": true} {
+		env := valid()
+		env["SLIP_COMMIT_GATHER"] = v
+		err := validate(t, env)
+		if got := err != nil && strings.Contains(err.Error(), "SLIP_COMMIT_GATHER"); got != wantErr {
+			t.Errorf("SLIP_COMMIT_GATHER=%s: Validate() = %v, want an error: %v", v, err, wantErr)
+		}
+	}
+}
+
 // TestValidateKafkaAddr: every broker in SLIP_KAFKA_ADDR is a host:port,
 // and there is at least one.
 func TestValidateKafkaAddr(t *testing.T) {
