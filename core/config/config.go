@@ -49,7 +49,7 @@ type Config struct {
 	JobWorkers    int                // async attempts run at once
 	JobMaxOpen    int                // unfinished async jobs a branch may have
 	OutboxLimit   int                // messages the outbox holds while the broker is away
-	CommitGather  time.Duration      // how long a transaction may wait for more writes
+	CommitGather  time.Duration      // how long a transaction may wait for writes under way
 	AdminAddr     string             // the operators' admin API; "off": none
 	AdminToken    string             // its bootstrap token; empty: the admin API is off
 	envflag.Common
@@ -118,7 +118,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_JOB_MAX_OPEN", "job-max-open", "10000", "unfinished async jobs a branch may have (at least 100, one batch); a submit beyond it gets 429 RATE_LIMIT_EXCEEDED", &c.JobMaxOpen),
 		envflag.Def("SLIP_ADMIN_ADDR", "admin-addr", "127.0.0.1:8085", "listener of the operators' admin API (/admin/v1; off: none); the edge never forwards to it", &c.AdminAddr),
 		envflag.Secret("SLIP_ADMIN_TOKEN", "admin-token", "bootstrap token of the admin API (32+ characters; unset: the admin API is off)", &c.AdminToken),
-		envflag.Def("SLIP_COMMIT_GATHER", "commit-gather", "500us", "how long a write may wait for others to share its disk syncs, while writes come more often than that (0: never; at most 100ms)", &c.CommitGather),
+		envflag.Def("SLIP_COMMIT_GATHER", "commit-gather", "500us", "how long a write may wait for the writes of verifications already under way, so they share its disk syncs (0: never; at most 100ms)", &c.CommitGather),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it the usage events of attempts that consumed no quota are dropped and counted (billable ones are kept)", &c.OutboxLimit),
 	}, c.KafkaLink.Vars()...)
 }

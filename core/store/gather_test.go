@@ -2,7 +2,6 @@ package store
 
 import (
 	"path/filepath"
-	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,127 +9,105 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestGatherPolicy: a transaction waits for more writes only while they
-// arrive more often than once a window, and never past the window from
-// its first write's arrival.
-func TestGatherPolicy(t *testing.T) {
-	const window = 500 * time.Microsecond
-	at := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
-	g := newGather(window)
-	if w := g.wait(at, at); w != 0 {
-		t.Errorf("before any write: waits %v, want 0", w)
-	}
-	for i := range 50 { // one write every 2 ms
-		at = at.Add(2 * time.Millisecond)
-		g.arrived(at)
-		if w := g.wait(at, at); w != 0 {
-			t.Fatalf("write %d, 2 ms after the last: waits %v, want 0", i, w)
-		}
-	}
-	waited := false
-	for range 50 { // one every 100 µs
-		at = at.Add(100 * time.Microsecond)
-		g.arrived(at)
-		w := g.wait(at, at)
-		if w != 0 && w != window {
-			t.Fatalf("waits %v, want 0 or the window", w)
-		}
-		waited = waited || w == window
-	}
-	if !waited {
-		t.Fatal("writes 100 µs apart: no transaction waits for more")
-	}
-	if w := g.wait(at, at.Add(window/5)); w != window*4/5 {
-		t.Errorf("a fifth of the window after the first write: waits %v, want %v", w, window*4/5)
-	}
-	if w := g.wait(at, at.Add(2*window)); w != 0 {
-		t.Errorf("past the window: waits %v, want 0", w)
-	}
-	// An idle hour weighs as a few idle windows: writes that come together
-	// again are gathered after a few of them.
-	at = at.Add(time.Hour)
-	g.arrived(at)
-	for n := 1; g.wait(at, at) == 0; n++ {
-		if n > 20 {
-			t.Fatal("after an idle hour, 20 writes 100 µs apart are not gathered")
-		}
-		at = at.Add(100 * time.Microsecond)
-		g.arrived(at)
-	}
-	if off := newGather(0); off.wait(at, at) != 0 {
-		t.Error("window 0 waits")
-	}
-}
-
-// TestGatherWaitsForMoreWrites runs the committer on a fake clock: writes
-// that come seldom commit at once; writes that come together share one
-// transaction, which waits the window for them; Close ends the wait.
-func TestGatherWaitsForMoreWrites(t *testing.T) {
-	const window = time.Millisecond
+// TestGatherWaitsForAnnouncedWrites runs the committer on a fake clock: a
+// transaction waits for the writes announced and not yet in it, and for
+// nothing else; a retraction, the window's end and Close each end the wait.
+func TestGatherWaitsForAnnouncedWrites(t *testing.T) {
+	const window = time.Hour // only a missing write can make it pass
 	synctest.Test(t, func(t *testing.T) {
 		s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), time.Now, Options{Gather: window})
 		if err != nil {
 			t.Fatal(err)
 		}
-		put := func(key string) error {
-			return s.write(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(key), []byte("v")) })
+		n := 0
+		put := func(announced bool) error {
+			n++
+			key := []byte{byte(n)}
+			return s.writeOp(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(key, []byte("v")) }, announced)
 		}
-		for i := range 20 {
-			time.Sleep(2 * window)
-			start := time.Now()
-			if err := put("seldom" + strconv.Itoa(i)); err != nil {
-				t.Fatal(err)
+		// write starts an announced write (announce first: false) and
+		// returns its result's channel once the committer waits.
+		write := func(announce bool) chan error {
+			if announce {
+				s.Announce()
 			}
-			if d := time.Since(start); d != 0 {
-				t.Fatalf("write %d, 2 windows after the last: took %v, want 0", i, d)
-			}
-		}
-		for i := range 20 { // back to back: the mean gap falls below the window
-			if err := put("busy" + strconv.Itoa(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-
-		together := func(n int) (done chan error) {
-			done = make(chan error, n)
-			for i := range n {
-				go func() { done <- put("together" + strconv.Itoa(n) + "-" + strconv.Itoa(i)) }()
-			}
+			done := make(chan error, 1)
+			go func() {
+				defer s.Retract()
+				done <- put(true)
+			}()
 			synctest.Wait()
-			if len(done) != 0 {
-				t.Fatalf("%d writes returned before the window ended", len(done))
-			}
 			return done
 		}
-		commits, writes := s.Commits()
+		took := func(what string, start time.Time, want time.Duration) {
+			t.Helper()
+			if d := time.Since(start); d != want {
+				t.Errorf("%s: took %v, want %v", what, d, want)
+			}
+		}
+		commits := func() int64 { c, _ := s.Commits(); return c }
+
 		start := time.Now()
-		done := together(10)
+		for range 3 {
+			if err := put(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Announce()
+		if err := put(true); err != nil {
+			t.Fatal(err)
+		}
+		s.Retract()
+		took("writes with none other announced", start, 0)
+
+		// Three announce; two write; the third retracts without writing.
+		c0 := commits()
+		s.Announce()
+		s.Announce()
+		a := write(true)
+		if len(a) != 0 {
+			t.Fatal("a write returned while another announced one was missing")
+		}
+		b := write(false)
+		if len(a)+len(b) != 0 {
+			t.Fatal("writes returned while a third announced one was missing")
+		}
+		s.Retract()
+		synctest.Wait()
+		if err := <-a; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-b; err != nil {
+			t.Fatal(err)
+		}
+		took("announced writes", start, 0)
+		if c := commits() - c0; c != 1 {
+			t.Errorf("two announced writes took %d transactions, want 1", c)
+		}
+
+		// A write announced and never made holds the others up for the
+		// window, no longer.
+		s.Announce()
+		a = write(true)
 		time.Sleep(window)
 		synctest.Wait()
-		checkAll(t, done, 10)
-		if d := time.Since(start); d != window {
-			t.Errorf("writes that came together took %v, want the window, %v", d, window)
+		if err := <-a; err != nil {
+			t.Fatal(err)
 		}
-		if c, w := s.Commits(); c-commits != 1 || w-writes != 10 {
-			t.Errorf("10 writes together: %d transactions of %d writes, want 1 of 10", c-commits, w-writes)
-		}
+		took("a write waiting on one never made", start, window)
+		s.Retract()
 
+		// Close ends a wait at once.
 		start = time.Now()
-		done = together(5)
-		s.Close()
-		checkAll(t, done, 5)
-		if d := time.Since(start); d != 0 {
-			t.Errorf("Close during the wait: the writes took %v, want 0", d)
+		s.Announce()
+		a = write(true)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
+		if err := <-a; err != nil {
+			t.Fatal(err)
+		}
+		took("a write waiting when the store closed", start, 0)
+		s.Retract()
 	})
-}
-
-// checkAll receives n results from done; each must be nil.
-func checkAll(t *testing.T, done chan error, n int) {
-	t.Helper()
-	for range n {
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}
 }

@@ -95,11 +95,11 @@ type Options struct {
 	// OutboxLimit bounds the messages waiting in the outbox (0:
 	// DefaultOutboxLimit).
 	OutboxLimit int64
-	// Gather is how long a transaction may wait for more writes while
-	// they arrive more often than once in it: they then share its disk
-	// syncs, which cost core more than anything else a verification does.
-	// A write waits at most Gather, and not at all while writes are
-	// fewer. 0: every transaction commits at once.
+	// Gather is how long a transaction may wait for writes already on
+	// their way (see Announce): they then share its disk syncs, which cost
+	// core more than anything else a verification does. A write waits at
+	// most Gather, and never for a write nobody announced. 0: every
+	// transaction commits at once.
 	Gather time.Duration
 	// SlipAges keeps the slip records' index by age, which ExpireSlips
 	// reads. A store that never expires slip records goes without: each
@@ -127,10 +127,12 @@ type Store struct {
 
 	opPool sync.Pool // ops with their channels: a write is made for every verification
 
-	writeFailures atomic.Int64 // transactions that did not commit
-	commits       atomic.Int64 // transactions the committer ran
-	writes        atomic.Int64 // writes they held
-	gather        gather       // committer only
+	writeFailures atomic.Int64  // transactions that did not commit
+	commits       atomic.Int64  // transactions the committer ran
+	writes        atomic.Int64  // writes they held
+	gather        time.Duration // Options.Gather
+	announced     atomic.Int64  // writes announced and not yet retracted
+	retracted     chan struct{} // a retraction, for a committer that waits
 
 	closing sync.RWMutex // Close waits for Emits in progress
 	closed  bool
@@ -139,9 +141,10 @@ type Store struct {
 }
 
 type op struct {
-	fn   func(tx *bolt.Tx) error
-	err  error
-	done chan error
+	announced bool // Apply's, whose writer announced it
+	fn        func(tx *bolt.Tx) error
+	err       error
+	done      chan error
 }
 
 // Open opens or creates the store at path. now is the clock that decides
@@ -213,7 +216,7 @@ func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
 	}
 	s := &Store{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{}),
 		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: o.OutboxLimit, slipAges: o.SlipAges,
-		gather: newGather(o.Gather)}
+		gather: o.Gather, retracted: make(chan struct{}, 1)}
 	s.outboxLen.Store(int64(waiting))
 	go s.commit()
 	return s, nil
@@ -253,14 +256,11 @@ func (s *Store) commit() {
 	gathering.Stop()
 	for {
 		batch = batch[:0]
-		var first time.Time // the first write's arrival
 		select {
 		case <-s.quit:
 			s.flushEmitted(msgs)
 			return
 		case o := <-s.ops:
-			first = time.Now()
-			s.gather.arrived(first)
 			batch = append(batch, o)
 		case m := <-s.emitted:
 			msgs = append(msgs, m)
@@ -278,16 +278,13 @@ func (s *Store) commit() {
 		for len(batch) < maxBatch {
 			select {
 			case o := <-s.ops:
-				s.gather.arrived(time.Now())
 				batch = append(batch, o)
 			default:
 				break drain
 			}
 		}
-		if len(batch) > 0 {
-			if wait := s.gather.wait(first, time.Now()); wait > 0 {
-				batch = s.gatherMore(batch, gathering, wait)
-			}
+		if len(batch) > 0 && s.gather > 0 {
+			batch = s.gatherMore(batch, gathering)
 		}
 		s.commits.Add(1)
 		s.writes.Add(int64(len(batch)))
@@ -310,16 +307,29 @@ func (s *Store) commit() {
 	}
 }
 
-// gatherMore adds to batch the writes that arrive within wait (see
-// gather), or until the batch is full or the store closes.
-func (s *Store) gatherMore(batch []*op, t *time.Timer, wait time.Duration) []*op {
-	t.Reset(wait)
+// gatherMore adds to batch the writes announced and not yet in it (see
+// Announce) as they come, for up to Options.Gather, until none is missing,
+// the batch is full or the store closes.
+func (s *Store) gatherMore(batch []*op, t *time.Timer) []*op {
+	inHand := int64(0)
+	for _, o := range batch {
+		if o.announced {
+			inHand++
+		}
+	}
+	if s.announced.Load() <= inHand {
+		return batch
+	}
+	t.Reset(s.gather)
 	defer t.Stop()
-	for len(batch) < maxBatch {
+	for len(batch) < maxBatch && s.announced.Load() > inHand {
 		select {
 		case o := <-s.ops:
-			s.gather.arrived(time.Now())
 			batch = append(batch, o)
+			if o.announced {
+				inHand++
+			}
+		case <-s.retracted: // count again
 		case <-t.C:
 			return batch
 		case <-s.quit:
@@ -327,6 +337,22 @@ func (s *Store) gatherMore(batch []*op, t *time.Timer, wait time.Duration) []*op
 		}
 	}
 	return batch
+}
+
+// Announce tells the committer that the caller will soon write with
+// Apply; Retract, that it has written or will not. While announced writes
+// are on their way, a transaction waits for them up to Options.Gather, so
+// they share its disk syncs. A verification announces its write from its
+// first snapshot to Apply's return, but not while it waits on a bank.
+func (s *Store) Announce() { s.announced.Add(1) }
+
+// Retract ends an Announce.
+func (s *Store) Retract() {
+	s.announced.Add(-1)
+	select {
+	case s.retracted <- struct{}{}:
+	default: // the committer has one to read
+	}
 }
 
 // errOpFailed stops a batch's transaction at the first op that fails.
@@ -431,12 +457,15 @@ func (e WriteError) Temporary() bool { return true }
 
 // write runs fn in a write transaction shared with other writers. When fn
 // fails, nothing it wrote is kept (see runBatch); fn may run more than once.
-func (s *Store) write(fn func(tx *bolt.Tx) error) error {
+func (s *Store) write(fn func(tx *bolt.Tx) error) error { return s.writeOp(fn, false) }
+
+// writeOp is write; announced says the writer announced it (Announce).
+func (s *Store) writeOp(fn func(tx *bolt.Tx) error, announced bool) error {
 	o, _ := s.opPool.Get().(*op)
 	if o == nil {
 		o = &op{done: make(chan error, 1)}
 	}
-	o.fn = fn
+	o.fn, o.announced = fn, announced
 	select {
 	case s.ops <- o:
 		err := <-o.done

@@ -98,7 +98,7 @@ var errNoResult = errors.New("store: a new slip record needs a result")
 // returns its error. It returns the snapshot decide saw.
 func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(Snapshot) (Effect, error)) (Snapshot, error) {
 	var snap Snapshot
-	err := s.write(func(tx *bolt.Tx) error {
+	err := s.writeOp(func(tx *bolt.Tx) error {
 		var err error
 		if snap, err = s.snapshot(tx, serviceID, branchID, slipKey); err != nil {
 			return err
@@ -108,7 +108,7 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(Snapshot)
 			return err
 		}
 		return s.apply(tx, &snap, slipKey, e)
-	})
+	}, true)
 	return snap, err
 }
 

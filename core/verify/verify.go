@@ -278,6 +278,8 @@ func settle[T any](ctx context.Context, v *Verifier, r Request, key string, repo
 
 func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, reported *bool, k kind[T]) (settled[T], error) {
 	var got settled[T]
+	v.Store.Announce() // a write may follow: the committer may wait for it
+	defer v.Store.Retract()
 	snap, err := v.Store.Snapshot(r.ServiceID, r.BranchID, key)
 	if err != nil {
 		return got, identityError(err)
@@ -289,7 +291,7 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 	case !d.Lookup && !d.Charge: // free, answered from the record: nothing to write
 		return fromRecord[T](snap.Slip, d)
 	case d.Lookup:
-		if got.slip, err = k.lookup(ctx); err != nil {
+		if got.slip, err = lookupUnannounced(ctx, v.Store, k.lookup); err != nil {
 			return got, bankError(err)
 		}
 		if got.encoded, err = encode(got.slip); err != nil {
@@ -319,6 +321,15 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		return got, nil
 	}
 	return fromRecord[T](snap.Slip, d) // the first verification's answer stands
+}
+
+// lookupUnannounced runs a bank lookup with the verification's write
+// retracted meanwhile: a bank may take long, and no transaction should wait
+// for it.
+func lookupUnannounced[T any](ctx context.Context, st *store.Store, lookup func(context.Context) (T, error)) (T, error) {
+	st.Retract()
+	defer st.Announce()
+	return lookup(ctx)
 }
 
 // encode is the encoding of a verified slip as remembered.
