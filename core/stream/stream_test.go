@@ -479,11 +479,14 @@ func TestConsumeRestart(t *testing.T) {
 
 	first := newSeen()
 	var c1 *consumer
-	stopping := make(chan struct{})
+	// From the stopAt-th record on, handlers finish only once the stop is
+	// asked for, so the consumer cannot race through every record first.
+	stopping, asked := make(chan struct{}), make(chan struct{})
 	var stopOnce sync.Once
 	c1 = consume(t, addr, api.TopicJobs, "restart", 8, func(ctx context.Context, m kafka.Message) error {
 		if first.add(record(m)) >= stopAt {
 			stopOnce.Do(func() { close(stopping) })
+			<-asked
 		}
 		return nil
 	})
@@ -492,6 +495,8 @@ func TestConsumeRestart(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the first consumer handled %d records", first.len())
 	}
+	c1.cancel()
+	close(asked)
 	if err := c1.stop(); err != nil {
 		t.Fatal(err)
 	}
