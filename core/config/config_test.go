@@ -99,12 +99,20 @@ func validate(t *testing.T, env map[string]string) error {
 // TestValidateSlipRetention: slip records are kept for good (0) or at least
 // as long as jobs, whose repeated attempts find their own record.
 func TestValidateSlipRetention(t *testing.T) {
-	for v, wantErr := range map[string]bool{"0s": false, "168h": false, "8760h": false, "167h": true, "-1h": true} {
+	checkSetting(t, "SLIP_SLIP_RETENTION", map[string]bool{"0s": false, "168h": false, "8760h": false, "167h": true, "-1h": true})
+}
+
+// checkSetting sets name to each value of cases in an otherwise valid
+// environment: Validate must refuse it, naming it, exactly when its case
+// is true.
+func checkSetting(t *testing.T, name string, cases map[string]bool) {
+	t.Helper()
+	for v, wantErr := range cases {
 		env := valid()
-		env["SLIP_SLIP_RETENTION"] = v
+		env[name] = v
 		err := validate(t, env)
-		if got := err != nil && strings.Contains(err.Error(), "SLIP_SLIP_RETENTION"); got != wantErr {
-			t.Errorf("SLIP_SLIP_RETENTION=%s: Validate() = %v, want an error: %v", v, err, wantErr)
+		if got := err != nil && strings.Contains(err.Error(), name); got != wantErr {
+			t.Errorf("%s=%s: Validate() = %v, want an error: %v", name, v, err, wantErr)
 		}
 	}
 }
@@ -112,14 +120,7 @@ func TestValidateSlipRetention(t *testing.T) {
 // TestValidateCommitGather: a write waits for others from not at all (0)
 // to at most 100ms.
 func TestValidateCommitGather(t *testing.T) {
-	for v, wantErr := range map[string]bool{"0s": false, "500us": false, "100ms": false, "101ms": true, "-1us": true} {
-		env := valid()
-		env["SLIP_COMMIT_GATHER"] = v
-		err := validate(t, env)
-		if got := err != nil && strings.Contains(err.Error(), "SLIP_COMMIT_GATHER"); got != wantErr {
-			t.Errorf("SLIP_COMMIT_GATHER=%s: Validate() = %v, want an error: %v", v, err, wantErr)
-		}
-	}
+	checkSetting(t, "SLIP_COMMIT_GATHER", map[string]bool{"0s": false, "500us": false, "100ms": false, "101ms": true, "-1us": true})
 }
 
 // TestValidateKafkaAddr: every broker in SLIP_KAFKA_ADDR is a host:port,
