@@ -558,15 +558,8 @@ func TestOversizedChunkedBody(t *testing.T) {
 	ask := func(method, target string) string {
 		t.Helper()
 		conn := e.rawConn(t)
-		go func() { // the edge answers before it has read all of it
-			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", method, target, keyMain)
-			for range 9 {
-				if _, err := fmt.Fprintf(conn, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
-					return
-				}
-			}
-			io.WriteString(conn, "0\r\n\r\n")
-		}()
+		// The edge answers before it has read all of it.
+		go testnet.SendChunked(conn, method+" "+target+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+keyMain+"\r\nContent-Type: application/json\r\n", chunk, 9)
 		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, target, err)

@@ -2,13 +2,14 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestOversizedChunkedBodyInRouteFormat: the edge program refuses a chunked
@@ -30,15 +31,8 @@ func TestOversizedChunkedBodyInRouteFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		go func() { // the edge answers before it has read all of it
-			io.WriteString(conn, c.head+"Host: edge\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-			for range 9 {
-				if _, err := fmt.Fprintf(conn, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
-					return
-				}
-			}
-			io.WriteString(conn, "0\r\n\r\n")
-		}()
+		// The edge answers before it has read all of it.
+		go testnet.SendChunked(conn, c.head+"Host: edge\r\nContent-Type: application/json\r\n", chunk, 9)
 		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Errorf("%s: no answer: %v", c.name, err)
