@@ -31,6 +31,7 @@ import (
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/core/verify"
 )
 
@@ -46,10 +47,7 @@ var (
 )
 
 // clock is a settable test clock.
-type clock struct{ t atomic.Int64 }
-
-func (c *clock) now() time.Time      { return time.Unix(0, c.t.Load()) }
-func (c *clock) add(d time.Duration) { c.t.Add(int64(d)) }
+type clock = testnet.Clock
 
 // env is core's async verification over a real store and the sandbox bank.
 type env struct {
@@ -62,10 +60,9 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	c := &clock{}
-	c.t.Store(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC).UnixNano())
+	c := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "core.db")
-	st, err := store.Open(path, c.now)
+	st, err := store.Open(path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +98,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := sandbox.New(sandbox.Config{NotFound: []string{"NOTFOUNDREF1"}}, c.now)
+	sb, err := sandbox.New(sandbox.Config{NotFound: []string{"NOTFOUNDREF1"}}, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +106,8 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &verify.Verifier{Store: st, Upstream: sb, Images: verify.Images{Egress: eg}, Now: c.now}
-	j := &jobs.Jobs{Store: st, Verifier: v, Box: box, Egress: eg, Now: c.now, Log: slog.New(slog.DiscardHandler),
+	v := &verify.Verifier{Store: st, Upstream: sb, Images: verify.Images{Egress: eg}, Now: c.Now}
+	j := &jobs.Jobs{Store: st, Verifier: v, Box: box, Egress: eg, Now: c.Now, Log: slog.New(slog.DiscardHandler),
 		VerifyRetries: verifyRetries, DeliveryRetries: deliveryRetries, Retention: retention}
 	e := &env{t: t, clock: c, path: path, st: st, j: j}
 	t.Cleanup(func() { e.st.Close() }) // the store open at the end
@@ -315,7 +312,7 @@ func TestSubmitDurable(t *testing.T) {
 	if err := e.st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(e.path, e.clock.now)
+	st, err := store.Open(e.path, e.clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +327,7 @@ func TestSubmitDurable(t *testing.T) {
 			t.Errorf("message %d: key %s %+v, want job %s attempt 1", i, msgs[i].Key, jm, id)
 		}
 		j := e.job(id)
-		if j.Status != jobs.Queued || j.Attempt != 1 || j.Created != e.clock.now().UnixMilli() {
+		if j.Status != jobs.Queued || j.Attempt != 1 || j.Created != e.clock.Now().UnixMilli() {
 			t.Errorf("job %s: %+v", id, j)
 		}
 		if i < 3 && (j.CallbackURL != hook || j.BatchID != *out.BatchID || j.BranchID != "br") {
@@ -372,7 +369,7 @@ func TestHandleJobSuccess(t *testing.T) {
 	}
 	data, _ := body["data"].(map[string]any)
 	if body["jobId"] != id || body["status"] != "success" || body["batchId"] != nil || body["error"] != nil ||
-		data["isDuplicate"] != false || body["timestamp"] != e.clock.now().UTC().Format(time.RFC3339Nano) {
+		data["isDuplicate"] != false || body["timestamp"] != e.clock.Now().UTC().Format(time.RFC3339Nano) {
 		t.Errorf("callback body %s", cb.Body)
 	}
 	v, err := e.j.Poll("svc", "br", id)
@@ -438,7 +435,7 @@ func TestHandleJobKeepsPayload(t *testing.T) {
 		req.Source.Payload != want || req.Source.Image != nil || len(j.Request) > 1024 {
 		t.Fatalf("waiting job: status %s, request of %d bytes: %+v (%v)", j.Status, len(j.Request), req.Source, err)
 	}
-	e.clock.add(verifyRetries[0])
+	e.clock.Advance(verifyRetries[0])
 	e.runDue()
 	e.handle(e.takeOne(api.TopicJobs)) // the second attempt runs from the payload
 	if j := e.job(id); j.Status != jobs.Retrying || j.Attempt != 3 {
@@ -820,7 +817,7 @@ func TestHandleJobNotFoundRetries(t *testing.T) {
 		}
 		e.handle(msg)
 		j := e.job(id)
-		due := e.clock.now().Add(verifyRetries[attempt-1])
+		due := e.clock.Now().Add(verifyRetries[attempt-1])
 		if j.Status != jobs.Retrying || j.Attempt != attempt+1 || j.DueAt != due.UnixMilli() {
 			t.Fatalf("after attempt %d: status %s attempt %d due %v, want retrying, %d, %v",
 				attempt, j.Status, j.Attempt, time.UnixMilli(j.DueAt), attempt+1, due)
@@ -837,14 +834,14 @@ func TestHandleJobNotFoundRetries(t *testing.T) {
 			t.Fatalf("a stale message moved the job: %s attempt %d", j2.Status, j2.Attempt)
 		}
 		// Not due a millisecond early; due on time.
-		e.clock.add(verifyRetries[attempt-1] - time.Millisecond)
+		e.clock.Advance(verifyRetries[attempt-1] - time.Millisecond)
 		if next := e.runDue(); !next.Equal(time.UnixMilli(due.UnixMilli())) {
 			t.Errorf("RunDue before the retry: next %v, want %v", next, due)
 		}
 		if n := len(e.take(api.TopicJobs)); n != 0 {
 			t.Fatalf("retry %d sent %v early", attempt+1, time.Millisecond)
 		}
-		e.clock.add(time.Millisecond)
+		e.clock.Advance(time.Millisecond)
 		if next := e.runDue(); !next.IsZero() {
 			t.Errorf("RunDue with nothing else waiting: next %v", next)
 		}
@@ -899,7 +896,7 @@ func TestHandleJobRefusedAtProcessing(t *testing.T) {
 			m, _ := json.Marshal(api.JobMessage{EventID: "ev1", JobID: id, Attempt: 1})
 			msg := store.Message{Topic: api.TopicJobs, Key: id, Value: m}
 			if err := e.st.CreateJobs([]store.Job{{ID: id, ServiceID: c.service, BranchID: c.branch,
-				Created: e.clock.now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}},
+				Created: e.clock.Now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}},
 				[]store.Message{msg}, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -1004,16 +1001,16 @@ func (e *env) finished(ref string) (string, api.Callback) {
 func TestHandleOutcomeOK(t *testing.T) {
 	e := setup(t)
 	id, _ := e.finished("OUTCOMEREF01")
-	e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.now(), OK: true, Status: 200})
+	e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.Now(), OK: true, Status: 200})
 	j := e.job(id)
 	if !j.Settled || j.DueAt != 0 {
 		t.Fatalf("after a delivered callback: settled %v due %d", j.Settled, j.DueAt)
 	}
-	e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.now(), Status: 500})
+	e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.Now(), Status: 500})
 	if j2 := e.job(id); j2.DueAt != 0 || j2.Outcomes != nil || j2.Delivery != 1 {
 		t.Errorf("a failure after success scheduled a redelivery: %+v", j2)
 	}
-	e.clock.add(time.Hour)
+	e.clock.Advance(time.Hour)
 	e.runDue()
 	if n := len(e.take(api.TopicResults)); n != 0 {
 		t.Errorf("%d redeliveries of a delivered callback", n)
@@ -1033,19 +1030,19 @@ func TestHandleOutcomeDeferred(t *testing.T) {
 	e := setup(t)
 	id, first := e.finished("OUTCOMEREF09")
 	for range 6 { // more deferrals than retries: none of them counts
-		e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.now(), Deferred: true, Error: "deferred"})
+		e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.Now(), Deferred: true, Error: "deferred"})
 		j := e.job(id)
-		if j.Settled || j.Delivery != 1 || j.Outcomes != nil || j.DueAt != e.clock.now().Add(deliveryRetries[0]).UnixMilli() {
+		if j.Settled || j.Delivery != 1 || j.Outcomes != nil || j.DueAt != e.clock.Now().Add(deliveryRetries[0]).UnixMilli() {
 			t.Fatalf("after a deferral: settled %v delivery %d outcomes %s due %d", j.Settled, j.Delivery, j.Outcomes, j.DueAt)
 		}
-		e.clock.add(deliveryRetries[0])
+		e.clock.Advance(deliveryRetries[0])
 		e.runDue()
 		sent, _ := callback(t, e.takeOne(api.TopicResults))
 		if sent.Delivery != 1 || sent.Body != first.Body || sent.Signature != first.Signature || sent.URL != first.URL {
 			t.Fatalf("the deferred delivery was sent again as %+v, want %+v", sent, first)
 		}
 	}
-	e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.now(), OK: true, Status: 200})
+	e.outcome(api.WebhookOutcome{JobID: id, Delivery: 1, At: e.clock.Now(), OK: true, Status: 200})
 	if j := e.job(id); !j.Settled || j.Error != nil {
 		t.Fatalf("delivered after deferrals: settled %v error %s", j.Settled, j.Error)
 	}
@@ -1063,30 +1060,30 @@ func TestHandleOutcomeFailures(t *testing.T) {
 	}
 	for i, f := range failures {
 		delivery := i + 1
-		f.JobID, f.Delivery, f.At = id, delivery, e.clock.now().UTC()
+		f.JobID, f.Delivery, f.At = id, delivery, e.clock.Now().UTC()
 		failures[i] = f
 		e.outcome(f)
 		j := e.job(id)
 		if delivery > len(deliveryRetries) {
 			break
 		}
-		due := e.clock.now().Add(deliveryRetries[i])
+		due := e.clock.Now().Add(deliveryRetries[i])
 		if j.DueAt != due.UnixMilli() || j.Delivery != delivery+1 || j.Settled {
 			t.Fatalf("after failed delivery %d: due %v delivery %d settled %v, want due %v", delivery,
 				time.UnixMilli(j.DueAt), j.Delivery, j.Settled, due)
 		}
 		// The same outcome again, or one of another delivery, is stale.
 		e.outcome(f)
-		e.outcome(api.WebhookOutcome{JobID: id, Delivery: delivery + 1, At: e.clock.now(), OK: true})
+		e.outcome(api.WebhookOutcome{JobID: id, Delivery: delivery + 1, At: e.clock.Now(), OK: true})
 		if j2 := e.job(id); j2.DueAt != j.DueAt || string(j2.Outcomes) != string(j.Outcomes) || j2.Settled {
 			t.Fatalf("a stale outcome changed the job after delivery %d", delivery)
 		}
-		e.clock.add(deliveryRetries[i] - time.Millisecond)
+		e.clock.Advance(deliveryRetries[i] - time.Millisecond)
 		e.runDue()
 		if n := len(e.take(api.TopicResults)); n != 0 {
 			t.Fatalf("delivery %d sent early", delivery+1)
 		}
-		e.clock.add(time.Millisecond)
+		e.clock.Advance(time.Millisecond)
 		e.runDue()
 		cb, _ := callback(t, e.takeOne(api.TopicResults))
 		if cb.Delivery != delivery+1 || cb.Body != first.Body || cb.Signature != first.Signature || cb.URL != first.URL || cb.EventID == first.EventID {
@@ -1122,7 +1119,7 @@ func TestHandleOutcomeFailures(t *testing.T) {
 	if string(v.Result) != string(result) || v.Status != jobs.Done {
 		t.Errorf("polled %s %s after the webhook failed, want the result kept", v.Status, v.Result)
 	}
-	e.clock.add(time.Hour)
+	e.clock.Advance(time.Hour)
 	e.runDue()
 	if n := len(e.take(api.TopicResults)); n != 0 {
 		t.Errorf("%d deliveries after the budget", n)
@@ -1138,11 +1135,11 @@ func TestHandleOutcomeFailedJob(t *testing.T) {
 	m, _ := json.Marshal(api.JobMessage{JobID: "failing", Attempt: 1})
 	msg := store.Message{Topic: api.TopicJobs, Key: "failing", Value: m}
 	if err := e.st.CreateJobs([]store.Job{{ID: "failing", ServiceID: "svc-banned", BranchID: "br-banned",
-		Created: e.clock.now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}}, nil, 0); err != nil {
+		Created: e.clock.Now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.handle(msg)
-	e.outcome(api.WebhookOutcome{JobID: "failing", Delivery: 1, At: e.clock.now(), Status: 503})
+	e.outcome(api.WebhookOutcome{JobID: "failing", Delivery: 1, At: e.clock.Now(), Status: 503})
 	v, err := e.j.Poll("svc-banned", "br-banned", "failing")
 	if err != nil {
 		t.Fatal(err)
@@ -1177,9 +1174,9 @@ func TestPoll(t *testing.T) {
 	f("svc-other", "br-other", id, false)
 	f("svc-other", "br", id, false)
 	f("svc", "br", "no-such-job", false)
-	e.clock.add(retention - time.Millisecond)
+	e.clock.Advance(retention - time.Millisecond)
 	f("svc", "br", id, true)
-	e.clock.add(time.Millisecond)
+	e.clock.Advance(time.Millisecond)
 	f("svc", "br", id, false)
 }
 
@@ -1189,13 +1186,13 @@ func TestExpire(t *testing.T) {
 	e := setup(t)
 	old := e.submit("br", "NOTFOUNDREF1")
 	e.handle(e.takeOne(api.TopicJobs)) // retrying, due in 30 s
-	e.clock.add(retention / 2)
+	e.clock.Advance(retention / 2)
 	young := e.submit("br", "EXPIREREF001")
 	e.take("")
 	if n, err := e.j.Expire(); err != nil || n != 0 {
 		t.Fatalf("Expire before any retention ran out: %d, %v", n, err)
 	}
-	e.clock.add(retention/2 + time.Millisecond)
+	e.clock.Advance(retention/2 + time.Millisecond)
 	if n, err := e.j.Expire(); err != nil || n != 1 {
 		t.Fatalf("Expire = %d, %v; want 1", n, err)
 	}

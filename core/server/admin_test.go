@@ -95,12 +95,12 @@ func TestAdminAuth(t *testing.T) {
 		t.Errorf("revoked token: %d %v", status, m)
 	}
 	// An expired token is refused from its instant.
-	at := c.clock.now().Add(time.Hour).UTC().Format(time.RFC3339)
+	at := c.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	short := c.adminOK(t, "POST", "/tokens", map[string]any{"name": "short", "scope": "write", "expiresAt": at})
 	if status, _ := c.admin(t, short["token"].(string), "GET", "/services", nil); status != 200 {
 		t.Errorf("a token before its expiry: %d", status)
 	}
-	c.clock.add(2 * time.Hour)
+	c.clock.Advance(2 * time.Hour)
 	if status, _ := c.admin(t, short["token"].(string), "GET", "/services", nil); status != 401 {
 		t.Errorf("a token after its expiry: %d", status)
 	}
@@ -145,18 +145,18 @@ func TestAdminOnboardAndRetire(t *testing.T) {
 		t.Errorf("pending plan: %v", d)
 	}
 	verify("ADMINREF3").v2err(t, 403, "QUOTA_EXCEEDED")
-	c.clock.add(10 * 24 * time.Hour) // Dec 2
+	c.clock.Advance(10 * 24 * time.Hour) // Dec 2
 	verify("ADMINREF4").data(t)
 	if d := c.adminOK(t, "GET", "/services/svc-new", nil); get(d, "plan", "name") != "growth" || d["pendingPlan"] != nil {
 		t.Errorf("after the period began: %v", d)
 	}
 	// An end date: expired from its instant, at the edge's lookup too.
-	end := c.clock.now().Add(time.Hour).UTC()
+	end := c.clock.Now().Add(time.Hour).UTC()
 	c.adminOK(t, "PATCH", "/services/svc-new", map[string]any{"expiresAt": end.Format(time.RFC3339)})
 	if _, a := c.branchAuth(t, key); a["serviceExpiresAt"] != end.Format(time.RFC3339) || a["serviceState"] != "active" {
 		t.Errorf("auth before the end: %v", a)
 	}
-	c.clock.add(2 * time.Hour)
+	c.clock.Advance(2 * time.Hour)
 	verify("ADMINREF5").v2err(t, 403, "SERVICE_EXPIRED")
 	c.adminOK(t, "PATCH", "/services/svc-new", map[string]any{"expiresAt": nil})
 	verify("ADMINREF6").data(t)
@@ -216,7 +216,7 @@ func TestAdminKeyRotation(t *testing.T) {
 	path := "/services/svc-new/branches/" + branch
 	r := c.adminOK(t, "POST", path+"/key/rotate", map[string]any{"overlap": "1h"})
 	newKey, _ := r["key"].(string)
-	ends := c.clock.now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	ends := c.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	if newKey == "" || newKey == oldKey || get(r, "previous", "expiresAt") == nil {
 		t.Fatalf("rotate: %v", r)
 	}
@@ -235,7 +235,7 @@ func TestAdminKeyRotation(t *testing.T) {
 		get(keys[1], "lastSeenAt") == nil || strings.Contains(string(must(json.Marshal(keys))), oldKey) {
 		t.Errorf("keys: %d %v", status, m)
 	}
-	c.clock.add(time.Hour)
+	c.clock.Advance(time.Hour)
 	if status, _ := c.branchAuth(t, oldKey); status != 401 {
 		t.Errorf("the old key after its overlap: %d", status)
 	}
@@ -312,7 +312,7 @@ func TestAdminClients(t *testing.T) {
 	if status, m := c.admin(t, adminToken, "POST", "/services/svc-new/clients/"+firstID+"/secret/rotate", nil); status != 409 || errCode(m) != "CONFLICT" {
 		t.Errorf("a rotation in the overlap: %d %v", status, m)
 	}
-	c.clock.add(2 * time.Hour)
+	c.clock.Advance(2 * time.Hour)
 	if _, a := c.clientAuth(t, firstKey); a["secret"] != newSecret || a["previousSecret"] != nil {
 		t.Errorf("the edge's record after the overlap: %v", a)
 	}
@@ -382,7 +382,7 @@ func TestAdminAnchorChange(t *testing.T) {
 	if s, e, u := period(); s != "2026-11-01T00:00:00+07:00" || e != "2026-12-01T00:00:00+07:00" || u != 1 {
 		t.Errorf("before the change: %s to %s, used %v", s, e, u)
 	}
-	c.clock.add(10 * 24 * time.Hour) // Dec 2
+	c.clock.Advance(10 * 24 * time.Hour) // Dec 2
 	verify("ANCHORREF2")
 	if s, e, u := period(); s != "2026-12-01T00:00:00+07:00" || e != "2026-12-15T00:00:00+07:00" || u != 1 {
 		t.Errorf("the first period under anchor 15: %s to %s, used %v", s, e, u)
@@ -394,7 +394,7 @@ func TestAdminAnchorChange(t *testing.T) {
 			t.Errorf("the counters the ledger reconciles with: %v", sv)
 		}
 	}
-	c.clock.add(14 * 24 * time.Hour) // Dec 16
+	c.clock.Advance(14 * 24 * time.Hour) // Dec 16
 	verify("ANCHORREF3")
 	if s, e, u := period(); s != "2026-12-15T00:00:00+07:00" || e != "2027-01-15T00:00:00+07:00" || u != 1 {
 		t.Errorf("the next period: %s to %s, used %v", s, e, u)

@@ -31,7 +31,7 @@ func startAsyncCore(t *testing.T) *core {
 	box, _ := secret.New(strings.Repeat("ab", 32))
 	log := slog.New(slog.DiscardHandler)
 	v := &verify.Verifier{Store: base.store, Images: verify.Images{Egress: fetch}}
-	j := &jobs.Jobs{Store: base.store, Verifier: v, Box: box, Egress: fetch, Now: base.clock.now, Log: log}
+	j := &jobs.Jobs{Store: base.store, Verifier: v, Box: box, Egress: fetch, Now: base.clock.Now, Log: log}
 	h := server.New(v, j, base.store, box, edgeToken, 64, log).Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true}
 	return &core{url: listen(t, srv), clock: base.clock, store: base.store, handler: h, srv: srv}

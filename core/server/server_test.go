@@ -40,11 +40,8 @@ const (
 )
 
 // clock is a settable test clock.
-type clock struct{ t atomic.Int64 }
+type clock = testnet.Clock
 
-func (c *clock) now() time.Time           { return time.Unix(0, c.t.Load()) }
-func (c *clock) set(t time.Time)          { c.t.Store(t.UnixNano()) }
-func (c *clock) add(d time.Duration)      { c.t.Add(int64(d)) }
 func ptr[T any](v T) *T                   { return &v }
 func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, TransRef: ref}.Encode() }
 
@@ -80,9 +77,8 @@ func startCore(t testing.TB, mutate func(*store.Records)) *core {
 // startCoreWith is startCore with the sandbox bank wrapped by wrap, if set.
 func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Connector) bank.Connector) *core {
 	t.Helper()
-	c := &clock{}
-	c.set(time.Date(2026, 11, 22, 10, 0, 0, 0, time.FixedZone("ICT", 7*3600)))
-	st, err := store.Open(filepath.Join(t.TempDir(), "core.db"), c.now)
+	c := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.FixedZone("ICT", 7*3600)))
+	st, err := store.Open(filepath.Join(t.TempDir(), "core.db"), c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,13 +113,13 @@ func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Con
 	}
 	pending := listed
 	pending.BankCode, pending.TransRef = "006", "PENDINGREF01"
-	pending.Date = c.now().Add(-time.Minute).Format(time.RFC3339)
+	pending.Date = c.Now().Add(-time.Minute).Format(time.RFC3339)
 	sb, err := sandbox.New(sandbox.Config{
 		PendingBank:   "006",
 		Slips:         []sandbox.Slip{listed, pending},
 		NotFound:      []string{"NOTFOUNDREF1"},
 		UpstreamError: []string{"UPSTREAMREF1"},
-	}, c.now)
+	}, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +693,7 @@ func TestQuotaPeriodRollover(t *testing.T) {
 	}
 	v("ROLLREF1").data(t)
 	v("ROLLREF2").v2err(t, 403, "QUOTA_EXCEEDED")
-	c.clock.add(10 * 24 * time.Hour) // Nov 22 → Dec 2: a new period (anchor day 1)
+	c.clock.Advance(10 * 24 * time.Hour) // Nov 22 → Dec 2: a new period (anchor day 1)
 	v("ROLLREF3").data(t)
 	if u, tot, _ := c.usage(t, "br-main"); u != 1 || tot != 2 {
 		t.Errorf("after rollover: used %v total %v; want 1 and 2", u, tot)

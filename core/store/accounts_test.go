@@ -141,7 +141,7 @@ func TestDeletedBranchStaysDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	st, err := store.Open(path, c.now)
+	st, err := store.Open(path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

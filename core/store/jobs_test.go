@@ -30,7 +30,7 @@ func job(t *testing.T, st *store.Store, id string) store.Job {
 func TestCreateJobsAllOrNone(t *testing.T) {
 	c := newClock()
 	st, _ := open(t, c, store.DefaultOutboxLimit)
-	ms := c.now().UnixMilli()
+	ms := c.Now().UnixMilli()
 	a := store.Job{ID: "a", ServiceID: "svc", BranchID: "br", Created: ms, Status: "queued", Attempt: 1,
 		Request: []byte(`{"Source":{"Payload":"p"}}`), CallbackURL: "https://example.com/hook"}
 	if err := st.CreateJobs([]store.Job{a}, []store.Message{jobMsg("a")}, 0); err != nil {
@@ -62,7 +62,7 @@ func TestCreateJobsAllOrNone(t *testing.T) {
 		t.Errorf("the refused batch published: outbox holds %d messages", len(msgs))
 	}
 	// The refused batch left nothing in the retention index either.
-	if n, err := st.ExpireJobs(c.now().Add(time.Hour), 10); err != nil || n != 1 {
+	if n, err := st.ExpireJobs(c.Now().Add(time.Hour), 10); err != nil || n != 1 {
 		t.Errorf("ExpireJobs = %d, %v; want only job a", n, err)
 	}
 }
@@ -77,7 +77,7 @@ func TestUnfinishedJobsBound(t *testing.T) {
 	create := func(branch string, ids ...string) error {
 		jobs := make([]store.Job, len(ids))
 		for i, id := range ids {
-			jobs[i] = store.Job{ID: id, ServiceID: "svc", BranchID: branch, Created: c.now().UnixMilli(), Status: "queued", Attempt: 1}
+			jobs[i] = store.Job{ID: id, ServiceID: "svc", BranchID: branch, Created: c.Now().UnixMilli(), Status: "queued", Attempt: 1}
 		}
 		return st.CreateJobs(jobs, nil, 3)
 	}
@@ -118,8 +118,8 @@ func TestUnfinishedJobsBound(t *testing.T) {
 	want(create("b", "b4"), store.ErrTooManyJobs, "reopened, b's fourth")
 
 	// removal after retention frees the branch
-	c.add(time.Hour)
-	if n, err := st.ExpireJobs(c.now(), 100); err != nil || n != 9 {
+	c.Advance(time.Hour)
+	if n, err := st.ExpireJobs(c.Now(), 100); err != nil || n != 9 {
 		t.Fatalf("ExpireJobs = %d, %v; want 9", n, err)
 	}
 	want(create("a", "a6", "a7", "a8"), nil, "3 after the rest expired")
@@ -143,7 +143,7 @@ func TestSchemaVersions(t *testing.T) {
 		})
 	}
 	setSchema("1", "jobs-unfinished")
-	st, err := store.Open(path, c.now)
+	st, err := store.Open(path, c.Now)
 	if err != nil {
 		t.Fatalf("a file of layout 1: %v", err)
 	}
@@ -152,7 +152,7 @@ func TestSchemaVersions(t *testing.T) {
 	}
 	st.Close()
 	setSchema("5")
-	if st, err := store.Open(path, c.now); err == nil {
+	if st, err := store.Open(path, c.Now); err == nil {
 		st.Close()
 		t.Fatal("a file of layout 5 opened")
 	} else if !strings.Contains(err.Error(), "schema version 5") {
@@ -165,7 +165,7 @@ func TestSchemaVersions(t *testing.T) {
 func TestUpdateJob(t *testing.T) {
 	c := newClock()
 	st, _ := open(t, c, store.DefaultOutboxLimit)
-	if err := st.CreateJobs([]store.Job{{ID: "j", Created: c.now().UnixMilli(), Status: "queued", Attempt: 1}}, nil, 0); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "j", Created: c.Now().UnixMilli(), Status: "queued", Attempt: 1}}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	res := store.Message{Topic: "slip.results", Key: "j", Value: []byte("callback")}
@@ -188,7 +188,7 @@ func TestUpdateJob(t *testing.T) {
 
 	refuse := errors.New("refused")
 	_, err = st.UpdateJob("j", func(j *store.Job) ([]store.Message, error) {
-		j.Status, j.Result, j.DueAt = "failed", nil, c.now().UnixMilli()
+		j.Status, j.Result, j.DueAt = "failed", nil, c.Now().UnixMilli()
 		return []store.Message{jobMsg("j")}, refuse
 	})
 	if !errors.Is(err, refuse) {
@@ -200,7 +200,7 @@ func TestUpdateJob(t *testing.T) {
 	if msgs := outbox(t, st, 10); len(msgs) != 1 {
 		t.Errorf("a failed change published: outbox holds %d messages", len(msgs))
 	}
-	if ids, _, _ := st.DueJobs(c.now().Add(time.Hour), 10); len(ids) != 0 {
+	if ids, _, _ := st.DueJobs(c.Now().Add(time.Hour), 10); len(ids) != 0 {
 		t.Errorf("a failed change made the job due: %v", ids)
 	}
 
@@ -216,7 +216,7 @@ func TestUpdateJob(t *testing.T) {
 func TestDueJobs(t *testing.T) {
 	c := newClock()
 	st, _ := open(t, c, store.DefaultOutboxLimit)
-	t0 := c.now()
+	t0 := c.Now()
 	at := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 	jobs := []store.Job{
 		{ID: "late", Created: at(0), DueAt: at(3 * time.Second)},
@@ -277,7 +277,7 @@ func TestDueJobs(t *testing.T) {
 func TestExpireJobs(t *testing.T) {
 	c := newClock()
 	st, _ := open(t, c, store.DefaultOutboxLimit)
-	t0 := c.now()
+	t0 := c.Now()
 	at := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 	if err := st.CreateJobs([]store.Job{
 		{ID: "old-due", Created: at(0), DueAt: at(time.Minute)},

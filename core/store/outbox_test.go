@@ -19,23 +19,16 @@ import (
 )
 
 // clock is a settable test clock.
-type clock struct{ t atomic.Int64 }
+type clock = testnet.Clock
 
-func newClock() *clock {
-	c := &clock{}
-	c.t.Store(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *clock) now() time.Time      { return time.Unix(0, c.t.Load()) }
-func (c *clock) add(d time.Duration) { c.t.Add(int64(d)) }
+func newClock() *clock { return testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) }
 
 // open opens a fresh store in the test's directory, closed when the test
 // ends unless the test closes it first.
 func open(t *testing.T, c *clock, limit int64) (*store.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "core.db")
-	st, err := store.OpenWith(path, c.now, store.Options{OutboxLimit: limit, SlipAges: true})
+	st, err := store.OpenWith(path, c.Now, store.Options{OutboxLimit: limit, SlipAges: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +42,7 @@ func reopenWithout(t *testing.T, st *store.Store, path string, c *clock, buckets
 	t.Helper()
 	st.Close()
 	editFile(t, path, func(tx *bolt.Tx) error { return dropBuckets(tx, buckets...) })
-	st, err := store.Open(path, c.now)
+	st, err := store.Open(path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +277,7 @@ func TestEmitRefusedWhenFull(t *testing.T) {
 func TestEmittedBeforeCloseSurviveReopen(t *testing.T) {
 	c := newClock()
 	path := filepath.Join(t.TempDir(), "core.db")
-	st, err := store.Open(path, c.now)
+	st, err := store.Open(path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +290,7 @@ func TestEmittedBeforeCloseSurviveReopen(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err = store.Open(path, c.now)
+	st, err = store.Open(path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +314,7 @@ func TestEmittedBeforeCloseSurviveReopen(t *testing.T) {
 func TestEmitAfterClose(t *testing.T) {
 	c := newClock()
 	path := filepath.Join(t.TempDir(), "core.db")
-	st, err := store.Open(path, c.now)
+	st, err := store.Open(path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,18 +377,18 @@ func TestExpireSlips(t *testing.T) {
 	editFile(t, path, func(tx *bolt.Tx) error {
 		return errors.Join(dropBuckets(tx, "slips-by-age"), tx.Bucket([]byte("meta")).Delete([]byte("slips-indexed")))
 	})
-	st, err := store.Open(path, c.now)
+	st, err := store.Open(path, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	consume("OLD3") // indexed as it is recorded
-	c.add(2 * time.Hour)
+	c.Advance(2 * time.Hour)
 	consume("NEW1")
-	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 1); err != nil || n != 1 {
+	if n, err := st.ExpireSlips(c.Now().Add(-time.Hour), 1); err != nil || n != 1 {
 		t.Fatalf("ExpireSlips(max 1) = %d, %v; want 1", n, err)
 	}
-	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 2 {
+	if n, err := st.ExpireSlips(c.Now().Add(-time.Hour), 100); err != nil || n != 2 {
 		t.Fatalf("ExpireSlips = %d, %v; want the other two old ones", n, err)
 	}
 	if got := consume("OLD1"); got.Seen != nil || !got.Charged {
@@ -404,7 +397,7 @@ func TestExpireSlips(t *testing.T) {
 	if got := consume("NEW1"); got.Seen == nil || got.Charged {
 		t.Errorf("a slip within the retention: %+v, want a free self-duplicate", got)
 	}
-	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 0 {
+	if n, err := st.ExpireSlips(c.Now().Add(-time.Hour), 100); err != nil || n != 0 {
 		t.Errorf("ExpireSlips again = %d, %v; want none", n, err)
 	}
 }
@@ -420,7 +413,7 @@ func TestSlipAgesOff(t *testing.T) {
 	reopen := func(ages bool) *store.Store {
 		t.Helper()
 		st.Close()
-		st, err := store.OpenWith(path, c.now, store.Options{SlipAges: ages})
+		st, err := store.OpenWith(path, c.Now, store.Options{SlipAges: ages})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,13 +422,13 @@ func TestSlipAgesOff(t *testing.T) {
 	}
 	st = reopen(false)
 	applyV2(t, st, "WITHOUT", nil) // not indexed
-	if n, err := st.ExpireSlips(c.now().Add(time.Hour), 100); err == nil || n != 0 {
+	if n, err := st.ExpireSlips(c.Now().Add(time.Hour), 100); err == nil || n != 0 {
 		t.Fatalf("ExpireSlips without the index = %d, %v; want an error", n, err)
 	}
-	c.add(2 * time.Hour)
+	c.Advance(2 * time.Hour)
 	st = reopen(true)
 	applyV2(t, st, "AFTER", nil)
-	if n, err := st.ExpireSlips(c.now().Add(-time.Hour), 100); err != nil || n != 2 {
+	if n, err := st.ExpireSlips(c.Now().Add(-time.Hour), 100); err != nil || n != 2 {
 		t.Fatalf("ExpireSlips after the index was rebuilt = %d, %v; want BEFORE and WITHOUT", n, err)
 	}
 	for ref, dup := range map[string]bool{"BEFORE": false, "WITHOUT": false, "AFTER": true} {

@@ -35,7 +35,7 @@ func TestAbsoluteFormAnyTarget(t *testing.T) {
 			}
 		}
 	}
-	e.clock.add(time.Second) // the interval of these requests has ended
+	e.clock.Advance(time.Second) // the interval of these requests has ended
 	a := e.do(t, "POST", "/v2/verify/bank", payload("ABSREF000001"), bearer(keyFast)...)
 	a.want(t, 200, "")
 	if l := a.header.Get("X-RateLimit-Limit"); l != "1000000" {

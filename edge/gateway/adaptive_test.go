@@ -32,7 +32,7 @@ func TestAdaptiveLimitIgnoresClients(t *testing.T) {
 	}
 	inner := httpbank.Handler(sb)
 	bankSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.clock.add(time.Duration(slowBy.Load())) // core takes this long, by the edge's clock
+		e.clock.Advance(time.Duration(slowBy.Load())) // core takes this long, by the edge's clock
 		inner.ServeHTTP(w, r)
 	}))
 	defer bankSrv.Close()
@@ -41,7 +41,7 @@ func TestAdaptiveLimitIgnoresClients(t *testing.T) {
 	n := 0
 	limit := func() string {
 		t.Helper()
-		e.clock.add(time.Second) // the interval of what came before has ended
+		e.clock.Advance(time.Second) // the interval of what came before has ended
 		n++
 		a := e.do(t, "POST", "/v2/verify/bank", payload(fmt.Sprintf("FASTREF%05d", n)), bearer(keyFast)...)
 		a.want(t, 200, "")

@@ -138,7 +138,7 @@ func signedRequest(tb testing.TB, n int) func() {
 	}
 	i := 0
 	return sendRequest(tb, e, body, func(h *fasthttp.RequestHeader) {
-		e.clock.add(time.Second)
+		e.clock.Advance(time.Second)
 		for j := 0; j+1 < len(heads[i%n]); j += 2 {
 			h.Set(heads[i%n][j], heads[i%n][j+1])
 		}

@@ -76,7 +76,7 @@ func TestBranchLifecycle(t *testing.T) {
 	}
 	e.b2b(t, clientFull, secretA, "PATCH", "/b2b/branches/"+id, `{"active":false,"name":""}`).want(t, 400, "VALIDATION_ERROR")
 	e.b2b(t, clientFull, secretA, "PATCH", "/b2b/branches/"+id, `{"active":false}`).want(t, 200, "")
-	e.clock.add(2100 * time.Millisecond)
+	e.clock.Advance(2100 * time.Millisecond)
 	e.do(t, "GET", "/v2/info", "", bearer(key)...).want(t, 403, "BRANCH_INACTIVE")
 	// An allow list the edge could not read is refused, each bad entry named
 	// as the edge's own parser names it.
@@ -87,10 +87,10 @@ func TestBranchLifecycle(t *testing.T) {
 		t.Errorf("a bad allow list: %s", bad.raw)
 	}
 	e.b2b(t, clientFull, secretA, "PATCH", "/b2b/branches/"+id, `{"active":true,"ipAllow":["10.9.9.9"]}`).want(t, 200, "")
-	e.clock.add(2100 * time.Millisecond)
+	e.clock.Advance(2100 * time.Millisecond)
 	e.do(t, "GET", "/v2/info", "", bearer(key)...).want(t, 403, "IP_NOT_ALLOWED")
 	e.b2b(t, clientFull, secretA, "DELETE", "/b2b/branches/"+id, "").want(t, 200, "")
-	e.clock.add(2100 * time.Millisecond)
+	e.clock.Advance(2100 * time.Millisecond)
 	e.do(t, "GET", "/v2/info", "", bearer(key)...).want(t, 401, "INVALID_API_KEY")
 	e.b2b(t, clientFull, secretA, "GET", "/b2b/branches/"+id, "").want(t, 404, "NOT_FOUND")
 	e.b2b(t, clientFull, secretA, "DELETE", "/b2b/branches/a-main", "").want(t, 400, "VALIDATION_ERROR")

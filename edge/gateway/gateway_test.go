@@ -203,7 +203,7 @@ func TestSignedRequests(t *testing.T) {
 		want(t, 401, "INVALID_TIMESTAMP")
 	// Clock skew both ways, once the edge is up for longer than the window:
 	// 5 minutes is allowed, 5 minutes and a second not.
-	e.clock.add(5 * time.Minute)
+	e.clock.Advance(5 * time.Minute)
 	for _, skew := range []time.Duration{5 * time.Minute, -5 * time.Minute} {
 		if a := e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", skew, "")...); a.status != 200 {
 			t.Errorf("skew %v: %d %s", skew, a.status, a.raw)
@@ -235,10 +235,10 @@ func TestSignedRequests(t *testing.T) {
 	// A nonce is remembered for the whole window, and forgotten after it.
 	n := "0b1e8f3c-55d2-4a6e-9f41-000000000001"
 	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", 0, n)...).want(t, 200, "")
-	e.clock.add(4*time.Minute + 59*time.Second)
+	e.clock.Advance(4*time.Minute + 59*time.Second)
 	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", -4*time.Minute-59*time.Second, n)...).
 		want(t, 401, "DUPLICATE_NONCE")
-	e.clock.add(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	// The old timestamp is now outside the window, and a fresh one with the
 	// same nonce is a new request.
 	e.do(t, "GET", "/v2/info", "", e.signed(keyMain, secretA, "GET", "/v2/info", "", -7*time.Minute, n)...).want(t, 401, "INVALID_TIMESTAMP")
@@ -280,7 +280,7 @@ func TestRateLimits(t *testing.T) {
 		t.Errorf("another branch limited: %d", a.status)
 	}
 	// Continuous refill: 200 ms gives one request back.
-	e.clock.add(200 * time.Millisecond)
+	e.clock.Advance(200 * time.Millisecond)
 	if a := e.do(t, "POST", "/v2/verify/bank", payload("RATEREF0100"), bearer(keyMain)...); a.status != 200 {
 		t.Errorf("after 200 ms: %d %s", a.status, a.raw)
 	}
@@ -343,7 +343,7 @@ func TestOverloadSignal(t *testing.T) {
 	if a := <-held; a.status != 200 || a.header.Get("X-RateLimit-Limit") != "1000000" {
 		t.Fatalf("the held request: %d limit %s", a.status, a.header.Get("X-RateLimit-Limit"))
 	}
-	e.clock.add(time.Second)
+	e.clock.Advance(time.Second)
 	after := e.do(t, "POST", "/v2/verify/bank", payload("OVERREF00002"), fast...)
 	if l, _ := strconv.Atoi(after.header.Get("X-RateLimit-Limit")); after.status != 200 || l > 1000000/2 {
 		t.Errorf("after an interval with an overloaded answer: %d, limit %d, want at most half the plan", after.status, l)
@@ -365,7 +365,7 @@ func TestAdaptiveLimit(t *testing.T) {
 		slow.Lock()
 		d := slowBy
 		slow.Unlock()
-		e.clock.add(d) // core takes d, by the edge's clock
+		e.clock.Advance(d) // core takes d, by the edge's clock
 		inner.ServeHTTP(w, r)
 	}))
 	defer gatewaySrv.Close()
@@ -401,12 +401,12 @@ func TestAdaptiveLimit(t *testing.T) {
 	slow.Unlock()
 	// The interval in which core recovered still holds slow answers; from
 	// the one after, the limit only rises.
-	e.clock.add(time.Second)
+	e.clock.Advance(time.Second)
 	limit()
-	e.clock.add(time.Second)
+	e.clock.Advance(time.Second)
 	prev := limit()
 	for range 30 {
-		e.clock.add(time.Second)
+		e.clock.Advance(time.Second)
 		l := limit()
 		if l < prev {
 			t.Fatalf("limit fell while core was healthy: %d after %d", l, prev)
@@ -426,8 +426,8 @@ func TestAdaptiveLimitIgnoresSlowImageURLs(t *testing.T) {
 	var e *edge
 	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		time.Sleep(80 * time.Millisecond) // a slow image server
-		e.clock.add(time.Since(start))    // as the edge's clock sees it
+		time.Sleep(80 * time.Millisecond)  // a slow image server
+		e.clock.Advance(time.Since(start)) // as the edge's clock sees it
 		w.Write([]byte("not an image"))
 	}))
 	defer images.Close()
@@ -442,7 +442,7 @@ func TestAdaptiveLimitIgnoresSlowImageURLs(t *testing.T) {
 		if v := a.header.Get(api.HeaderFetchTime); v != "" {
 			t.Errorf("core's %s reached the client: %s", api.HeaderFetchTime, v)
 		}
-		e.clock.add(300 * time.Millisecond)
+		e.clock.Advance(300 * time.Millisecond)
 	}
 }
 
@@ -465,7 +465,7 @@ func TestHealth(t *testing.T) {
 		t.Errorf("HEAD /health: %d", res.StatusCode)
 	}
 	core.Kill()
-	e.clock.add(2 * time.Second)
+	e.clock.Advance(2 * time.Second)
 	e.do(t, "GET", "/health", "").want(t, 503, "API_SERVER_ERROR")
 	e.do(t, "GET", "/v2/info", "", bearer(keyMain)...).want(t, 500, "API_SERVER_ERROR")
 }

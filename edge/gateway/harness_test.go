@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,15 +58,9 @@ func apiDoc(t testing.TB) *openapi.Spec {
 func TestMain(m *testing.M) { testnet.Main(m) }
 
 // clock is the edge's settable clock.
-type clock struct{ t atomic.Int64 }
+type clock = testnet.Clock
 
-func newClock() *clock {
-	c := &clock{}
-	c.t.Store(time.Now().UnixNano())
-	return c
-}
-func (c *clock) now() time.Time      { return time.Unix(0, c.t.Load()) }
-func (c *clock) add(d time.Duration) { c.t.Add(int64(d)) }
+func newClock() *clock { return testnet.NewClock(time.Now()) }
 
 // edge is an edge in this process, on a real listener, in front of core.
 type edge struct {
@@ -120,7 +113,7 @@ func startEdge(t testing.TB, core *testnet.Program, env ...string) *edge {
 		t.Fatal(err)
 	}
 	clk := newClock()
-	gw, err := gateway.FromConfig(cfg, clk.now, slog.New(slog.DiscardHandler))
+	gw, err := gateway.FromConfig(cfg, clk.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +199,7 @@ func bearer(key string) []string { return []string{"Authorization", "Bearer " + 
 
 // signed returns the headers of a request signed as a client signs it.
 func (e *edge) signed(key, secret, method, uri, body string, skew time.Duration, nonce string) []string {
-	ts := fmt.Sprint(e.clock.now().Add(skew).Unix())
+	ts := fmt.Sprint(e.clock.Now().Add(skew).Unix())
 	if nonce == "" {
 		nonce = uuid.NewString()
 	}

@@ -13,7 +13,7 @@ import (
 func TestReceiverChecks(t *testing.T) {
 	e := startEdge(t, testnet.StartCore(t, seed))
 	verify := func(ref, extra string) answer {
-		e.clock.add(time.Second) // a-main's bank budget is 5/s
+		e.clock.Advance(time.Second) // a-main's bank budget is 5/s
 		body := `{"payload":"` + slip.Bank{BankCode: "004", TransRef: ref}.Encode() + `"` + extra + `}`
 		return e.do(t, "POST", "/v2/verify/bank", body, e.signed(keyMain, secretA, "POST", "/v2/verify/bank", body, 0, "")...)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/slipverify/slipverify/core/bank/banktest"
 	"math"
 	"os"
 	"reflect"
@@ -16,15 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/bank/banktest"
+	"github.com/slipverify/slipverify/core/testnet"
+
 	"github.com/slipverify/slipverify/core/bank"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/synthetic.json")
-
-// clock is a settable time source for New.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
 
 // exampleConfig is the sandbox section of testdata/seed.example.json, a copy
 // of the example seed that the loader must accept.
@@ -64,7 +61,7 @@ func TestExampleSeed(t *testing.T) {
 		len(cfg.UpstreamError) != 1 || len(cfg.Wallet) != 2 {
 		t.Fatalf("decoded %+v", cfg)
 	}
-	b := newBank(t, cfg, (&clock{time.Date(2026, 11, 20, 11, 36, 0, 0, time.UTC)}).now)
+	b := newBank(t, cfg, testnet.NewClock(time.Date(2026, 11, 20, 11, 36, 0, 0, time.UTC)).Now)
 	got, err := b.Bank(context.Background(), "004", "LS2FLLDUC7V3LSUPD7VW")
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +118,7 @@ func TestBankAnswers(t *testing.T) {
 		NotFound:      []string{"NF1"},
 		UpstreamError: []string{"UE1"},
 	}
-	b := newBank(t, cfg, (&clock{t0}).now)
+	b := newBank(t, cfg, testnet.NewClock(t0).Now)
 
 	tests := []struct {
 		name     string
@@ -190,11 +187,11 @@ func TestBankAnswers(t *testing.T) {
 }
 
 func TestPendingFollowsTheClock(t *testing.T) {
-	c := &clock{time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)}
+	c := testnet.NewClock(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
 	b := newBank(t, Config{
 		PendingBank: "006",
 		Slips:       []Slip{{BankCode: "006", TransRef: "P1", Amount: 1, Date: "2026-11-22T10:00:00+07:00"}},
-	}, c.now)
+	}, c.Now)
 	steps := []struct {
 		advance time.Duration
 		wantErr error
@@ -205,10 +202,10 @@ func TestPendingFollowsTheClock(t *testing.T) {
 		{time.Hour, nil},
 	}
 	for _, s := range steps {
-		c.t = c.t.Add(s.advance)
+		c.Advance(s.advance)
 		_, err := b.Bank(context.Background(), "006", "P1")
 		if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
-			t.Errorf("at %v: err = %v, want %v", c.t, err, s.wantErr)
+			t.Errorf("at %v: err = %v, want %v", c.Now(), err, s.wantErr)
 		}
 	}
 }
@@ -361,8 +358,8 @@ var (
 // TestSyntheticSlips checks the promises of synthetic slips over many
 // references: determinism across banks and clocks, ranges and formats.
 func TestSyntheticSlips(t *testing.T) {
-	early := newBank(t, Config{PendingBank: "004"}, (&clock{time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}).now)
-	late := newBank(t, Config{PendingBank: "004"}, (&clock{time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)}).now)
+	early := newBank(t, Config{PendingBank: "004"}, testnet.NewClock(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)).Now)
+	late := newBank(t, Config{PendingBank: "004"}, testnet.NewClock(time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)).Now)
 	start := time.Date(2020, 1, 1, 0, 0, 0, 0, time.FixedZone("", 7*3600))
 	end := start.AddDate(1, 0, 0)
 	ctx := context.Background()
@@ -490,7 +487,7 @@ func TestSyntheticGolden(t *testing.T) {
 }
 
 func TestLookupAllocations(t *testing.T) {
-	b := newBank(t, exampleConfig(t), (&clock{time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}).now)
+	b := newBank(t, exampleConfig(t), testnet.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)).Now)
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -513,6 +510,6 @@ func TestLookupAllocations(t *testing.T) {
 }
 
 func BenchmarkSandboxBank(b *testing.B) {
-	c := newBank(b, exampleConfig(b), (&clock{time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}).now)
+	c := newBank(b, exampleConfig(b), testnet.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)).Now)
 	banktest.Benchmark(b, c, banktest.Refs{ListedBank: "004", ListedRef: "LS2FLLDUC7V3LSUPD7VW", NotFoundRef: "NF6URRAO24VO8087SEE8"})
 }
