@@ -25,8 +25,9 @@ func TestGatherWaitsForAnnouncedWrites(t *testing.T) {
 			key := []byte{byte(n)}
 			return s.writeOp(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(key, []byte("v")) }, announced)
 		}
-		// write starts an announced write (announce first: false) and
-		// returns its result's channel once the committer waits.
+		// write starts an announced write, announcing it here unless
+		// announce is false (the caller did), and returns its result's
+		// channel once the committer waits.
 		write := func(announce bool) chan error {
 			if announce {
 				s.Announce()
