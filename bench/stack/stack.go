@@ -56,14 +56,20 @@ type Stack struct {
 	err  error // of the first Stop
 }
 
-// freeAddr returns a loopback address whose port is free now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freeAddrs returns n loopback addresses whose ports are free now, each
+// different: all are held open until the last is picked, since a port
+// closed at once may be handed out again by the next pick.
+func freeAddrs(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return addrs, nil
 }
 
 // Start runs make run in its own process group and waits until the edge
@@ -99,14 +105,16 @@ func Start(o Options) (*Stack, error) {
 	// Every listener of every tier on a free port, so the bench never meets
 	// another stack on this machine.
 	addr := map[string]string{}
-	for _, name := range []string{"SLIP_EDGE_ADDR", "SLIP_CORE_ADDR", "SLIP_EDGE_METRICS_ADDR", "SLIP_KAFKA_ADDR",
-		"SLIP_CLICKHOUSE_ADDR", "SLIP_CLICKHOUSE_HTTP_ADDR", "SLIP_USAGE_ADDR", "SLIP_DISPATCHER_ADDR"} {
-		a, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		env = append(env, name+"="+a)
-		addr[name] = a
+	names := []string{"SLIP_EDGE_ADDR", "SLIP_CORE_ADDR", "SLIP_EDGE_METRICS_ADDR", "SLIP_KAFKA_ADDR",
+		"SLIP_CLICKHOUSE_ADDR", "SLIP_CLICKHOUSE_HTTP_ADDR", "SLIP_USAGE_ADDR", "SLIP_DISPATCHER_ADDR", "SLIP_ADMIN_ADDR"}
+	free, err := freeAddrs(len(names))
+	if err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	for i, name := range names {
+		env = append(env, name+"="+free[i])
+		addr[name] = free[i]
 	}
 	env = append(env, o.Env...)
 	for _, kv := range o.Env {
