@@ -12,19 +12,31 @@ package testnet
 
 import (
 	"net"
+	"sync"
 	"testing"
 )
 
+// handedOut holds every address FreeAddr returned in this process.
+var handedOut sync.Map
+
 // FreeAddr returns a loopback address with a port free at the time of the
-// call, for a program the test starts (which binds it itself).
+// call, for a program the test starts (which binds it itself). It never
+// returns the same address twice in one process: a port just closed may be
+// handed out again by the next pick, and a test that picks several before
+// starting a stack would give two tiers one port.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // Serve accepts connections on ln until the test ends, when it closes ln,
