@@ -50,6 +50,7 @@ type Config struct {
 	JobMaxOpen    int                // unfinished async jobs a branch may have
 	OutboxLimit   int                // messages the outbox holds while the broker is away
 	CommitGather  time.Duration      // how long a transaction may wait for writes under way
+	PublishLinger time.Duration      // how long a write to the broker waits for more messages
 	AdminAddr     string             // the operators' admin API; "off": none
 	AdminToken    string             // its bootstrap token; empty: the admin API is off
 	envflag.Common
@@ -119,6 +120,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_ADMIN_ADDR", "admin-addr", "127.0.0.1:8085", "listener of the operators' admin API (/admin/v1; off: none); the edge never forwards to it", &c.AdminAddr),
 		envflag.Secret("SLIP_ADMIN_TOKEN", "admin-token", "bootstrap token of the admin API (32+ characters; unset: the admin API is off)", &c.AdminToken),
 		envflag.Def("SLIP_COMMIT_GATHER", "commit-gather", "500us", "how long a write may wait for the writes of verifications already under way, so they share its disk syncs (0: never; at most 100ms)", &c.CommitGather),
+		envflag.Def("SLIP_PUBLISH_LINGER", "publish-linger", "10ms", "how long a write of the outbox to Kafka waits for more messages to join it, so one broker round trip and one disk commit serve many (0: never; at most 1s)", &c.PublishLinger),
 		envflag.Def("SLIP_OUTBOX_LIMIT", "outbox-limit", "1000000", "messages kept for the broker while it is unreachable; beyond it the usage events of attempts that consumed no quota are dropped and counted (billable ones are kept)", &c.OutboxLimit),
 	}, c.KafkaLink.Vars()...)
 }
@@ -126,6 +128,10 @@ func (c *Config) vars() []envflag.Var {
 // maxCommitGather bounds SLIP_COMMIT_GATHER: a write waits at most that
 // long for others, on top of its own disk syncs.
 const maxCommitGather = 100 * time.Millisecond
+
+// maxPublishLinger bounds SLIP_PUBLISH_LINGER: usage events, jobs and
+// callbacks wait at most that long for company on their way to Kafka.
+const maxPublishLinger = time.Second
 
 // Admin reports whether the admin API is served: on an address, with a
 // bootstrap token.
@@ -214,6 +220,9 @@ func (c Config) Validate() error {
 	}
 	if c.CommitGather < 0 || c.CommitGather > maxCommitGather {
 		bad("SLIP_COMMIT_GATHER: must be from 0 to %v", maxCommitGather)
+	}
+	if c.PublishLinger < 0 || c.PublishLinger > maxPublishLinger {
+		bad("SLIP_PUBLISH_LINGER: must be from 0 to %v", maxPublishLinger)
 	}
 	if c.OutboxLimit < 1 {
 		bad("SLIP_OUTBOX_LIMIT: must be at least 1")

@@ -250,3 +250,9 @@ func TestValidateBankUpstreams(t *testing.T) {
 		t.Errorf("route list: %v", err)
 	}
 }
+
+// TestValidatePublishLinger: a write to the broker waits for company from
+// not at all (0) to a second, and never a negative time.
+func TestValidatePublishLinger(t *testing.T) {
+	checkSetting(t, "SLIP_PUBLISH_LINGER", map[string]bool{"0s": false, "10ms": false, "1s": false, "1001ms": true, "-1ms": true})
+}

@@ -104,12 +104,19 @@ func NewReader(brokers []string, link *kafkalink.Link, topic, group string) *kaf
 // write. A message is deleted only once the broker has it, and one sent but
 // not yet acked when core stops is sent again at the next start
 // (at-least-once).
+//
+// A write goes out Linger after the first message it carries was
+// committed, or as soon as Batch messages wait: each write costs core a
+// broker round trip and, for its ack, a disk commit of its own, so while
+// verifications come one by one, waiting for more to join it costs less
+// than sending each on its own.
 type Publisher struct {
 	Store   *store.Store
 	Writer  *kafka.Writer
 	Log     *slog.Logger
 	Batch   int           // messages per write; 0: 10000
 	Backoff time.Duration // wait after a failed write; 0: 1s
+	Linger  time.Duration // how long a write waits for more messages; 0: none
 
 	sent uint64 // the outbox position of the last message the broker has
 }
@@ -141,8 +148,34 @@ func (p *Publisher) Run(ctx context.Context) error {
 			}
 		case n == batch:
 			// More may wait: go on at once.
-		case !wait(ctx, 0, p.Store.OutboxReady()):
+		case !p.gather(ctx, batch):
 			return p.drain(batch, a)
+		}
+	}
+}
+
+// gather waits for a new message in the outbox, then up to Linger for
+// more, ending early once batch messages wait. It returns false when ctx
+// is done first.
+func (p *Publisher) gather(ctx context.Context, batch int) bool {
+	if !wait(ctx, 0, p.Store.OutboxReady()) {
+		return false
+	}
+	if p.Linger <= 0 {
+		return true
+	}
+	t := time.NewTimer(p.Linger)
+	defer t.Stop()
+	for {
+		if waiting, _ := p.Store.OutboxStats(); waiting >= int64(batch) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-p.Store.OutboxReady():
 		}
 	}
 }

@@ -758,3 +758,81 @@ func TestCheckBrokers(t *testing.T) {
 	f("k1:9092,k2", false)
 	f("k1:", false)
 }
+
+// countedProduce is the transport of a writer that counts its produce
+// requests to the real broker.
+type countedProduce struct{ n atomic.Int64 }
+
+func (c *countedProduce) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	if req.ApiKey() == protocol.Produce {
+		c.n.Add(1)
+	}
+	return kafka.DefaultTransport.RoundTrip(ctx, addr, req)
+}
+
+// TestPublisherLingers: messages committed one by one while a write
+// lingers go to the broker in that one write, as soon as a batch of them
+// waits; what still lingers when the publisher stops is sent before Run
+// returns.
+func TestPublisherLingers(t *testing.T) {
+	t.Parallel()
+	addr := testnet.FreeAddr(t)
+	startBroker(t, addr, 1)
+	st := openStore(t)
+	produced := &countedProduce{}
+	w := stream.NewWriter([]string{addr}, nil)
+	w.Transport = produced
+	t.Cleanup(func() { w.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		// A linger no test outlasts: only a full batch or the stop ends it.
+		done <- (&stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: 5, Linger: time.Hour}).Run(ctx)
+	}()
+	// emit writes message i and waits until it is committed, on its own,
+	// with waiting messages in the outbox (0: no wait): so each tells the
+	// publisher of a commit.
+	emit := func(i int, waiting int64) {
+		t.Helper()
+		if err := st.Emit(store.Message{Topic: api.TopicUsage, Key: "svc-1", Value: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 0 {
+			return // the fifth: the write goes out at once
+		}
+		testnet.Eventually(t, 5*time.Second, func() bool { n, _ := st.OutboxStats(); return n == waiting },
+			func() string { return fmt.Sprintf("message %d not written", i) })
+	}
+	for i := range 4 {
+		emit(i, int64(i+1))
+	}
+	emit(4, 0)
+	testnet.Eventually(t, 20*time.Second, func() bool { n, _ := st.OutboxStats(); return n == 0 },
+		func() string { n, _ := st.OutboxStats(); return fmt.Sprintf("%d of 5 messages still in the outbox", n) })
+	if n := produced.n.Load(); n != 1 {
+		t.Errorf("5 messages committed one by one went out in %d broker writes, want 1", n)
+	}
+
+	emit(5, 1)
+	emit(6, 2)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if n, _ := st.OutboxStats(); n != 0 {
+		t.Errorf("%d lingering messages left in the outbox by the stop", n)
+	}
+	var got []string
+	for _, m := range readTopic(t, addr, api.TopicUsage, 1)[0] {
+		got = append(got, string(m.Value))
+	}
+	if want := []string{"0", "1", "2", "3", "4", "5", "6"}; !slices.Equal(got, want) {
+		t.Errorf("the broker holds %v, want %v", got, want)
+	}
+}

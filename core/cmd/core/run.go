@@ -139,7 +139,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	defer writer.Close()
 	pubCtx, stopPub := context.WithCancel(context.Background())
 	pubDone := make(chan error, 1)
-	go func() { pubDone <- (&stream.Publisher{Store: st, Writer: writer, Log: log}).Run(pubCtx) }()
+	go func() {
+		pubDone <- (&stream.Publisher{Store: st, Writer: writer, Log: log, Linger: cfg.PublishLinger}).Run(pubCtx)
+	}()
 	defer func() { stopPub(); <-pubDone }()
 
 	workCtx, stopWork := context.WithCancel(ctx)
