@@ -71,15 +71,47 @@ func (w *warnings) WithGroup(string) slog.Handler      { return w }
 // runPublisher runs p until the test ends, checking that it stops cleanly.
 func runPublisher(t *testing.T, p *stream.Publisher) {
 	t.Helper()
+	r := startPublisher(p)
+	t.Cleanup(func() { r.stop(t) })
+}
+
+// publisherRun is a publisher running until stop.
+type publisherRun struct {
+	cancel context.CancelFunc
+	done   chan error // Run's error
+}
+
+func startPublisher(p *stream.Publisher) *publisherRun {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("publisher: %v", err)
+	r := &publisherRun{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- p.Run(ctx) }()
+	return r
+}
+
+// stop ends the run's context and fails the test unless Run returns nil
+// within 30 s.
+func (r *publisherRun) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
 		}
-	})
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// onProduce is the transport of a writer that calls itself before each
+// produce request it sends to the real broker.
+type onProduce func()
+
+func (f onProduce) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	if req.ApiKey() == protocol.Produce {
+		f()
+	}
+	return kafka.DefaultTransport.RoundTrip(ctx, addr, req)
 }
 
 // readTopic returns every record of topic, partition by partition in
@@ -658,26 +690,6 @@ func TestConsumeSlowRecord(t *testing.T) {
 	}
 }
 
-// heldProduce is the transport of a writer whose first produce request
-// waits until release, after telling entered: a write is then in flight
-// for as long as the test likes, against the real broker.
-type heldProduce struct {
-	entered, release chan struct{}
-	once             sync.Once
-}
-
-func (h *heldProduce) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
-	if req.ApiKey() == protocol.Produce {
-		first := false
-		h.once.Do(func() { first = true })
-		if first {
-			close(h.entered)
-			<-h.release
-		}
-	}
-	return kafka.DefaultTransport.RoundTrip(ctx, addr, req)
-}
-
 // TestPublisherDrainsAfterCancelledWrite: a publisher stopped while a write
 // of a large backlog is in flight still publishes the whole outbox before
 // Run returns, as a clean stop with the broker up promises.
@@ -694,33 +706,33 @@ func TestPublisherDrainsAfterCancelledWrite(t *testing.T) {
 	}
 	testnet.Eventually(t, 5*time.Second, func() bool { w, _ := st.OutboxStats(); return w == total },
 		func() string { return "emitted messages not written" })
-	held := &heldProduce{entered: make(chan struct{}), release: make(chan struct{})}
+	// The first write waits until release, after telling entered: it is
+	// then in flight for as long as the test likes, against the real
+	// broker.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	w := stream.NewWriter([]string{addr}, nil)
-	w.Transport = held
+	w.Transport = onProduce(func() {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(entered)
+			<-release
+		}
+	})
 	t.Cleanup(func() { w.Close() })
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- (&stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: batch}).Run(ctx)
-	}()
+	run := startPublisher(&stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: batch})
 	select {
-	case <-held.entered:
-	case err := <-done:
+	case <-entered:
+	case err := <-run.done:
 		t.Fatalf("Run returned before its first write: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the publisher sent nothing")
 	}
-	cancel() // while the first write is in flight
-	close(held.release)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
+	run.cancel() // while the first write is in flight
+	close(release)
+	run.stop(t)
 	if waiting, _ := st.OutboxStats(); waiting != 0 {
 		t.Fatalf("%d of %d messages left in the outbox by a stop with the broker up", waiting, total)
 	}
@@ -759,17 +771,6 @@ func TestCheckBrokers(t *testing.T) {
 	f("k1:", false)
 }
 
-// countedProduce is the transport of a writer that counts its produce
-// requests to the real broker.
-type countedProduce struct{ n atomic.Int64 }
-
-func (c *countedProduce) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
-	if req.ApiKey() == protocol.Produce {
-		c.n.Add(1)
-	}
-	return kafka.DefaultTransport.RoundTrip(ctx, addr, req)
-}
-
 // TestPublisherLingers: messages committed one by one while a write
 // lingers go to the broker in that one write, as soon as a batch of them
 // waits; what still lingers when the publisher stops is sent before Run
@@ -779,17 +780,13 @@ func TestPublisherLingers(t *testing.T) {
 	addr := testnet.FreeAddr(t)
 	startBroker(t, addr, 1)
 	st := openStore(t)
-	produced := &countedProduce{}
+	var produced atomic.Int64
 	w := stream.NewWriter([]string{addr}, nil)
-	w.Transport = produced
+	w.Transport = onProduce(func() { produced.Add(1) })
 	t.Cleanup(func() { w.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		// A linger no test outlasts: only a full batch or the stop ends it.
-		done <- (&stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: 5, Linger: time.Hour}).Run(ctx)
-	}()
+	// A linger no test outlasts: only a full batch or the stop ends it.
+	run := startPublisher(&stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler), Batch: 5, Linger: time.Hour})
+	defer run.cancel()
 	// emit writes message i and waits until it is committed, on its own,
 	// with waiting messages in the outbox (0: no wait): so each tells the
 	// publisher of a commit.
@@ -810,21 +807,13 @@ func TestPublisherLingers(t *testing.T) {
 	emit(4, 0)
 	testnet.Eventually(t, 20*time.Second, func() bool { n, _ := st.OutboxStats(); return n == 0 },
 		func() string { n, _ := st.OutboxStats(); return fmt.Sprintf("%d of 5 messages still in the outbox", n) })
-	if n := produced.n.Load(); n != 1 {
+	if n := produced.Load(); n != 1 {
 		t.Errorf("5 messages committed one by one went out in %d broker writes, want 1", n)
 	}
 
 	emit(5, 1)
 	emit(6, 2)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
+	run.stop(t)
 	if n, _ := st.OutboxStats(); n != 0 {
 		t.Errorf("%d lingering messages left in the outbox by the stop", n)
 	}
