@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/banktest"
 	"github.com/slipverify/slipverify/core/testnet"
-
-	"github.com/slipverify/slipverify/core/bank"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/synthetic.json")
