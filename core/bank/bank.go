@@ -26,12 +26,31 @@ var (
 // Connector looks up transfers at a bank or wallet provider. Implementations
 // are safe for concurrent use. A lookup is made at most once per call: a
 // connector never retries a request the upstream may already have billed.
+// A lookup's context names the service it is for (WithService), so that
+// one service cannot take a bank's whole capacity from the others.
 type Connector interface {
 	// Bank looks up a bank transfer by the sending bank's code and the
 	// transaction reference printed in the slip's QR payload.
 	Bank(ctx context.Context, bankCode, transRef string) (Slip, error)
 	// Wallet looks up a wallet transfer by its transaction id.
 	Wallet(ctx context.Context, transactionID string) (WalletSlip, error)
+}
+
+// serviceKey is the context key of the service a lookup is for.
+type serviceKey struct{}
+
+// WithService returns ctx naming the service (the tenant) a lookup made
+// with it is for. Connectors that share a bank's capacity among services
+// (package bank/upstream) read it with Service; the others ignore it.
+func WithService(ctx context.Context, serviceID string) context.Context {
+	return context.WithValue(ctx, serviceKey{}, serviceID)
+}
+
+// Service returns the service ctx names, "" when none: such lookups share
+// one tenant's part of a bank's capacity.
+func Service(ctx context.Context) string {
+	s, _ := ctx.Value(serviceKey{}).(string)
+	return s
 }
 
 // Slip is a verified bank transfer: the rawSlip of the interface (spec 2.1)

@@ -83,6 +83,8 @@ type fake struct {
 	lookups  int // lookups the bank ran (billed), faults Reset and SlowBody included
 	requests int // lookup requests received, refused ones included
 	expires  any // expires value the token endpoint sends
+
+	slow map[string]chan<- string // refs answered slowly (Slow), and who hears of each lookup
 }
 
 func newFake(t T, pki *PKI, h http.Handler) *fake {
@@ -90,7 +92,7 @@ func newFake(t T, pki *PKI, h http.Handler) *fake {
 }
 
 func newFakeTLS(t T, tc *tls.Config, h http.Handler) *fake {
-	f := &fake{t: t, slips: map[string]json.RawMessage{}, tokens: map[string]bool{}}
+	f := &fake{t: t, slips: map[string]json.RawMessage{}, tokens: map[string]bool{}, slow: map[string]chan<- string{}}
 	f.srv = httptest.NewUnstartedServer(h)
 	f.srv.TLS = tc
 	f.srv.StartTLS()
@@ -122,10 +124,10 @@ func (f *fake) issue() string {
 }
 
 // take counts a lookup request with token and returns the fault scripted
-// for it, whether the token is valid, and the slip of ref.
+// for it (SlowBody for a ref made slow), whether the token is valid, and
+// the slip of ref.
 func (f *fake) take(token, ref string) (Fault, bool, json.RawMessage) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.requests++
 	var fault Fault
 	if len(f.faults) > 0 {
@@ -135,12 +137,36 @@ func (f *fake) take(token, ref string) (Fault, bool, json.RawMessage) {
 	switch {
 	case fault == ExpiredToken:
 		clear(f.tokens)
+		f.mu.Unlock()
 		return fault, false, nil
 	case !valid || fault == TooMany:
+		f.mu.Unlock()
 		return fault, valid, nil
 	}
 	f.lookups++
-	return fault, true, f.slips[ref]
+	arrived, slow := f.slow[ref]
+	if fault == 0 && slow {
+		fault = SlowBody
+	}
+	data := f.slips[ref]
+	f.mu.Unlock()
+	if fault == SlowBody && arrived != nil {
+		arrived <- ref // outside the lock: the listener may be a test waiting for several
+	}
+	return fault, true, data
+}
+
+// Slow is the fake's slow mode: from now on every lookup of ref (that no
+// scripted fault answers) is answered as SlowBody answers one, holding
+// the client until it leaves: a bank that is slow for some slips, as
+// banks are when one merchant's transfers hit a slow path. Each such
+// lookup, once the bank has run it, sends ref on arrived (nil: nobody
+// listens), which must have room or a reader, so a test learns without
+// waiting for time that the lookups it started are in the bank's hands.
+func (f *fake) Slow(ref string, arrived chan<- string) {
+	f.mu.Lock()
+	f.slow[ref] = arrived
+	f.mu.Unlock()
 }
 
 // Inject scripts faults for the next lookups, one each, in order.
