@@ -36,6 +36,8 @@ type Config struct {
 	EdgeToken    string        // shared secret the edge sends
 	MasterKey    string        // 64 hex digits sealing stored secrets
 	MaxInflight  int           // concurrent requests above which core signals overload
+	IdleTimeout  time.Duration // how long a quiet connection from the edge is kept
+	WriteTimeout time.Duration // writing one answer to the edge
 	EgressAllow  string        // private ranges image URLs may reach
 	EgressCA     string        // extra CA roots (PEM) for https image URLs
 	FetchTimeout time.Duration // one image URL fetch
@@ -106,6 +108,8 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Secret("SLIP_RDCW_CLIENT_SECRET", "rdcw-client-secret", "RDCW client secret", &c.RDCW.ClientSecret),
 		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "shared secret the edge sends in X-Slip-Edge-Token (required, 32+ characters)", &c.EdgeToken),
 		envflag.Def("SLIP_CORE_MAX_INFLIGHT", "max-inflight", "256", "concurrent requests above which core tells the edge it is overloaded", &c.MaxInflight),
+		envflag.Def("SLIP_CORE_IDLE_TIMEOUT", "idle-timeout", "2m", "how long core keeps a keep-alive connection from the edge that carries no request (keep it above every edge's SLIP_EDGE_CORE_IDLE, so the edge always closes first)", &c.IdleTimeout),
+		envflag.Def("SLIP_CORE_WRITE_TIMEOUT", "write-timeout", "30s", "time core has to write one answer to the edge", &c.WriteTimeout),
 		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
 		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs and callbacks", &c.EgressCA),
 		envflag.Def("SLIP_IMAGE_FETCH_TIMEOUT", "image-fetch-timeout", "10s", "timeout of one image URL fetch", &c.FetchTimeout),
@@ -186,6 +190,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInflight < 1 {
 		bad("SLIP_CORE_MAX_INFLIGHT: must be at least 1")
+	}
+	if c.IdleTimeout <= 0 {
+		bad("SLIP_CORE_IDLE_TIMEOUT: must be positive")
+	}
+	if c.WriteTimeout <= 0 {
+		bad("SLIP_CORE_WRITE_TIMEOUT: must be positive")
 	}
 	if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
 		bad("SLIP_KAFKA_ADDR: %v", err)

@@ -25,6 +25,7 @@ type Config struct {
 	AuthTTL         time.Duration      // how long an auth record is cached
 	Drain           time.Duration      // /health fails this long before shutdown
 	CoreTimeout     time.Duration      // one forwarded request
+	CoreIdle        time.Duration      // how long a connection to core stays pooled unused
 	ReadTimeout     time.Duration      // reading one client request, headers and body
 	LatencyTarget   time.Duration      // core latency (p90) above which limits drop
 	AdaptInterval   time.Duration      // how often the adaptive factor moves
@@ -50,6 +51,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_AUTH_TTL", "auth-ttl", "2s", "how long a key's auth record (or its absence) is cached", &c.AuthTTL),
 		envflag.Def("SLIP_EDGE_DRAIN", "drain", "2s", "how long /health fails on SIGTERM before the listener closes", &c.Drain),
 		envflag.Def("SLIP_EDGE_CORE_TIMEOUT", "core-timeout", "30s", "timeout of one request forwarded to core", &c.CoreTimeout),
+		envflag.Def("SLIP_EDGE_CORE_IDLE", "core-idle", "1m", "how long a connection to core stays in the pool unused (keep it below core's SLIP_CORE_IDLE_TIMEOUT, so the edge never sends on a connection core is closing)", &c.CoreIdle),
 		envflag.Def("SLIP_EDGE_READ_TIMEOUT", "read-timeout", "30s", "time a client has to send one whole request, headers and body (slow clients are cut off)", &c.ReadTimeout),
 		envflag.Def("SLIP_EDGE_ACCESS_LOG", "access-log", "stderr", "access log, one JSON line per request: stderr, off, or a file path (appended to)", &c.AccessLog),
 		envflag.Def("SLIP_EDGE_LATENCY_TARGET", "latency-target", "250ms", "core p90 latency above which rate limits drop", &c.LatencyTarget),
@@ -103,7 +105,7 @@ func (c Config) Validate() error {
 	if _, err := c.Trusted(); err != nil {
 		bad("SLIP_TRUSTED_PROXIES: %v", err)
 	}
-	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout, "SLIP_EDGE_READ_TIMEOUT": c.ReadTimeout,
+	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout, "SLIP_EDGE_CORE_IDLE": c.CoreIdle, "SLIP_EDGE_READ_TIMEOUT": c.ReadTimeout,
 		"SLIP_EDGE_LATENCY_TARGET": c.LatencyTarget, "SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval, "SLIP_EDGE_NONCE_MARGIN": c.NonceMargin} {
 		if d <= 0 {
 			bad("%s: must be positive", env)

@@ -28,7 +28,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		Addr:                     cfg.CoreAddr,
 		Name:                     "edge",
 		MaxConns:                 4096,
-		MaxIdleConnDuration:      time.Minute,
+		MaxIdleConnDuration:      cfg.CoreIdle, // below core's idle timeout: the edge closes first
 		ReadTimeout:              cfg.CoreTimeout,
 		WriteTimeout:             cfg.CoreTimeout,
 		MaxResponseBodySize:      16 << 20,

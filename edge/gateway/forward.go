@@ -2,12 +2,9 @@ package gateway
 
 import (
 	"errors"
-	"io"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -41,6 +38,7 @@ var (
 	hContentEncoding  = canonical("Content-Encoding")
 	hTrailer          = canonical("Trailer")
 	hTransferEncoding = canonical("Transfer-Encoding")
+	hExpect           = canonical("Expect")
 	identity          = []byte("identity")
 
 	// Response headers. The rate headers keep the spec's casing
@@ -68,10 +66,15 @@ func delCanonical(h *fasthttp.RequestHeader, k []byte) {
 // request is reused in place: fasthttp's reverse-proxy pattern. The
 // credential that authenticated it is not forwarded (a signed request's
 // key, signature, timestamp and nonce alike): core trusts the identity
-// headers, and a key need not travel further. It returns when core
-// answered.
+// headers, and a key need not travel further. Nor does Expect: the edge
+// answered the client's 100-continue itself and holds the whole body, so
+// core is not asked to answer one (fasthttp's server writes it under the
+// write deadline of the connection's previous answer: on a connection idle
+// longer than that, core closes it while the body is on its way). It
+// returns when core answered.
 func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time.Time {
 	h, p := &ctx.Request.Header, x.p
+	delCanonical(h, hExpect)
 	if p.ClientID != "" || p.Signed {
 		delCanonical(h, hAPIKey)
 		delCanonical(h, hSignature)
@@ -112,8 +115,12 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		h.SetConnectionClose()
 	}
 	if err != nil {
-		if coreFault(err) {
-			g.cfg.Adaptive.ObserveAt(end.Sub(x.start), true, end)
+		// A failed exchange (a connection cut, a request the edge could
+		// not send) is not core saying it is overloaded, and every tenant's
+		// limit would pay for it: only an answer core did not give in time
+		// counts, as the slow answer it is.
+		if errors.Is(err, fasthttp.ErrTimeout) {
+			g.cfg.Adaptive.ObserveAt(end.Sub(x.start), false, end)
 		}
 		g.cfg.Log.Error("forward to core failed", "path", string(ctx.Path()), "err", err)
 		ctx.Response.Reset()
@@ -153,18 +160,6 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		g.cfg.Adaptive.ObserveAt(latency, overloaded, end)
 	}
 	return end
-}
-
-// coreFault reports whether a failed exchange with core is core's trouble
-// (it is down, refused the connection, closed it or did not answer in
-// time), which lowers every tenant's rate factor, rather than a request
-// the edge could not send on as it came (no byte of it reached core).
-func coreFault(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrNoFreeConns) ||
-		errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // coreHealth remembers whether core answered its health check lately, so

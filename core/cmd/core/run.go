@@ -115,8 +115,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		NoDefaultServerHeader: true, // the edge names itself to clients
 		Logger:                fastlog.Logger{Log: log},
 		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           2 * time.Minute,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
 		MaxRequestBodySize:    maxBody,
 		NoDefaultDate:         true,
 		// A form is parsed by the handler, which answers a malformed one
