@@ -38,6 +38,8 @@ type Service struct {
 		CycleAnchorDay int   `json:"cycleAnchorDay"`
 	} `json:"quota"`
 	Rate         store.Rate    `json:"rate"`
+	PlanName     string        `json:"planName,omitempty"`     // the plan's name, as GET /v2/info shows it
+	ContactEmail *string       `json:"contactEmail,omitempty"` // the operator's contact, as GET /v2/info shows it
 	Branches     []Branch      `json:"branches"`
 	B2BClients   []B2BClient   `json:"b2bClients"`
 	BankAccounts []BankAccount `json:"bankAccounts"`
@@ -58,6 +60,7 @@ type Branch struct {
 
 // B2BClient is a management client with its key and secret in clear.
 type B2BClient struct {
+	Name        string   `json:"name,omitempty"`
 	Key         string   `json:"key"`
 	Secret      string   `json:"secret"`
 	Permissions []string `json:"permissions"`
@@ -128,9 +131,22 @@ func (f File) check() error {
 		if s.Rate.Bank < 1 || s.Rate.Wallet < 1 {
 			bad("service %s: rate.bank and rate.wallet must be at least 1", s.ID)
 		}
+		name := func(what, n string) {
+			if p := api.NameProblem(n); p != "" {
+				bad("%s: %s", what, p)
+			}
+		}
+		name("service "+s.ID+": name", s.Name)
+		name("service "+s.ID+": planName", s.PlanName)
+		if s.ContactEmail != nil {
+			if p := api.EmailProblem(*s.ContactEmail); p != "" {
+				bad("service %s: contactEmail: %s", s.ID, p)
+			}
+		}
 		mains, branches := 0, map[string]bool{}
 		for _, b := range s.Branches {
 			unique("branch", b.ID)
+			name("branch "+b.ID+": name", b.Name)
 			branches[b.ID] = true
 			if b.Main {
 				mains++
@@ -152,6 +168,7 @@ func (f File) check() error {
 			bad("service %s: needs exactly one main branch, has %d", s.ID, mains)
 		}
 		for _, c := range s.B2BClients {
+			name("service "+s.ID+": b2b client name", c.Name)
 			if !hex64.MatchString(c.Key) {
 				bad("service %s: b2b client key must be 64 lower-case hex digits", s.ID)
 			} else if keys[c.Key] {
@@ -169,6 +186,8 @@ func (f File) check() error {
 		}
 		for _, a := range s.BankAccounts {
 			unique("bank account", a.ID)
+			name("bank account "+a.ID+": name.th", a.Name.TH)
+			name("bank account "+a.ID+": name.en", a.Name.EN)
 			if a.Type != "" && !receiver.ValidAccountType(a.Type) {
 				bad("bank account %s: type %q is not PERSONAL or JURISTIC", a.ID, a.Type)
 			}
@@ -196,6 +215,7 @@ func (f File) Records(box *secret.Box) store.Records {
 		r.Services = append(r.Services, store.Service{
 			ID: s.ID, Name: s.Name, State: s.State, UserBanned: s.UserBanned,
 			QuotaLimit: s.Quota.Limit, CycleAnchorDay: s.Quota.CycleAnchorDay, Rate: s.Rate,
+			PlanName: s.PlanName, ContactEmail: s.ContactEmail,
 		})
 		for _, b := range s.Branches {
 			ips := b.IPAllow
@@ -215,7 +235,7 @@ func (f File) Records(box *secret.Box) store.Records {
 		for _, c := range s.B2BClients {
 			d := store.Digest(c.Key)
 			r.B2BClients = append(r.B2BClients, store.B2BClient{
-				KeyDigest: d, ServiceID: s.ID, Secret: box.Seal(c.Secret, "b2b/"+d), Permissions: c.Permissions,
+				KeyDigest: d, ServiceID: s.ID, Name: c.Name, Secret: box.Seal(c.Secret, "b2b/"+d), Permissions: c.Permissions,
 			})
 		}
 		for _, a := range s.BankAccounts {

@@ -82,3 +82,54 @@ func TestLoadIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+// A seed's names follow the API's rule: no control or bidirectional
+// formatting characters, in any name it sets.
+func TestReadRefusesUnsafeNames(t *testing.T) {
+	bad := `{"services":[{"id":"s","name":"Shop\u202e","state":"active","quota":{"limit":1,"cycleAnchorDay":1},
+	  "rate":{"bank":1,"wallet":1},"planName":"pro\u0000","contactEmail":"ops\u0085@shop.example",
+	  "branches":[{"id":"b","name":"\u001b]0;OWNED\u0007\u001b[2J","main":true,"key":"046745d7-0d0a-43c1-ad0d-0d2bb1f9edc2","active":true}],
+	  "b2bClients":[{"name":"pos\u2066","key":"2a232a59efdb410251b6ccd2a186633fa1be58370cddcb8c2fbab4f61bdcbef8","secret":"0123456789abcdef","permissions":["branch:read"]}],
+	  "bankAccounts":[{"id":"a","bankCode":"014","bankNumber":"1234567890","name":{"th":"สมชาย\u200f","en":"SOMCHAI\u007f"},"branches":["b"]}]}]}`
+	p := filepath.Join(t.TempDir(), "seed.json")
+	os.WriteFile(p, []byte(bad), 0o600)
+	_, err := Read(p)
+	if err == nil {
+		t.Fatal("a seed with unsafe names accepted")
+	}
+	for _, want := range []string{
+		"service s: name: must not hold bidirectional formatting characters (U+202E)",
+		"service s: planName: must not hold control characters (U+0000)",
+		"service s: contactEmail: must not hold control characters (U+0085)",
+		"branch b: name: must not hold control characters (U+001B)",
+		"service s: b2b client name: must not hold bidirectional formatting characters (U+2066)",
+		"bank account a: name.th: must not hold bidirectional formatting characters (U+200F)",
+		"bank account a: name.en: must not hold control characters (U+007F)",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+}
+
+// A seed's plan name, contact email and client names reach the store.
+func TestReadKeepsPlanContactAndClientName(t *testing.T) {
+	good := `{"services":[{"id":"s","name":"Shop","state":"active","quota":{"limit":1,"cycleAnchorDay":1},
+	  "rate":{"bank":1,"wallet":1},"planName":"starter","contactEmail":"ops@shop.example",
+	  "branches":[{"id":"b","name":"สาขา ลาดพร้าว","main":true,"key":"046745d7-0d0a-43c1-ad0d-0d2bb1f9edc2","active":true}],
+	  "b2bClients":[{"name":"pos","key":"2a232a59efdb410251b6ccd2a186633fa1be58370cddcb8c2fbab4f61bdcbef8","secret":"0123456789abcdef","permissions":["branch:read"]}]}]}`
+	p := filepath.Join(t.TempDir(), "seed.json")
+	os.WriteFile(p, []byte(good), 0o600)
+	f, err := Read(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := secret.New(strings.Repeat("cd", 32))
+	r := f.Records(box)
+	if sv := r.Services[0]; sv.PlanName != "starter" || sv.ContactEmail == nil || *sv.ContactEmail != "ops@shop.example" {
+		t.Errorf("service record: %+v", sv)
+	}
+	if c := r.B2BClients[0]; c.Name != "pos" {
+		t.Errorf("client record: %+v", c)
+	}
+}

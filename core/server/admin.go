@@ -3,7 +3,6 @@ package server
 import (
 	"crypto/subtle"
 	"errors"
-	"net/mail"
 	"regexp"
 	"strconv"
 	"strings"
@@ -246,6 +245,17 @@ func adminError(err error, what string) error {
 	return manageError(err, what)
 }
 
+// nameField refuses, naming field, a name that api.NameProblem refuses
+// (control or bidirectional formatting characters), and reports whether
+// the name may be stored.
+func nameField(fe *api.FieldErrors, field, name string) bool {
+	if p := api.NameProblem(name); p != "" {
+		fe.Add(field, p)
+		return false
+	}
+	return true
+}
+
 var serviceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // createService onboards a tenant: the service, its main branch (ipAllow
@@ -267,10 +277,10 @@ func (a *admin) createService(ctx *fasthttp.RequestCtx, c adminCaller) (any, err
 			fe.Add("id", "must be 1 to 64 letters, digits, '.', '_' or '-'")
 		}
 	}
-	if name, ok := f.str("name"); ok && strings.TrimSpace(name) != "" && len(name) <= 200 {
-		sv.Name = name
-	} else {
+	if name, ok := f.str("name"); !ok || strings.TrimSpace(name) == "" || len(name) > 200 {
 		f.want(&fe, "name", "a name of 1 to 200 characters")
+	} else if nameField(&fe, "name", name) {
+		sv.Name = name
 	}
 	if !f.has("plan") {
 		fe.Add("plan", "is required: {name, quotaLimit, rateBank, rateWallet, cycleAnchorDay}")
@@ -330,10 +340,10 @@ func termFields(fe *api.FieldErrors, f fields, sv *store.Service) {
 	if f.has("contactEmail") {
 		if f.null("contactEmail") {
 			sv.ContactEmail = nil
-		} else if s, ok := f.str("contactEmail"); !ok || len(s) > 254 {
+		} else if s, ok := f.str("contactEmail"); !ok {
 			fe.Add("contactEmail", "must be an email address or null")
-		} else if addr, err := mail.ParseAddress(s); err != nil || addr.Address != s {
-			fe.Add("contactEmail", "must be an email address (name@example.com) or null")
+		} else if p := api.EmailProblem(s); p != "" {
+			fe.Add("contactEmail", p)
 		} else {
 			sv.ContactEmail = &s
 		}
@@ -365,10 +375,10 @@ func planFields(fe *api.FieldErrors, f fields, base store.Plan, nested bool) (st
 		}
 	}
 	if f.has("name") {
-		if s, ok := f.str("name"); ok && len(s) <= 100 {
-			p.Name = s
-		} else {
+		if s, ok := f.str("name"); !ok || len(s) > 100 {
 			fe.Add(prefix+"name", "must be a plan name of at most 100 characters")
+		} else if nameField(fe, prefix+"name", s) {
+			p.Name = s
 		}
 	}
 	ints := []struct {
@@ -404,6 +414,8 @@ func (a *admin) patchService(ctx *fasthttp.RequestCtx, c adminCaller) (any, erro
 	name, nameOK := f.str("name")
 	if f.has("name") && (!nameOK || strings.TrimSpace(name) == "" || len(name) > 200) {
 		fe.Add("name", "must be a name of 1 to 200 characters")
+	} else if f.has("name") {
+		nameField(&fe, "name", name)
 	}
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -433,6 +445,8 @@ func reason(fe *api.FieldErrors, f fields) string {
 	s, ok := f.str("reason")
 	if !ok || strings.TrimSpace(s) == "" || len(s) > 500 {
 		f.want(fe, "reason", "why, in at most 500 characters (kept in the audit log)")
+	} else {
+		nameField(fe, "reason", s)
 	}
 	return s
 }
@@ -675,6 +689,8 @@ func (a *admin) createToken(ctx *fasthttp.RequestCtx, c adminCaller) (any, error
 	var ok bool
 	if t.Name, ok = f.str("name"); !ok || strings.TrimSpace(t.Name) == "" || len(t.Name) > 100 {
 		f.want(&fe, "name", "a name of 1 to 100 characters")
+	} else {
+		nameField(&fe, "name", t.Name)
 	}
 	if t.Scope, ok = f.str("scope"); !ok || t.Scope != store.ScopeRead && t.Scope != store.ScopeWrite {
 		f.want(&fe, "scope", "read or write")
@@ -808,10 +824,10 @@ func (a *admin) listClients(ctx *fasthttp.RequestCtx, _ adminCaller) (any, error
 func clientFields(fe *api.FieldErrors, f fields, c *store.B2BClient) {
 	f.only(fe, "name", "permissions")
 	if f.has("name") {
-		if name, ok := f.str("name"); ok && len(name) <= 100 {
-			c.Name = name
-		} else {
+		if name, ok := f.str("name"); !ok || len(name) > 100 {
 			fe.Add("name", "must be a name of at most 100 characters")
+		} else if nameField(fe, "name", name) {
+			c.Name = name
 		}
 	}
 	permissionsField(fe, f, &c.Permissions)
@@ -921,6 +937,7 @@ func (a *admin) export(_ *fasthttp.RequestCtx, _ adminCaller) (any, error) {
 	out := seed.File{Services: []seed.Service{}}
 	for _, sv := range list {
 		e := seed.Service{ID: sv.ID, Name: sv.Name, State: sv.State, UserBanned: sv.UserBanned, Rate: sv.Rate,
+			PlanName: sv.PlanName, ContactEmail: sv.ContactEmail,
 			Branches: []seed.Branch{}, B2BClients: []seed.B2BClient{}, BankAccounts: []seed.BankAccount{}}
 		e.Quota.Limit, e.Quota.CycleAnchorDay = sv.QuotaLimit, sv.CycleAnchorDay
 		branches, err := a.s.store.Branches(sv.ID)
@@ -936,7 +953,7 @@ func (a *admin) export(_ *fasthttp.RequestCtx, _ adminCaller) (any, error) {
 			return nil, api.Internal(err)
 		}
 		for _, c := range clients {
-			e.B2BClients = append(e.B2BClients, seed.B2BClient{Permissions: c.Permissions})
+			e.B2BClients = append(e.B2BClients, seed.B2BClient{Name: c.Name, Permissions: c.Permissions})
 		}
 		accounts, err := a.s.store.Accounts(sv.ID, "")
 		if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -427,3 +427,91 @@ func TestAdminAuditBadCursor(t *testing.T) {
 		}
 	}
 }
+
+// hostile is a branch name that retitles and clears an operator's terminal
+// when printed raw.
+const hostile = "\u001b]0;OWNED\u0007\u001b[2J"
+
+// TestNamesRefused: no name a tenant or an operator sets may hold control
+// or bidirectional formatting characters: each path answers 400
+// VALIDATION_ERROR naming every failing field, joined with "; ", and
+// stores nothing; names as people write them (Thai, accents) pass.
+func TestNamesRefused(t *testing.T) {
+	c := startCore(t, nil)
+	c.adminOK(t, "POST", "/services", onboard)
+	refused := func(what string, status int, m map[string]any, fields ...string) {
+		t.Helper()
+		msg, _ := get(m, "error", "message").(string)
+		var want []string
+		for _, f := range fields {
+			want = append(want, f+": must not hold")
+		}
+		if status != 400 || errCode(m) != "VALIDATION_ERROR" || !containsInOrder(msg, want) {
+			t.Errorf("%s: %d %v, want 400 VALIDATION_ERROR naming %v", what, status, m, fields)
+		}
+	}
+	adm := func(method, path string, body any) (int, map[string]any) {
+		return c.admin(t, adminToken, method, path, body)
+	}
+	// Services, plans, contacts and reasons through the admin API.
+	status, m := adm("POST", "/services", map[string]any{"name": "Shop\u202e", "contactEmail": "\u202eops@shop.example",
+		"plan": map[string]any{"name": "pro\x00", "quotaLimit": 1, "rateBank": 1, "rateWallet": 1, "cycleAnchorDay": 1}})
+	refused("service create", status, m, "name", "plan.name", "contactEmail")
+	if msg, _ := get(m, "error", "message").(string); !strings.Contains(msg, "; ") {
+		t.Errorf("service create: fields not joined with \"; \": %q", msg)
+	}
+	status, m = adm("PATCH", "/services/svc-new", map[string]any{"name": hostile})
+	refused("service update", status, m, "name")
+	status, m = adm("PUT", "/services/svc-new/plan", map[string]any{"name": "gold\u2066", "effective": "now"})
+	refused("plan change", status, m, "name")
+	status, m = adm("PUT", "/services/svc-new/state", map[string]any{"state": "banned", "reason": "fraud\u009b2J"})
+	refused("state change", status, m, "reason")
+	// Admin tokens and B2B clients.
+	status, m = adm("POST", "/tokens", map[string]any{"name": "ci\u001b[2J", "scope": "read"})
+	refused("token create", status, m, "name")
+	status, m = adm("POST", "/services/svc-new/clients", map[string]any{"name": "pos\u200f"})
+	refused("client create", status, m, "name")
+	clients := c.adminOK(t, "POST", "/services/svc-new/clients", map[string]any{"name": "pos"})
+	status, m = adm("PATCH", "/services/svc-new/clients/"+clients["id"].(string), map[string]any{"name": "pos\x7f"})
+	refused("client update", status, m, "name")
+	// Branches and bank accounts through /b2b, by the operator and by the
+	// tenant (as the edge forwards it).
+	status, m = adm("POST", "/services/svc-new/b2b/branches", map[string]any{"name": hostile})
+	refused("admin b2b branch create", status, m, "name")
+	status, m = adm("PATCH", "/services/svc-new/b2b/branches/svc-new-main", map[string]any{"name": "Main\u061c"})
+	refused("admin b2b branch update", status, m, "name")
+	tenant := []string{api.HeaderB2BClient, "client-0", api.HeaderService, "svc"}
+	a := c.do(t, call{method: "POST", path: "/b2b/branches", body: map[string]any{"name": hostile}, header: tenant})
+	refused("tenant branch create", a.status, a.body, "name")
+	a = c.do(t, call{method: "PATCH", path: "/b2b/branches/br-sub", body: map[string]any{"name": "Sub\u202d"}, header: tenant})
+	refused("tenant branch update", a.status, a.body, "name")
+	a = c.do(t, call{method: "POST", path: "/b2b/bank-accounts", header: tenant, body: map[string]any{
+		"bankCode": "014", "bankNumber": "1234567890", "name": map[string]any{"th": "นาย\u202eสมชาย", "en": "SOMCHAI\x1b[2J"}}})
+	refused("bank account create", a.status, a.body, "name.th", "name.en")
+	a = c.do(t, call{method: "POST", path: "/v2/bank-accounts", branch: "br-main", body: map[string]any{
+		"bankCode": "014", "bankNumber": "1234567891", "name": map[string]any{"th": "สมชาย\u0000"}}})
+	refused("a branch's own bank account", a.status, a.body, "name.th")
+	// Nothing refused was stored.
+	if d := c.adminOK(t, "GET", "/services/svc-new", nil); d["name"] != "New shop" || get(d, "plan", "name") != "starter" || d["state"] != "active" {
+		t.Errorf("a refused change was stored: %v", d)
+	}
+	if d := c.do(t, call{method: "GET", path: "/b2b/branches/br-sub", header: tenant}).data(t); d["name"] != "Sub" {
+		t.Errorf("a refused branch name was stored: %v", d)
+	}
+	// Names as people write them pass.
+	c.adminOK(t, "PATCH", "/services/svc-new", map[string]any{"name": "ร้านกาแฟ Café Doi"})
+	c.adminOK(t, "POST", "/services/svc-new/b2b/branches", map[string]any{"name": "สาขา ลาดพร้าว"})
+	c.adminOK(t, "POST", "/tokens", map[string]any{"name": "ทีม ops", "scope": "read"})
+}
+
+// containsInOrder reports whether s holds each of parts, in order.
+func containsInOrder(s string, parts []string) bool {
+	for _, p := range parts {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return true
+}

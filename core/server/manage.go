@@ -148,6 +148,8 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 		n, ok := f.str("name")
 		if !ok || strings.TrimSpace(n) == "" || utf8.RuneCountInString(n) > 100 {
 			fe.Add("name", "must be a string of 1 to 100 characters")
+		} else if p := api.NameProblem(n); p != "" {
+			fe.Add("name", p)
 		}
 		b.Name = n
 	}
@@ -438,6 +440,11 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 	}
 	if err := jsonInto(f, "name", &a.Name); err != nil || strings.TrimSpace(a.Name.TH) == "" {
 		f.want(&fe, "name", "{th, en?} with the Thai name")
+	}
+	for _, n := range [][2]string{{"name.th", a.Name.TH}, {"name.en", a.Name.EN}} {
+		if p := api.NameProblem(n[1]); p != "" {
+			fe.Add(n[0], p)
+		}
 	}
 	if f.has("type") {
 		if t, ok := f.str("type"); ok && receiver.ValidAccountType(t) {

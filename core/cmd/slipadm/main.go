@@ -112,18 +112,18 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
-		fmt.Fprintln(stderr, cl.redact(ae.Error()))
+		fmt.Fprintln(stderr, printable(cl.redact(ae.Error())))
 		return 1
 	case err != nil:
-		fmt.Fprintln(stderr, "slipadm:", cl.redact(err.Error()))
+		fmt.Fprintln(stderr, "slipadm:", printable(cl.redact(err.Error())))
 		return 1
 	}
 	if err := show(stdout, g.out, c, data); err != nil {
-		fmt.Fprintln(stderr, "slipadm: printing the answer:", err)
+		fmt.Fprintln(stderr, "slipadm: printing the answer:", printable(err.Error()))
 		return 1
 	}
 	if next != "" && g.out == "table" {
-		fmt.Fprintf(stderr, "more: add --cursor %s for the next page, or --all for every page\n", next)
+		fmt.Fprintf(stderr, "more: add --cursor %s for the next page, or --all for every page\n", printable(next))
 	}
 	if c.once != "" {
 		fmt.Fprintln(stderr, "note:", c.once)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 )
 
 // token is the admin token the tests authenticate with: no output may show
@@ -480,5 +481,63 @@ func TestHelp(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "  "+c.name()+" ") {
 			t.Errorf("help: exit %d, lacks %s", code, c.name())
 		}
+	}
+}
+
+// TestUnprintableNamesEscaped: names stored with control or bidirectional
+// formatting characters (a tenant's branch name that would retitle and
+// clear the terminal, overrides that reorder text, a C1 CSI) reach the
+// operator's terminal escaped, in tables, records, JSON and errors; the
+// JSON stays JSON with the same values.
+func TestUnprintableNamesEscaped(t *testing.T) {
+	s := newStandIn(t)
+	const (
+		hostile = `\u001b]0;OWNED\u0007\u001b[2J` // as JSON carries it
+		bidi    = "invoice\u202eexe.pdf\u2066"    // raw in the JSON text, as encoding/json leaves it
+		c1      = "csi\u009b2J"
+	)
+	s.answer = func(r *http.Request) (int, string) {
+		switch r.URL.Path {
+		case "/admin/v1/services/svc-1/b2b/branches":
+			return 200, `{"success":true,"message":"ok","data":[{"id":"br-1","name":"` + hostile + `"},{"id":"br-2","name":"` + bidi + `"},{"id":"br-3","name":"` + c1 + `"}]}`
+		case "/admin/v1/services/svc-1":
+			return 200, `{"success":true,"message":"ok","data":{"id":"svc-1","name":"` + bidi + `","contactEmail":"` + hostile + `","plan":{"name":"` + c1 + `"},"odd\u001bkey":1}}`
+		}
+		return 400, `{"success":false,"error":{"code":"VALIDATION_ERROR","message":"name: \u001b[2J ` + bidi + `"}}`
+	}
+	unsafe := func(out string) []rune {
+		var bad []rune
+		for _, r := range out {
+			if r != '\n' && !unicode.IsPrint(r) {
+				bad = append(bad, r)
+			}
+		}
+		return bad
+	}
+	for _, c := range []struct {
+		args  []string
+		shows []string
+	}{
+		{[]string{"b2b", "get", "svc-1", "/branches"}, []string{`\u001b]0;OWNED\u0007\u001b[2J`, `invoice\u202eexe.pdf\u2066`, `csi\u009b2J`}},
+		{[]string{"services", "get", "svc-1"}, []string{`name:`, `invoice\u202eexe.pdf\u2066`, `\u001b]0;OWNED\u0007\u001b[2J`, `plan.name:`, `odd\u001bkey:`}},
+		{[]string{"b2b", "get", "svc-1", "/branches", "-o", "json"}, []string{`"name": "\u001b]0;OWNED\u0007\u001b[2J"`, `"name": "invoice\u202eexe.pdf\u2066"`}},
+		{[]string{"services", "get", "svc-1", "-o", "json"}, []string{`"name": "invoice\u202eexe.pdf\u2066"`}},
+		{[]string{"services", "list"}, []string{`error VALIDATION_ERROR: name: \u001b[2J invoice\u202eexe.pdf\u2066`}},
+	} {
+		_, out, errOut := slipadm(t, s, c.args...)
+		if bad := unsafe(out + errOut); len(bad) > 0 {
+			t.Errorf("%q: prints %q raw:\n%s%s", c.args, bad, out, errOut)
+		}
+		for _, want := range c.shows {
+			if !strings.Contains(out+errOut, want) {
+				t.Errorf("%q: does not show %s:\n%s%s", c.args, want, out, errOut)
+			}
+		}
+	}
+	// -o json is still the server's data.
+	_, out, _ := slipadm(t, s, "services", "get", "svc-1", "-o", "json")
+	var got struct{ Name, ContactEmail string }
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Name != "invoice\u202eexe.pdf\u2066" || got.ContactEmail != "\u001b]0;OWNED\u0007\u001b[2J" {
+		t.Errorf("-o json: %v %+v\n%s", err, got, out)
 	}
 }

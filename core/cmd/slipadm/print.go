@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // show prints an answer's data: as indented JSON, or as a table for a list
@@ -22,8 +25,14 @@ func show(w io.Writer, format string, c *command, data json.RawMessage) error {
 		if err := json.Indent(&b, data, "", "  "); err != nil {
 			return err
 		}
-		b.WriteByte('\n')
-		_, err := w.Write(b.Bytes())
+		// Every line break of indented JSON is its own: one in a string
+		// is escaped. Each line's unprintable characters can only be in
+		// strings, where \uXXXX means the same.
+		lines := strings.Split(b.String(), "\n")
+		for i, l := range lines {
+			lines[i] = printable(l)
+		}
+		_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -48,7 +57,11 @@ func show(w io.Writer, format string, c *command, data json.RawMessage) error {
 			}
 			break
 		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		head := make([]string, len(cols))
+		for i, col := range cols {
+			head[i] = printable(col)
+		}
+		fmt.Fprintln(tw, strings.Join(head, "\t"))
 		for _, it := range v {
 			row := make([]string, len(cols))
 			for i, col := range cols {
@@ -60,7 +73,7 @@ func show(w io.Writer, format string, c *command, data json.RawMessage) error {
 		var leaves []member
 		flatten("", v, &leaves)
 		for _, m := range leaves {
-			fmt.Fprintf(tw, "%s:\t%s\n", m.key, cell(m.val))
+			fmt.Fprintf(tw, "%s:\t%s\n", printable(m.key), cell(m.val))
 		}
 	default:
 		fmt.Fprintln(tw, cell(v))
@@ -184,9 +197,6 @@ func lookup(v any, path string) any {
 	return v
 }
 
-// controls would break the columns.
-var controls = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
-
 // cell renders a value in one table cell: "-" for null or empty, a list of
 // plain values comma-separated, anything else nested as compact JSON.
 func cell(v any) string {
@@ -197,7 +207,7 @@ func cell(v any) string {
 		if v == "" {
 			return "-"
 		}
-		return controls.Replace(v)
+		return printable(v)
 	case json.Number:
 		return v.String()
 	case bool:
@@ -218,5 +228,37 @@ func cell(v any) string {
 		return strings.Join(parts, ",")
 	}
 	b, _ := json.Marshal(v)
-	return string(b)
+	return printable(string(b))
+}
+
+// printable returns s with every character that a terminal would act on or
+// that changes how text around it reads written as a JSON escape (\u001b,
+// \u202e; a pair of them above U+FFFF), and every byte that is not UTF-8 as
+// U+FFFD: control characters (C0, DEL, C1: escape sequences that retitle,
+// clear or drive the terminal, line breaks and tabs that break the
+// columns), bidirectional overrides and isolates, and every other
+// character Go does not call printable (invisible formatting, separators
+// other than the space). Everything slipadm prints from an answer passes
+// through it, so a name stored before core refused such names cannot
+// reach the terminal raw; in JSON the escape means the same character.
+func printable(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) })
+	if i < 0 {
+		return s // the fast path: nothing to escape
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for _, r := range s[i:] { // a byte that is not UTF-8 comes as U+FFFD
+		if r == utf8.RuneError || unicode.IsPrint(r) {
+			b.WriteRune(r)
+			continue
+		}
+		if r > 0xffff {
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+			continue
+		}
+		fmt.Fprintf(&b, "\\u%04x", r)
+	}
+	return b.String()
 }
