@@ -176,31 +176,31 @@ func TestCircuit(t *testing.T) {
 	ok := func(context.Context) error { calls++; return nil }
 	notFound := func(context.Context) error { calls++; return bank.ErrNotFound }
 	ctx := context.Background()
-	g.Do(ctx, fail)
-	g.Do(ctx, fail)
-	g.Do(ctx, notFound) // an answer: resets the count
+	g.Do(ctx, 0, fail)
+	g.Do(ctx, 0, fail)
+	g.Do(ctx, 0, notFound) // an answer: resets the count
 	for range 3 {
-		g.Do(ctx, fail)
+		g.Do(ctx, 0, fail)
 	}
 	if calls != 6 {
 		t.Fatalf("%d calls", calls)
 	}
-	err := g.Do(ctx, ok)
+	err := g.Do(ctx, 0, ok)
 	if !errors.Is(err, bank.ErrUpstream) || !errors.Is(err, ErrRefused) || calls != 6 {
 		t.Fatalf("open circuit: err %v calls %d", err, calls)
 	}
 	clk.Advance(time.Minute)
-	if err := g.Do(ctx, fail); err != errBank || calls != 7 { // the probe fails: open again
+	if err := g.Do(ctx, 0, fail); err != errBank || calls != 7 { // the probe fails: open again
 		t.Fatalf("probe: %v", err)
 	}
-	if err := g.Do(ctx, ok); !errors.Is(err, ErrRefused) {
+	if err := g.Do(ctx, 0, ok); !errors.Is(err, ErrRefused) {
 		t.Fatalf("after a failed probe: %v", err)
 	}
 	clk.Advance(time.Minute)
-	if err := g.Do(ctx, ok); err != nil {
+	if err := g.Do(ctx, 0, ok); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if err := g.Do(ctx, ok); err != nil || calls != 9 {
+	if err := g.Do(ctx, 0, ok); err != nil || calls != 9 {
 		t.Fatalf("closed again: %v, %d calls", err, calls)
 	}
 }
@@ -212,9 +212,9 @@ func TestCaps(t *testing.T) {
 	inside := make(chan struct{})
 	leave := make(chan struct{})
 	done := make(chan error)
-	go func() { done <- g.Do(ctx, func(context.Context) error { close(inside); <-leave; return nil }) }()
+	go func() { done <- g.Do(ctx, 0, func(context.Context) error { close(inside); <-leave; return nil }) }()
 	<-inside
-	if err := g.Do(ctx, func(context.Context) error { return nil }); !errors.Is(err, ErrRefused) {
+	if err := g.Do(ctx, 0, func(context.Context) error { return nil }); !errors.Is(err, ErrRefused) {
 		t.Errorf("second concurrent call: %v, want refused", err)
 	}
 	close(leave)
@@ -222,14 +222,14 @@ func TestCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rate: 2 a second; the call the concurrency cap refused took none.
-	if err := g.Do(ctx, func(context.Context) error { return nil }); err != nil {
+	if err := g.Do(ctx, 0, func(context.Context) error { return nil }); err != nil {
 		t.Errorf("second call in a second: %v", err)
 	}
-	if err := g.Do(ctx, func(context.Context) error { return nil }); !errors.Is(err, ErrRefused) {
+	if err := g.Do(ctx, 0, func(context.Context) error { return nil }); !errors.Is(err, ErrRefused) {
 		t.Errorf("third call in a second: %v, want refused", err)
 	}
 	clk.Advance(500 * time.Millisecond)
-	if err := g.Do(ctx, func(context.Context) error { return nil }); err != nil {
+	if err := g.Do(ctx, 0, func(context.Context) error { return nil }); err != nil {
 		t.Errorf("after half a second: %v", err)
 	}
 }
