@@ -291,7 +291,7 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 	case !d.Lookup && !d.Charge: // free, answered from the record: nothing to write
 		return fromRecord[T](snap.Slip, d)
 	case d.Lookup:
-		if got.slip, err = lookupUnannounced(ctx, v.Store, k.lookup); err != nil {
+		if got.slip, err = lookupUnannounced(bank.WithService(ctx, r.ServiceID), v.Store, k.lookup); err != nil {
 			return got, bankError(err)
 		}
 		if got.encoded, err = encode(got.slip); err != nil {
