@@ -1,7 +1,9 @@
 // Package upstream holds what core's connectors to real bank APIs share
 // (packages kbank and scb): an HTTPS client with an optional client
-// certificate, an OAuth token cache, the one-send rule for lookups, a
-// per-upstream cap and circuit, and per-upstream metrics.
+// certificate, an OAuth token cache, the one-send rule for lookups, and
+// per upstream: lookup slots shared fairly among the services asking
+// (mayTake), a rate cap, a circuit that opens on the bank's own failures
+// (breaker), and metrics.
 //
 // # Money rules
 //
