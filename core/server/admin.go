@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/subtle"
 	"errors"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ const AdminPrefix = "/admin/v1"
 // MinAdminToken is the shortest bootstrap token core accepts.
 const MinAdminToken = 32
 
+// MaxAdminBody is the largest request body the admin API reads.
+const MaxAdminBody = 1 << 20
+
 // admin serves the admin API. Operators authenticate with the bootstrap
 // token or a named token of the store; a read token may only read.
 type admin struct {
@@ -39,17 +43,56 @@ type adminCaller struct {
 	actor     api.AuditActor
 	write     bool
 	requestID string
+	expires   *time.Time // when the caller's token ends; nil: never
 }
 
 type adminHandler func(ctx *fasthttp.RequestCtx, a adminCaller) (any, error)
 
-// AdminHandler returns the handler of the admin API, authenticating with
-// the bootstrap token given (at least MinAdminToken characters) and the
-// named tokens.
-func (s *Server) AdminHandler(bootstrap string) fasthttp.RequestHandler {
+// AdminServer returns the server of the admin API's listener,
+// authenticating with the bootstrap token given (at least MinAdminToken
+// characters) and the named tokens: its routes, its bounds, and the answer
+// to a request fasthttp refuses before any handler runs, in the v2
+// envelope like every other answer. logger gets fasthttp's own messages
+// (nil: its default).
+func (s *Server) AdminServer(bootstrap string, logger fasthttp.Logger) *fasthttp.Server {
 	a := &admin{s: s, bootstrap: []byte(bootstrap)}
+	return &fasthttp.Server{Handler: a.handler(), ErrorHandler: a.refused, NoDefaultServerHeader: true, Logger: logger,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, MaxRequestBodySize: MaxAdminBody,
+		SecureErrorLogMessage: true} // fasthttp would quote a malformed request, a token in it, in the log
+}
+
+// refused answers a request that fasthttp refused before the handler ran.
+// A body over MaxAdminBody is refused from its Content-Length, before it is
+// read; its head is there, so a caller without a token learns only that.
+// Anything else (a head too large, malformed, or cut by the read timeout)
+// has been reset: VALIDATION_ERROR. A connection that failed before it
+// sent anything gets no answer: there is no request.
+func (a *admin) refused(ctx *fasthttp.RequestCtx, err error) {
+	if _, bare := err.(*net.OpError); bare {
+		ctx.Conn().Close()
+		return
+	}
+	var e error = api.Errorf(api.Validation, "request: malformed, too large a head, or not read in time")
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		e = api.Errorf(api.Validation, "body: larger than the admin API's "+strconv.Itoa(MaxAdminBody>>20)+" MiB")
+		if _, cerr := a.caller(ctx); cerr != nil {
+			e = cerr
+		}
+	}
+	a.s.respond(ctx, api.V2, nil, e)
+	ctx.SetConnectionClose()
+}
+
+// handler routes the admin API. Every answer, of every path and method,
+// needs a token: OPTIONS is not answered for the router, paths are not
+// redirected, and a path no route has is NOT_FOUND only to a caller with a
+// token.
+func (a *admin) handler() fasthttp.RequestHandler {
+	s := a.s
 	r := router.New()
 	r.HandleMethodNotAllowed = false
+	r.HandleOPTIONS = false
+	r.RedirectTrailingSlash, r.RedirectFixedPath = false, false
 	read := func(h adminHandler) fasthttp.RequestHandler { return a.guard(false, h) }
 	write := func(h adminHandler) fasthttp.RequestHandler { return a.guard(true, h) }
 	p := AdminPrefix
@@ -70,11 +113,26 @@ func (s *Server) AdminHandler(bootstrap string) fasthttp.RequestHandler {
 	r.POST(p+"/services/{s}/clients/{c}/secret/rotate", write(a.rotateSecret))
 	r.GET(p+"/export", read(a.export))
 	// The tenant's own management routes, on a service the operator names:
-	// the one implementation of /b2b, with every permission.
+	// the one implementation of /b2b, with every permission. A change to a
+	// deleted service is refused as every other change to it is (the edge
+	// refuses its tenant's keys before they reach /b2b).
 	b2b := s.Handler()
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		r.Handle(m, p+"/services/{s}/b2b/{rest:*}", a.guard(m != "GET", func(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
+			if m != "GET" {
+				sid := param(ctx, "s")
+				if err := a.s.store.LiveService(sid); err != nil {
+					return nil, adminError(err, "service "+sid)
+				}
+			}
 			a.asTenant(ctx, c, b2b)
+			if st := ctx.Response.StatusCode(); st >= 300 && st < 400 {
+				// core's router redirects a path it would mend (a trailing
+				// slash, another case) to a /b2b path of its own: no such
+				// path here.
+				ctx.Response.Header.Del(fasthttp.HeaderLocation)
+				return nil, api.E(api.NotFound)
+			}
 			return nil, errAnswered
 		}))
 	}
@@ -82,7 +140,7 @@ func (s *Server) AdminHandler(bootstrap string) fasthttp.RequestHandler {
 	r.POST(p+"/tokens", write(a.createToken))
 	r.DELETE(p+"/tokens/{t}", write(a.deleteToken))
 	r.GET(p+"/audit", read(a.audit))
-	r.NotFound = func(ctx *fasthttp.RequestCtx) { s.respond(ctx, api.V2, nil, api.E(api.NotFound)) }
+	r.NotFound = a.guard(false, func(*fasthttp.RequestCtx, adminCaller) (any, error) { return nil, api.E(api.NotFound) })
 	return r.Handler
 }
 
@@ -144,6 +202,7 @@ func (a *admin) caller(ctx *fasthttp.RequestCtx) (adminCaller, error) {
 	}
 	a.used.Store(t.ID, time.Now().UTC())
 	c.actor, c.write = api.AuditActor{Type: api.ActorAdmin, ID: t.ID, Name: t.Name}, t.Scope == store.ScopeWrite
+	c.expires = t.ExpiresAt
 	return c, nil
 }
 
@@ -702,6 +761,17 @@ func (a *admin) createToken(ctx *fasthttp.RequestCtx, c adminCaller) (any, error
 		} else {
 			at = at.UTC()
 			t.ExpiresAt = &at
+		}
+	}
+	// A token ends no later than the token that makes it, or an expiring
+	// token could make one that never ends.
+	if end := c.expires; end != nil {
+		switch {
+		case t.ExpiresAt == nil:
+			at := end.UTC()
+			t.ExpiresAt = &at
+		case t.ExpiresAt.After(*end):
+			fe.Add("expiresAt", "must not be after the expiry of the token making it ("+end.UTC().Format(time.RFC3339)+")")
 		}
 	}
 	if err := fe.Err(); err != nil {

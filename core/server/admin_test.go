@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -514,4 +517,151 @@ func containsInOrder(s string, parts []string) bool {
 		s = s[i+len(p):]
 	}
 	return true
+}
+
+// TestAdminDeletedServiceB2B: a deleted service takes no /b2b change from
+// the operator either (as no other change): 404, and no branch, key or
+// account is made; its records can still be read.
+func TestAdminDeletedServiceB2B(t *testing.T) {
+	c := startCore(t, nil)
+	c.adminOK(t, "POST", "/services", onboard)
+	c.adminOK(t, "DELETE", "/services/svc-new", map[string]any{"reason": "closed"})
+	for _, w := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/b2b/branches", map[string]any{"name": "Kiosk"}},
+		{"PATCH", "/b2b/branches/svc-new-main", map[string]any{"name": "Renamed"}},
+		{"PUT", "/b2b/branches/svc-new-main/quota", map[string]any{"limitQuota": 5}},
+		{"POST", "/b2b/branches/svc-new-main/key/rotate", nil},
+		{"POST", "/b2b/bank-accounts", map[string]any{"bankCode": "014", "bankNumber": "1234567890", "name": map[string]any{"th": "สมชาย"}}},
+	} {
+		status, m := c.admin(t, adminToken, w.method, "/services/svc-new"+w.path, w.body)
+		if status != 404 || errCode(m) != "NOT_FOUND" || get(m, "data") != nil {
+			t.Errorf("%s %s on a deleted service: %d %v", w.method, w.path, status, m)
+		}
+	}
+	status, m := c.admin(t, adminToken, "GET", "/services/svc-new/b2b/branches", nil)
+	if list, _ := m["data"].([]any); status != 200 || len(list) != 1 || get(list[0], "name") != "Main" {
+		t.Errorf("the deleted service's branches: %d %v", status, m)
+	}
+	if status, m := c.admin(t, adminToken, "POST", "/services/svc-none/b2b/branches", map[string]any{"name": "x"}); status != 404 ||
+		!strings.Contains(get(m, "error", "message").(string), "service svc-none") {
+		t.Errorf("an unknown service: %d %v", status, m)
+	}
+}
+
+// TestAdminTokenExpiryCapped: a token made by an expiring token ends no
+// later than its maker: without an expiry it gets the maker's, and a later
+// one is refused, naming expiresAt; a token made by the bootstrap token
+// may never end.
+func TestAdminTokenExpiryCapped(t *testing.T) {
+	c := startCore(t, nil)
+	ends := c.clock.Now().Add(time.Hour).UTC()
+	maker := c.adminOK(t, "POST", "/tokens", map[string]any{"name": "contractor", "scope": "write", "expiresAt": ends.Format(time.RFC3339)})["token"].(string)
+	status, m := c.admin(t, maker, "POST", "/tokens", map[string]any{"name": "forever", "scope": "write"})
+	minted, _ := get(m, "data", "token").(string)
+	if status != 201 || get(m, "data", "expiresAt") != ends.Format(time.RFC3339) {
+		t.Errorf("a token without expiry made by one that expires: %d %v, want expiresAt %s", status, m, ends.Format(time.RFC3339))
+	}
+	later := ends.Add(time.Hour).Format(time.RFC3339)
+	if status, m := c.admin(t, maker, "POST", "/tokens", map[string]any{"name": "later", "scope": "read", "expiresAt": later}); status != 400 ||
+		errCode(m) != "VALIDATION_ERROR" || !strings.Contains(get(m, "error", "message").(string), "expiresAt: must not be after") {
+		t.Errorf("a token outliving its maker: %d %v", status, m)
+	}
+	sooner := ends.Add(-time.Minute).Format(time.RFC3339)
+	if d := c.adminOK(t, "POST", "/tokens", map[string]any{"name": "sooner", "scope": "read", "expiresAt": sooner}); d["expiresAt"] != sooner {
+		t.Errorf("bootstrap-made token: %v", d)
+	}
+	if status, m := c.admin(t, maker, "POST", "/tokens", map[string]any{"name": "sooner", "scope": "read", "expiresAt": sooner}); status != 201 ||
+		get(m, "data", "expiresAt") != sooner {
+		t.Errorf("a token ending before its maker: %d %v", status, m)
+	}
+	if d := c.adminOK(t, "POST", "/tokens", map[string]any{"name": "ops", "scope": "write"}); d["expiresAt"] != nil {
+		t.Errorf("the bootstrap token's token: %v", d)
+	}
+	c.clock.Advance(time.Hour)
+	if status, m := c.admin(t, minted, "GET", "/services", nil); status != 401 || errCode(m) != "INVALID_API_KEY" {
+		t.Errorf("the minted token after its maker's end: %d %v", status, m)
+	}
+}
+
+// TestAdminListenerEnvelope: the admin listener answers everything in the
+// v2 envelope of the error catalog, and nothing without a token: OPTIONS,
+// methods and paths no route has, a path with a trailing slash (no
+// redirect), and a body over its limit (refused before it is read).
+func TestAdminListenerEnvelope(t *testing.T) {
+	c := startCore(t, nil)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, path, token string, bodySize int) (int, map[string]any) {
+		t.Helper()
+		var res *http.Response
+		if bodySize == 0 {
+			req, _ := http.NewRequest(method, c.adminURL+path, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			var err error
+			if res, err = client.Do(req); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// The head only: the listener answers from Content-Length
+			// (a client still sending the body could miss the answer).
+			conn, err := net.Dial("tcp", strings.TrimPrefix(c.adminURL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			head := method + " " + path + " HTTP/1.1\r\nHost: admin\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(bodySize) + "\r\n"
+			if token != "" {
+				head += "Authorization: Bearer " + token + "\r\n"
+			}
+			io.WriteString(conn, head+"\r\n")
+			if res, err = http.ReadResponse(bufio.NewReader(conn), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil || m["success"] != false || res.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %s %q, want the v2 error envelope", method, path, res.StatusCode, res.Header.Get("Content-Type"), raw)
+		}
+		return res.StatusCode, m
+	}
+	for _, r := range []struct {
+		method, path string
+		bodySize     int
+		status       int    // with the token
+		code         string // with the token
+	}{
+		{"OPTIONS", "/admin/v1/services", 0, 404, "NOT_FOUND"},
+		{"OPTIONS", "/admin/v1/tokens", 0, 404, "NOT_FOUND"},
+		{"PUT", "/admin/v1/services", 0, 404, "NOT_FOUND"},
+		{"HEAD", "/admin/v1/nothing", 0, 404, ""}, // HEAD: no body to read
+		{"GET", "/admin/v1/nothing", 0, 404, "NOT_FOUND"},
+		{"GET", "/admin/v1/services/", 0, 404, "NOT_FOUND"},
+		{"GET", "/admin/v1/SERVICES", 0, 404, "NOT_FOUND"},
+		{"GET", "/admin/v1/services/svc/b2b/branches/", 0, 404, "NOT_FOUND"},
+		{"GET", "/admin/v1/services/svc/b2b/BRANCHES", 0, 404, "NOT_FOUND"},
+		{"OPTIONS", "/admin/v1/services/svc/b2b/branches", 0, 404, "NOT_FOUND"},
+		{"POST", "/admin/v1/tokens", 2 << 20, 400, "VALIDATION_ERROR"},
+	} {
+		if r.method == "HEAD" {
+			req, _ := http.NewRequest("HEAD", c.adminURL+r.path, nil)
+			if res, err := client.Do(req); err != nil || res.StatusCode != 401 {
+				t.Errorf("HEAD without a token: %v %v", res, err)
+			}
+			continue
+		}
+		if status, m := send(r.method, r.path, "", r.bodySize); status != 401 || errCode(m) != "MISSING_API_KEY" {
+			t.Errorf("%s %s without a token: %d %v", r.method, r.path, status, m)
+		}
+		if status, m := send(r.method, r.path, adminToken, r.bodySize); status != r.status || errCode(m) != r.code {
+			t.Errorf("%s %s: %d %v, want %d %s", r.method, r.path, status, m, r.status, r.code)
+		} else if r.bodySize > 0 && !strings.Contains(get(m, "error", "message").(string), "body") {
+			t.Errorf("%s %s: the message does not name the body: %v", r.method, r.path, m)
+		}
+	}
 }

@@ -135,7 +135,7 @@ func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Con
 	cs := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler))
 	h := cs.Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true} // as core/cmd/core serves
-	admin := &fasthttp.Server{Handler: cs.AdminHandler(adminToken)}
+	admin := cs.AdminServer(adminToken, nil)
 	return &core{url: listen(t, srv), adminURL: listen(t, admin), clock: c, store: st, handler: h, srv: srv}
 }
 

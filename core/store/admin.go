@@ -39,6 +39,7 @@ type Change struct {
 	Actor     api.AuditActor
 	RequestID string
 	Reason    string
+	Nonce     Nonce // a signed request's, claimed with the change
 }
 
 // audit writes the audit record of a change in tx and queues it for
@@ -46,6 +47,9 @@ type Change struct {
 // event that makes every edge drop them. before and after are the records
 // as they were and are (nil for none), keys and secrets left out.
 func (s *Store) audit(tx *bolt.Tx, c Change, action, serviceID string, target api.AuditTarget, before, after any) error {
+	if err := c.Nonce.claim(tx, serviceID); err != nil {
+		return err
+	}
 	rec := api.AuditRecord{ID: uuid.NewString(), At: s.now().UTC(), Actor: c.Actor, RequestID: c.RequestID,
 		Action: action, ServiceID: serviceID, Target: target, Reason: c.Reason}
 	var err error
@@ -267,6 +271,17 @@ func (s *Store) RevokePreviousKey(serviceID, branchID string, c Change) (Branch,
 		return s.audit(tx, c, "branch.key.revoke", serviceID, api.AuditTarget{Type: "branch", ID: branchID}, before, b)
 	})
 	return b, err
+}
+
+// LiveService returns ErrNotFound when the service is unknown or deleted,
+// as every change to a service's records does (liveService): a caller that
+// passes a change on to code which does not read the service itself (the
+// operator's /b2b) asks it first.
+func (s *Store) LiveService(id string) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		_, err := liveService(tx, id)
+		return err
+	})
 }
 
 // liveService reads a service as stored, ErrNotFound when it is unknown or

@@ -173,9 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "bank", cfg.Bank, "kafka", cfg.KafkaAddr, "version", version)
-	adminSrv := &fasthttp.Server{Handler: coreSrv.AdminHandler(cfg.AdminToken), NoDefaultServerHeader: true,
-		Logger: fastlog.Logger{Log: log}, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		MaxRequestBodySize: 1 << 20, SecureErrorLogMessage: true}
+	adminSrv := coreSrv.AdminServer(cfg.AdminToken, fastlog.Logger{Log: log})
 	if cfg.Admin() {
 		aln, err := net.Listen("tcp", cfg.AdminAddr)
 		if err != nil {

@@ -9,7 +9,6 @@ const (
 	boolean              // a flag without a value: true when given (--x=false sends false)
 	list                 // comma-separated strings, sent as an array
 	nullable             // a string; an empty one sends null, which clears the field
-	anyJSON              // a JSON value if the text is one, else the text as a string
 	rawBody              // the whole request body, which must be JSON
 	subpath              // a path put into the URL as it is (b2b)
 )
@@ -115,21 +114,20 @@ var commands = []*command{
 		help:   "End a branch's overlap now: its previous key is refused from now on.",
 		fields: []field{service, branch}},
 
-	{noun: "clients", verb: "list", method: "GET", path: "/services/{s}/clients", help: "List a service's B2B clients.",
+	{noun: "clients", verb: "list", method: "GET", path: "/services/{s}/clients",
+		help:   "List a service's B2B clients; the signer, whose secret signs the requests made with branch keys, is the first.",
 		fields: []field{service}, cols: []string{"id", "name", "permissions", "signer"}},
 	{noun: "clients", verb: "create", method: "POST", path: "/services/{s}/clients",
 		help: "Create a B2B client: the answer holds its key and secret.",
 		fields: []field{service,
 			{flag: "name", to: "name", need: true, help: "the client's `name`"},
 			{flag: "permissions", to: "permissions", kind: list, help: "comma-separated `permissions` (default: all six)"},
-			{flag: "signer", to: "signer", kind: anyJSON, help: "the client's `signer` (JSON, or text sent as a string)"},
 		},
 		once: "the client key and secret above are shown only now: store them, they cannot be shown again"},
-	{noun: "clients", verb: "update", method: "PATCH", path: "/services/{s}/clients/{c}", help: "Change a B2B client's name, permissions or signer.",
+	{noun: "clients", verb: "update", method: "PATCH", path: "/services/{s}/clients/{c}", help: "Change a B2B client's name or permissions.",
 		fields: []field{service, client,
 			{flag: "name", to: "name", help: "the client's `name`"},
 			{flag: "permissions", to: "permissions", kind: list, help: "comma-separated `permissions`"},
-			{flag: "signer", to: "signer", kind: anyJSON, help: "the client's `signer` (JSON, or text sent as a string)"},
 		}},
 	{noun: "clients", verb: "delete", method: "DELETE", path: "/services/{s}/clients/{c}", danger: true,
 		help: "Delete a B2B client: its key is refused from now on.", fields: []field{service, client}},

@@ -339,10 +339,6 @@ func (f field) value(s string) (any, error) {
 		if s == "" {
 			return nil, nil
 		}
-	case anyJSON:
-		if json.Valid([]byte(s)) {
-			return json.RawMessage(s), nil
-		}
 	case rawBody:
 		if !json.Valid([]byte(s)) {
 			return nil, fmt.Errorf("--%s: not JSON", f.flag)
