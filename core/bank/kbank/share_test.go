@@ -148,7 +148,7 @@ func TestTimeoutsOpenCircuitOnlyAcrossServices(t *testing.T) {
 			// The lookups' deadline is real: a short one.
 			r := newRig(t, func(c *kbank.Config) {
 				c.Limits = upstream.Limits{MaxConcurrent: 64}
-				c.Timeout = 500 * time.Millisecond
+				c.Timeout = time.Second
 			})
 			arrived := make(chan string, 10*len(tc.services))
 			r.fake.Slow(slowRef, arrived)
