@@ -8,12 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/secret"
+	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -663,5 +667,45 @@ func TestAdminListenerEnvelope(t *testing.T) {
 		} else if r.bodySize > 0 && !strings.Contains(get(m, "error", "message").(string), "body") {
 			t.Errorf("%s %s: the message does not name the body: %v", r.method, r.path, m)
 		}
+	}
+}
+
+// TestInfoPlanAndContact: GET /v2/info shows the plan's name
+// (product.name) and the contact email (account.email) of a service given
+// both, onboarded through the admin API or by the seed, and follows a
+// change of either; null for a service without them.
+func TestInfoPlanAndContact(t *testing.T) {
+	seedFile := filepath.Join(t.TempDir(), "seed.json")
+	os.WriteFile(seedFile, []byte(`{"services":[{"id":"svc-seeded","name":"Seeded","state":"active",
+	  "quota":{"limit":10,"cycleAnchorDay":1},"rate":{"bank":1,"wallet":1},"planName":"growth","contactEmail":"billing@seeded.example",
+	  "branches":[{"id":"br-seeded","name":"Main","main":true,"key":"046745d7-0d0a-43c1-ad0d-0d2bb1f9edc2","active":true}]}]}`), 0o600)
+	f, err := seed.Read(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := secret.New(strings.Repeat("ab", 32)) // the harness's
+	c := startCore(t, func(r *store.Records) {
+		s := f.Records(box)
+		r.Services, r.Branches = append(r.Services, s.Services...), append(r.Branches, s.Branches...)
+	})
+	c.adminOK(t, "POST", "/services", onboard)
+	info := func(service, branch string) (any, any) {
+		t.Helper()
+		d := c.do(t, call{method: "GET", path: "/v2/info", service: service, branch: branch}).data(t)
+		return get(d, "product", "name"), get(d, "account", "email")
+	}
+	if plan, email := info("svc-new", "svc-new-main"); plan != "starter" || email != "ops@shop.example" {
+		t.Errorf("onboarded by the admin API: product.name %v, account.email %v", plan, email)
+	}
+	if plan, email := info("svc-seeded", "br-seeded"); plan != "growth" || email != "billing@seeded.example" {
+		t.Errorf("seeded: product.name %v, account.email %v", plan, email)
+	}
+	c.adminOK(t, "PUT", "/services/svc-new/plan", map[string]any{"name": "pro", "effective": "now"})
+	c.adminOK(t, "PATCH", "/services/svc-new", map[string]any{"contactEmail": nil})
+	if plan, email := info("svc-new", "svc-new-main"); plan != "pro" || email != nil {
+		t.Errorf("after a change: product.name %v, account.email %v", plan, email)
+	}
+	if plan, email := info("svc", "br-main"); plan != nil || email != nil {
+		t.Errorf("a service without either: product.name %v, account.email %v", plan, email)
 	}
 }

@@ -14,7 +14,8 @@ import (
 // Info is the application and quota information of GET /v2/info. Quota
 // records have the shape of spec 2.2; the commercial API's names
 // (application.autoRenew and .quota, branch.isActive and .quota, account,
-// product) stand beside them, null where the platform keeps no such value.
+// product) stand beside them, null where the platform keeps no such value
+// or the service has none.
 type Info struct {
 	Application InfoApplication `json:"application"`
 	Branch      InfoBranch      `json:"branch"`
@@ -68,15 +69,15 @@ type InfoBranch struct {
 	} `json:"quota"`
 }
 
-// InfoAccount is the account holder: the platform keeps no contact email
-// yet (null) and no credit balance (0).
+// InfoAccount is the account holder: the service's contact email (null
+// when it has none) and no credit balance (0: the platform keeps none).
 type InfoAccount struct {
 	Email  *string `json:"email"`
 	Credit int64   `json:"credit"`
 }
 
-// InfoProduct is the service's plan: the platform names no plans yet
-// (null).
+// InfoProduct is the service's plan in force: its name (null when it has
+// none).
 type InfoProduct struct {
 	Name *string `json:"name"`
 }
@@ -140,6 +141,10 @@ func (s *Server) info(_ *fasthttp.RequestCtx, c caller) (any, error) {
 	b.Quota.Used, b.Quota.TotalUsed = u.Branch.Used, u.Branch.Total
 	in.Service.LimitQuota, in.Service.UsedQuota, in.Service.TotalUsedQuota = sv.QuotaLimit, u.Service.Used, u.Service.Total
 	in.RemainingQuota = x.remaining()
+	in.Account.Email = sv.ContactEmail
+	if sv.PlanName != "" {
+		in.Product.Name = &sv.PlanName
+	}
 	start := time.Unix(u.PeriodStart, 0).In(quota.Bangkok)
 	in.Period.Start = start.Format(time.RFC3339)
 	in.Period.End = sv.PeriodEnd(start).Format(time.RFC3339)
