@@ -275,7 +275,7 @@ func tenantChange(ctx *fasthttp.RequestCtx, c caller) store.Change {
 	if id, ok := strings.CutPrefix(c.clientID, "admin:"); ok {
 		actor = api.AuditActor{Type: api.ActorAdmin, ID: id}
 	}
-	return store.Change{Actor: actor, RequestID: string(ctx.Request.Header.Peek(api.HeaderRequestID))}
+	return store.Change{Actor: actor, RequestID: string(ctx.Request.Header.Peek(api.HeaderRequestID)), Nonce: c.nonce}
 }
 
 func (s *Server) getQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {

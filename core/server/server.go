@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +64,8 @@ type caller struct {
 	version   api.Version
 	serviceID string
 	branchID  string
-	clientID  string // B2B client (its key's digest), on /b2b routes
+	clientID  string      // B2B client (its key's digest), on /b2b routes
+	nonce     store.Nonce // a signed request's, for the write it makes to claim
 }
 
 // need says which identity headers a route requires.
@@ -154,6 +156,7 @@ func (s *Server) guard(v api.Version, who need, h handler) fasthttp.RequestHandl
 		c.serviceID = string(ctx.Request.Header.Peek(api.HeaderService))
 		c.branchID = string(ctx.Request.Header.Peek(api.HeaderBranch))
 		c.clientID = string(ctx.Request.Header.Peek(api.HeaderB2BClient))
+		c.nonce = nonceOf(ctx)
 		if who == branch && (c.serviceID == "" || c.branchID == "") || who == service && (c.serviceID == "" || c.clientID == "") {
 			s.respond(ctx, v, nil, api.E(api.MissingAPIKey))
 			return
@@ -161,6 +164,17 @@ func (s *Server) guard(v api.Version, who need, h handler) fasthttp.RequestHandl
 		data, err := h(ctx, c)
 		s.respond(ctx, v, data, err)
 	}
+}
+
+// nonceOf is the nonce of a signed request, as the edge passes it on
+// (api.HeaderNonce); the zero Nonce for any other request.
+func nonceOf(ctx *fasthttp.RequestCtx) store.Nonce {
+	ts, n, ok := strings.Cut(string(ctx.Request.Header.Peek(api.HeaderNonce)), ":")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if !ok || err != nil || n == "" {
+		return store.Nonce{}
+	}
+	return store.Nonce{Value: n, At: time.Unix(sec, 0)}
 }
 
 // respond writes data, or err as the catalog renders it for version v.

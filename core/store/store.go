@@ -74,7 +74,7 @@ var (
 	allBuckets            = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
 		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
 		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished, bucketBranchesDeleted, bucketSlipsByAge,
-		bucketAudit, bucketAdminTokens, bucketAdminTokenDigests}
+		bucketAudit, bucketAdminTokens, bucketAdminTokenDigests, bucketNonces}
 )
 
 // maxBatch bounds how many writes share one transaction, and maxEmitted

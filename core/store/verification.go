@@ -88,6 +88,8 @@ type Effect struct {
 	// charged and at what time: it is written with the effect, so core's
 	// counters and the ledger agree on the verification's period.
 	Usage func(charged bool, at time.Time) Message
+	// Nonce is the signed request's, claimed with the effect.
+	Nonce Nonce
 }
 
 var errNoResult = errors.New("store: a new slip record needs a result")
@@ -113,6 +115,9 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(Snapshot)
 }
 
 func (s *Store) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) error {
+	if err := e.Nonce.claim(tx, snap.Service.ID); err != nil {
+		return err
+	}
 	if e.Charge {
 		svc, brc := snap.Usage.Service, snap.Usage.Branch
 		svc.Period, brc.Period = snap.Usage.PeriodStart, snap.Usage.PeriodStart

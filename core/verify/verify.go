@@ -43,6 +43,9 @@ type Request struct {
 	MatchAmount         *float64
 	Receiver            *ReceiverCheck // v2 bank only; nil: no receiver check
 	JobID               string         // the async job this attempt runs for, if any
+	// Nonce is a signed request's, claimed in the verification's write (an
+	// async job's attempts claim none: its submit did).
+	Nonce store.Nonce `json:"-"`
 	// Resolved, if set, is given the slip payload read from an image or
 	// URL source, once it parsed: an async job keeps it for its next
 	// attempts instead of the image.
@@ -288,7 +291,10 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 	switch {
 	case d.Refuse != 0:
 		return got, refusal(d.Refuse, snap.Slip, k)
-	case !d.Lookup && !d.Charge: // free, answered from the record: nothing to write
+	case !d.Lookup && !d.Charge: // free, answered from the record: nothing to write but a signed request's nonce
+		if err := v.Store.ClaimNonce(r.ServiceID, r.Nonce); err != nil {
+			return got, identityError(err)
+		}
 		return fromRecord[T](snap.Slip, d)
 	case d.Lookup:
 		if got.slip, err = lookupUnannounced(bank.WithService(ctx, r.ServiceID), v.Store, k.lookup); err != nil {
@@ -305,7 +311,7 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		if d.Lookup && got.encoded == nil {
 			return store.Effect{}, errStaleDecision
 		}
-		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID,
+		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID, Nonce: r.Nonce,
 			Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, k.name, api.OutcomeOK, charged, at) }}, nil
 	})
 	if err != nil {

@@ -39,6 +39,7 @@ var (
 	hTrailer          = canonical("Trailer")
 	hTransferEncoding = canonical("Transfer-Encoding")
 	hExpect           = canonical("Expect")
+	hNonceClaim       = []byte(api.HeaderNonce)
 	identity          = []byte("identity")
 
 	// Response headers. The rate headers keep the spec's casing
@@ -76,6 +77,12 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 	h, p := &ctx.Request.Header, x.p
 	delCanonical(h, hExpect)
 	if p.ClientID != "" || p.Signed {
+		// The nonce goes on for core to claim with the write the request
+		// makes: this edge's own nonce store cannot see a copy another
+		// edge accepted in the same moment.
+		var claim [96]byte
+		c := append(append(append(claim[:0], h.PeekCanonical(hTimestamp)...), ':'), h.PeekCanonical(hNonce)...)
+		h.SetCanonical(hNonceClaim, c)
 		delCanonical(h, hAPIKey)
 		delCanonical(h, hSignature)
 		delCanonical(h, hTimestamp)

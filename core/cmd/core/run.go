@@ -207,8 +207,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	return err
 }
 
-// expire removes jobs past their retention, and slip records past
-// slipRetention (0: none), once a minute.
+// expire removes jobs past their retention, the nonces of signed requests
+// past their window, and slip records past slipRetention (0: none), once a
+// minute.
 func expire(ctx context.Context, j *jobs.Jobs, st *store.Store, slipRetention time.Duration, log *slog.Logger) error {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -217,6 +218,11 @@ func expire(ctx context.Context, j *jobs.Jobs, st *store.Store, slipRetention ti
 			log.Error("removing expired jobs failed; trying again", "err", err) // the next tick: nothing is lost by waiting
 		} else if n > 0 {
 			log.Info("removed expired jobs", "jobs", n)
+		}
+		if n, err := store.InBatches(func(max int) (int, error) { return st.ExpireNonces(time.Now(), max) }); err != nil {
+			log.Error("forgetting expired nonces failed; trying again", "err", err)
+		} else if n > 0 {
+			log.Debug("forgot expired nonces", "nonces", n)
 		}
 		if slipRetention > 0 {
 			cutoff := time.Now().Add(-slipRetention)
