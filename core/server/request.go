@@ -327,7 +327,9 @@ func readFields(ctx *fasthttp.RequestCtx, v api.Version) (fields, []byte, error)
 // errNotObject refuses a body that is not one JSON object.
 var errNotObject = api.Errorf(api.Validation, "body: must be a JSON object")
 
-// errNotUTF8 refuses a JSON body that is not UTF-8 (RFC 8259 8.1).
+// errNotUTF8 refuses a JSON body that is not UTF-8 (RFC 8259 8.1), or
+// whose strings escape a lone UTF-16 surrogate (8.2), which no UTF-8 text
+// holds.
 var errNotUTF8 = api.Errorf(api.Validation, "body: must be UTF-8 text")
 
 // jsonFields reads a JSON object body. A field given twice is refused,
@@ -338,7 +340,7 @@ func jsonFields(body []byte) (fields, error) {
 	if !json.Valid(body) { // the walk below relies on it
 		return fields{}, errNotObject
 	}
-	if !utf8.Valid(body) { // encoding/json would read it, with U+FFFD for each bad byte
+	if !utf8.Valid(body) || loneSurrogate(body) { // encoding/json would read either, with U+FFFD for each bad byte or escape
 		return fields{}, errNotUTF8
 	}
 	i := skipSpace(body, 0)
@@ -394,6 +396,49 @@ func plainASCII(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// loneSurrogate reports whether b escapes a UTF-16 surrogate that is not
+// half of a pair: a high one (\ud800-\udbff) not followed by the escape
+// of a low one (\udc00-\udfff), or a low one alone. A backslash of valid
+// JSON starts an escape, in a string.
+func loneSurrogate(b []byte) bool {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		if b[i] != 'u' {
+			i++ // \\, \", \n, ...: one character
+			continue
+		}
+		switch surrogate(b[i+1 : i+5]) {
+		case 'l':
+			return true
+		case 'h':
+			if i+11 > len(b) || b[i+5] != '\\' || b[i+6] != 'u' || surrogate(b[i+7:i+11]) != 'l' {
+				return true
+			}
+			i += 6
+		}
+		i += 5
+	}
+}
+
+// surrogate tells the four hex digits of a \u escape: 'h' for a high
+// surrogate, 'l' for a low one, 0 for any other code point.
+func surrogate(hex []byte) byte {
+	if hex[0] != 'd' && hex[0] != 'D' {
+		return 0
+	}
+	switch hex[1] {
+	case '8', '9', 'a', 'b', 'A', 'B':
+		return 'h'
+	case 'c', 'd', 'e', 'f', 'C', 'D', 'E', 'F':
+		return 'l'
+	}
+	return 0
 }
 
 func skipSpace(b []byte, i int) int {
