@@ -69,7 +69,7 @@ func TestV1RequestNames(t *testing.T) {
 	a := c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: map[string]any{"image": b64, "base64": b64}})
 	a.v1err(t, 400, "invalid_request")
 	a = c.do(t, call{method: "POST", path: "/verify", branch: "br-main", body: map[string]any{"image": "not base64!"}})
-	a.v1err(t, 400, "invalid_request")
+	a.v1err(t, 400, "invalid_image") // an image that cannot be read
 	// image is v1's name: v2 takes base64 (with or without the prefix).
 	c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main", body: map[string]any{"image": b64}}).v2err(t, 400, "VALIDATION_ERROR")
 	d := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"math"
@@ -149,7 +148,7 @@ func parseVerify(ctx *fasthttp.RequestCtx, c caller, bankSlip bool) (verify.Requ
 // verifyRequest reads a verify request from its fields and uploaded image,
 // refusing any field not in allowed.
 func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.Request, error) {
-	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID, Nonce: c.nonce}
+	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID}
 	var fe api.FieldErrors
 	f.only(&fe, allowed...)
 	sources := 0
@@ -187,10 +186,8 @@ func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.R
 		sources++
 		if s, ok := f.str(name); !ok || s == "" {
 			fe.Add(name, "must be a non-empty string")
-		} else if img, err := decodeBase64(s); err != nil {
-			return r, err
-		} else if img == nil {
-			fe.Add(name, "is not valid base64")
+		} else if img, err := verify.DecodeBase64(s); err != nil {
+			return r, err // an image that cannot be read, as a file or URL's
 		} else {
 			r.Source.Image = img
 		}
@@ -573,40 +570,6 @@ func readPart(h *multipart.FileHeader) ([]byte, error) {
 	img := make([]byte, h.Size)
 	if _, err := io.ReadFull(file, img); err != nil {
 		return nil, api.Internal(err)
-	}
-	return img, nil
-}
-
-// decodeBase64 decodes an image sent as base64, with or without a data URL
-// prefix. It returns nil for text that is not base64, and refuses an image
-// over qrscan.MaxBytes before decoding it.
-func decodeBase64(s string) ([]byte, error) {
-	if strings.HasPrefix(s, "data:") {
-		if i := strings.Index(s, ";base64,"); i > 0 {
-			s = s[i+len(";base64,"):]
-		}
-	}
-	// Encoders often end their text with a line break, and MIME's wrap it
-	// every 76 characters; others break it with spaces. White space is no
-	// base64 character, so all of it (space, tab, CR, LF) is skipped,
-	// wherever it is: the decoders skip only CR and LF, and the choice
-	// between them counts characters.
-	if strings.ContainsAny(s, " \t\r\n") {
-		s = strings.NewReplacer(" ", "", "\t", "", "\r", "", "\n", "").Replace(s)
-	}
-	enc := base64.StdEncoding
-	if !strings.HasSuffix(s, "=") && len(s)%4 != 0 {
-		enc = base64.RawStdEncoding
-	}
-	if enc.DecodedLen(len(s)) > qrscan.MaxBytes+2 {
-		return nil, api.E(api.ImageSizeTooLarge)
-	}
-	img, err := enc.DecodeString(s)
-	if err != nil {
-		return nil, nil
-	}
-	if len(img) > qrscan.MaxBytes {
-		return nil, api.E(api.ImageSizeTooLarge)
 	}
 	return img, nil
 }

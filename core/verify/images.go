@@ -3,6 +3,7 @@ package verify
 import (
 	"container/list"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -58,7 +59,7 @@ func (im Images) Payload(ctx context.Context, src Source, accept func(string) bo
 	}
 	c, err := qrscan.Check(img)
 	if err != nil {
-		return "", scanError(err)
+		return "", imageError(err)
 	}
 	limit := im.Limit()
 	wait := im.DecodeWait
@@ -77,14 +78,23 @@ func (im Images) Payload(ctx context.Context, src Source, accept func(string) bo
 	}
 	p, err := c.Scan(accept)
 	if err != nil {
-		return "", scanError(err)
+		return "", imageError(err)
 	}
 	return p, nil
 }
 
-// scanError is the catalog error of a qrscan error.
-func scanError(err error) error {
+// errNotBase64 means an image sent as base64 text is not base64.
+var errNotBase64 = errors.New("verify: image is not valid base64")
+
+// imageError is the catalog error of an image source that cannot be read:
+// a qrscan error, or text that is not base64. An image that cannot be
+// decoded is INVALID_IMAGE_FORMAT (v1 invalid_image), whatever stood in the
+// way: the commercial API's clients know that code for it, not a
+// VALIDATION_ERROR.
+func imageError(err error) error {
 	switch {
+	case errors.Is(err, errNotBase64):
+		return api.Errorf(api.InvalidImageFormat, "Image is not valid base64")
 	case errors.Is(err, qrscan.ErrTooManyPixels): // within 4 MB: name the real reason
 		return api.Errorf(api.ImageSizeTooLarge, "image has too many pixels to read: "+
 			strings.TrimPrefix(err.Error(), qrscan.ErrTooManyPixels.Error()+": "))
@@ -96,6 +106,42 @@ func scanError(err error) error {
 		return api.E(api.QRCodeNotFound)
 	}
 	return api.Internal(err)
+}
+
+// DecodeBase64 decodes an image sent as base64 text (v1's image, base64 or
+// data field, v2's base64), with or without a data URL prefix. Its errors
+// are catalog errors, as Payload's: INVALID_IMAGE_FORMAT for text that is
+// not base64, IMAGE_SIZE_TOO_LARGE for an image over qrscan.MaxBytes,
+// refused before it is decoded.
+func DecodeBase64(s string) ([]byte, error) {
+	if strings.HasPrefix(s, "data:") {
+		if i := strings.Index(s, ";base64,"); i > 0 {
+			s = s[i+len(";base64,"):]
+		}
+	}
+	// Encoders often end their text with a line break, and MIME's wrap it
+	// every 76 characters; others break it with spaces. White space is no
+	// base64 character, so all of it (space, tab, CR, LF) is skipped,
+	// wherever it is: the decoders skip only CR and LF, and the choice
+	// between them counts characters.
+	if strings.ContainsAny(s, " \t\r\n") {
+		s = strings.NewReplacer(" ", "", "\t", "", "\r", "", "\n", "").Replace(s)
+	}
+	enc := base64.StdEncoding
+	if !strings.HasSuffix(s, "=") && len(s)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	if enc.DecodedLen(len(s)) > qrscan.MaxBytes+2 {
+		return nil, imageError(qrscan.ErrTooLarge)
+	}
+	img, err := enc.DecodeString(s)
+	if err != nil {
+		return nil, imageError(errNotBase64)
+	}
+	if len(img) > qrscan.MaxBytes {
+		return nil, imageError(qrscan.ErrTooLarge)
+	}
+	return img, nil
 }
 
 // Limit returns the decode budget im draws on: Decodes, or DefaultDecodes.
