@@ -148,7 +148,7 @@ func parseVerify(ctx *fasthttp.RequestCtx, c caller, bankSlip bool) (verify.Requ
 // verifyRequest reads a verify request from its fields and uploaded image,
 // refusing any field not in allowed.
 func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.Request, error) {
-	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID}
+	r := verify.Request{Version: c.version, ServiceID: c.serviceID, BranchID: c.branchID, Nonce: c.nonce}
 	var fe api.FieldErrors
 	f.only(&fe, allowed...)
 	sources := 0
