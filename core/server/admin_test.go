@@ -709,3 +709,27 @@ func TestInfoPlanAndContact(t *testing.T) {
 		t.Errorf("a service without either: product.name %v, account.email %v", plan, email)
 	}
 }
+
+// TestInfoDates: a service's creation and end dates show in GET /v2/info
+// (application.autoRenew) and its end date in GET /me (expiredAt), in
+// Bangkok time; null for a service without them.
+func TestInfoDates(t *testing.T) {
+	c := startCore(t, nil)
+	end := "2027-01-01T00:00:00+07:00"
+	c.adminOK(t, "POST", "/services", map[string]any{"id": "svc-new", "name": "New shop", "expiresAt": end,
+		"plan": map[string]any{"name": "starter", "quotaLimit": 2, "rateBank": 5, "rateWallet": 3, "cycleAnchorDay": 1}})
+	d := c.do(t, call{method: "GET", path: "/v2/info", service: "svc-new", branch: "svc-new-main"}).data(t)
+	if got := get(d, "application", "autoRenew", "expiresAt"); got != end {
+		t.Errorf("/v2/info application.autoRenew.expiresAt = %v, want %s", got, end)
+	}
+	if got := get(d, "application", "autoRenew", "createdAt"); got != "2026-11-22T10:00:00+07:00" {
+		t.Errorf("/v2/info application.autoRenew.createdAt = %v, want the creation time", got)
+	}
+	if got := c.do(t, call{method: "GET", path: "/me", service: "svc-new", branch: "svc-new-main"}).data(t)["expiredAt"]; got != end {
+		t.Errorf("/me expiredAt = %v, want %s", got, end)
+	}
+	d = c.do(t, call{method: "GET", path: "/v2/info", branch: "br-main"}).data(t)
+	if get(d, "application", "autoRenew", "expiresAt") != nil || get(d, "application", "autoRenew", "createdAt") != nil {
+		t.Errorf("a service without dates: %v", get(d, "application", "autoRenew"))
+	}
+}

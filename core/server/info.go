@@ -133,6 +133,7 @@ func (s *Server) info(_ *fasthttp.RequestCtx, c caller) (any, error) {
 	a := &in.Application
 	a.ID, a.Name, a.State = sv.ID, sv.Name, sv.State
 	a.AutoRenew.Expired, a.AutoRenew.Quota = sv.State == store.StateExpired, true
+	a.AutoRenew.CreatedAt, a.AutoRenew.ExpiresAt = bangkok(sv.CreatedAt), bangkok(sv.ExpiresAt)
 	a.Quota.Used, a.Quota.Max, a.Quota.TotalUsed = u.Service.Used, sv.QuotaLimit, u.Service.Total
 	a.Quota.Remaining = max(0, sv.QuotaLimit-u.Service.Used)
 	b := &in.Branch
@@ -157,5 +158,16 @@ func (s *Server) me(_ *fasthttp.RequestCtx, c caller) (any, error) {
 		return nil, err
 	}
 	limit, remaining := x.sv.QuotaLimit, x.remaining()
-	return Me{Application: x.sv.Name, UsedQuota: x.u.Service.Used, MaxQuota: &limit, RemainingQuota: &remaining}, nil
+	return Me{Application: x.sv.Name, UsedQuota: x.u.Service.Used, MaxQuota: &limit, RemainingQuota: &remaining,
+		ExpiredAt: bangkok(x.sv.ExpiresAt)}, nil
+}
+
+// bangkok writes t as RFC 3339 in Bangkok time, as the periods are; nil
+// stays nil (null).
+func bangkok(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.In(quota.Bangkok).Format(time.RFC3339)
+	return &s
 }
