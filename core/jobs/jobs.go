@@ -152,7 +152,7 @@ func (j *Jobs) Submit(ctx context.Context, serviceID, branchID string, reqs []ve
 		msgs[i] = jobMessage(jobs[i].ID, 1)
 		out.JobIDs = append(out.JobIDs, jobs[i].ID)
 	}
-	err = j.Store.CreateJobs(jobs, msgs, j.MaxOpen)
+	err = j.Store.CreateJobs(jobs, msgs, j.MaxOpen, reqs[0].Nonce) // one request's, a batch's too
 	if errors.Is(err, store.ErrTooManyJobs) {
 		return Submitted{}, j.tooMany()
 	}

@@ -896,8 +896,7 @@ func TestHandleJobRefusedAtProcessing(t *testing.T) {
 			m, _ := json.Marshal(api.JobMessage{EventID: "ev1", JobID: id, Attempt: 1})
 			msg := store.Message{Topic: api.TopicJobs, Key: id, Value: m}
 			if err := e.st.CreateJobs([]store.Job{{ID: id, ServiceID: c.service, BranchID: c.branch,
-				Created: e.clock.Now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}},
-				[]store.Message{msg}, 0); err != nil {
+				Created: e.clock.Now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}}, []store.Message{msg}, 0, store.Nonce{}); err != nil {
 				t.Fatal(err)
 			}
 			e.take("")
@@ -1135,7 +1134,7 @@ func TestHandleOutcomeFailedJob(t *testing.T) {
 	m, _ := json.Marshal(api.JobMessage{JobID: "failing", Attempt: 1})
 	msg := store.Message{Topic: api.TopicJobs, Key: "failing", Value: m}
 	if err := e.st.CreateJobs([]store.Job{{ID: "failing", ServiceID: "svc-banned", BranchID: "br-banned",
-		Created: e.clock.Now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}}, nil, 0); err != nil {
+		Created: e.clock.Now().UnixMilli(), Status: jobs.Queued, Request: req, CallbackURL: hook, Attempt: 1}}, nil, 0, store.Nonce{}); err != nil {
 		t.Fatal(err)
 	}
 	e.handle(msg)

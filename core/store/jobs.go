@@ -51,9 +51,15 @@ func (j Job) Finished() bool { return len(j.Result) > 0 || len(j.Error) > 0 }
 // transaction: when it returns nil, every job is durable and its message
 // will reach the broker. A branch holds at most maxUnfinished unfinished
 // jobs (0: no bound); jobs that would take one past it are refused with
-// ErrTooManyJobs.
-func (s *Store) CreateJobs(jobs []Job, msgs []Message, maxUnfinished int) error {
+// ErrTooManyJobs. nonce is the signed request's that submits them, claimed
+// for the first job's service.
+func (s *Store) CreateJobs(jobs []Job, msgs []Message, maxUnfinished int, nonce Nonce) error {
 	return s.write(func(tx *bolt.Tx) error {
+		if len(jobs) > 0 {
+			if err := nonce.claim(tx, jobs[0].ServiceID); err != nil {
+				return err
+			}
+		}
 		b := tx.Bucket(bucketJobs)
 		adding := map[string]int{} // unfinished jobs added, by branch key
 		for _, j := range jobs {

@@ -33,7 +33,7 @@ func TestCreateJobsAllOrNone(t *testing.T) {
 	ms := c.Now().UnixMilli()
 	a := store.Job{ID: "a", ServiceID: "svc", BranchID: "br", Created: ms, Status: "queued", Attempt: 1,
 		Request: []byte(`{"Source":{"Payload":"p"}}`), CallbackURL: "https://example.com/hook"}
-	if err := st.CreateJobs([]store.Job{a}, []store.Message{jobMsg("a")}, 0); err != nil {
+	if err := st.CreateJobs([]store.Job{a}, []store.Message{jobMsg("a")}, 0, store.Nonce{}); err != nil {
 		t.Fatal(err)
 	}
 	got := job(t, st, "a")
@@ -48,7 +48,7 @@ func TestCreateJobsAllOrNone(t *testing.T) {
 	b := store.Job{ID: "b", Created: ms, Status: "queued", Attempt: 1}
 	a2 := a
 	a2.Status = "overwritten"
-	err := st.CreateJobs([]store.Job{b, a2}, []store.Message{jobMsg("b"), jobMsg("a")}, 0)
+	err := st.CreateJobs([]store.Job{b, a2}, []store.Message{jobMsg("b"), jobMsg("a")}, 0, store.Nonce{})
 	if !errors.Is(err, store.ErrJobExists) {
 		t.Fatalf("CreateJobs with a taken id: %v, want ErrJobExists", err)
 	}
@@ -79,7 +79,7 @@ func TestUnfinishedJobsBound(t *testing.T) {
 		for i, id := range ids {
 			jobs[i] = store.Job{ID: id, ServiceID: "svc", BranchID: branch, Created: c.Now().UnixMilli(), Status: "queued", Attempt: 1}
 		}
-		return st.CreateJobs(jobs, nil, 3)
+		return st.CreateJobs(jobs, nil, 3, store.Nonce{})
 	}
 	update := func(id string, change func(j *store.Job)) {
 		t.Helper()
@@ -99,7 +99,7 @@ func TestUnfinishedJobsBound(t *testing.T) {
 		t.Errorf("job a3 of the refused batch: %v, want ErrNotFound", err)
 	}
 	want(create("b", "b1", "b2", "b3"), nil, "another branch's 3")
-	if err := st.CreateJobs([]store.Job{{ID: "x1", ServiceID: "other", BranchID: "a"}}, nil, 1); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "x1", ServiceID: "other", BranchID: "a"}}, nil, 1, store.Nonce{}); err != nil {
 		t.Errorf("branch a of another service: %v", err)
 	}
 
@@ -132,7 +132,7 @@ func TestUnfinishedJobsBound(t *testing.T) {
 func TestSchemaVersions(t *testing.T) {
 	c := newClock()
 	st, path := open(t, c, 0)
-	if err := st.CreateJobs([]store.Job{{ID: "j1", ServiceID: "svc", BranchID: "br", Status: "queued"}}, nil, 1); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "j1", ServiceID: "svc", BranchID: "br", Status: "queued"}}, nil, 1, store.Nonce{}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -147,7 +147,7 @@ func TestSchemaVersions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a file of layout 1: %v", err)
 	}
-	if err := st.CreateJobs([]store.Job{{ID: "j2", ServiceID: "svc", BranchID: "br", Status: "queued"}}, nil, 1); !errors.Is(err, store.ErrTooManyJobs) {
+	if err := st.CreateJobs([]store.Job{{ID: "j2", ServiceID: "svc", BranchID: "br", Status: "queued"}}, nil, 1, store.Nonce{}); !errors.Is(err, store.ErrTooManyJobs) {
 		t.Errorf("upgraded from 1, the branch's unfinished job not counted: %v", err)
 	}
 	st.Close()
@@ -165,7 +165,7 @@ func TestSchemaVersions(t *testing.T) {
 func TestUpdateJob(t *testing.T) {
 	c := newClock()
 	st, _ := open(t, c, store.DefaultOutboxLimit)
-	if err := st.CreateJobs([]store.Job{{ID: "j", Created: c.Now().UnixMilli(), Status: "queued", Attempt: 1}}, nil, 0); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "j", Created: c.Now().UnixMilli(), Status: "queued", Attempt: 1}}, nil, 0, store.Nonce{}); err != nil {
 		t.Fatal(err)
 	}
 	res := store.Message{Topic: "slip.results", Key: "j", Value: []byte("callback")}
@@ -225,7 +225,7 @@ func TestDueJobs(t *testing.T) {
 		{ID: "second-a", Created: at(0), DueAt: at(2 * time.Second)},
 		{ID: "never", Created: at(0)},
 	}
-	if err := st.CreateJobs(jobs, nil, 0); err != nil {
+	if err := st.CreateJobs(jobs, nil, 0, store.Nonce{}); err != nil {
 		t.Fatal(err)
 	}
 	due := func(now time.Time, max int) ([]string, time.Time) {
@@ -283,7 +283,7 @@ func TestExpireJobs(t *testing.T) {
 		{ID: "old-due", Created: at(0), DueAt: at(time.Minute)},
 		{ID: "old", Created: at(time.Second)},
 		{ID: "new-due", Created: at(time.Hour), DueAt: at(time.Minute)},
-	}, nil, 0); err != nil {
+	}, nil, 0, store.Nonce{}); err != nil {
 		t.Fatal(err)
 	}
 	expire := func(cutoff time.Duration, max, want int) {
@@ -312,7 +312,7 @@ func TestExpireJobs(t *testing.T) {
 		t.Errorf("due after every job expired: %v next %v", ids, next)
 	}
 	// A job created again with an expired one's id is a new job.
-	if err := st.CreateJobs([]store.Job{{ID: "old", Created: at(3 * time.Hour)}}, nil, 0); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "old", Created: at(3 * time.Hour)}}, nil, 0, store.Nonce{}); err != nil {
 		t.Errorf("CreateJobs with an expired job's id: %v", err)
 	}
 }

@@ -223,7 +223,7 @@ func TestOutboxReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	signalled("Emit")
-	if err := st.CreateJobs([]store.Job{{ID: "j1", Created: 1}}, []store.Message{{Topic: "slip.jobs", Key: "j1"}}, 0); err != nil {
+	if err := st.CreateJobs([]store.Job{{ID: "j1", Created: 1}}, []store.Message{{Topic: "slip.jobs", Key: "j1"}}, 0, store.Nonce{}); err != nil {
 		t.Fatal(err)
 	}
 	// The message is in the outbox when CreateJobs returns, and the signal

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/testnet"
 )
 
@@ -14,7 +15,7 @@ import (
 // first: each edge's nonce store sees only its own copies (here the two
 // never hear of each other's nonces), so core claims the nonce in the
 // transaction of the write. A quota adjustment moves the limit once; a
-// signed verification charges once.
+// signed verification charges once; a signed async submit queues one job.
 func TestCrossEdgeReplay(t *testing.T) {
 	core := testnet.StartCore(t, seed)
 	// Requests are signed by the clock of the edge started last: an edge
@@ -72,5 +73,10 @@ func TestCrossEdgeReplay(t *testing.T) {
 		if after := used(); after != before+1 {
 			t.Errorf("%s: the service's used quota went from %v to %v, want %v", first, before, after, before+1)
 		}
+	}
+	body := `{"payload":"` + slip.Bank{BankCode: "004", TransRef: "REPLAYREF002"}.Encode() + `","callbackUrl":"https://93.184.216.34/hook"}`
+	h := edges[1].signed(keyMain, secretA, "POST", "/v2/verify/bank/async", body, 0, "")
+	if n, other := race("POST", "/v2/verify/bank/async", body, h); n != 1 || len(other) > 0 {
+		t.Errorf("a signed async submit was accepted %d times of %d copies; other answers: %v", n, copies, other)
 	}
 }
