@@ -3,7 +3,10 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
+	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -61,12 +64,25 @@ var errBareLF = errors.New("a request head line ends in a bare line feed or hold
 // whose start came before the response is watched from where it was cut
 // (its refusal may take either version's format).
 //
+// A connection the edge closes after answering a head it did not read
+// whole (over 4 KiB, with a bare LF or CR, cut short by the read timeout),
+// or while bytes the client sent wait unread (a body refused from its
+// Content-Length, requests pipelined behind a last one), is closed in
+// stages (rawsock.CloseDraining): closed at once, it would be reset, and
+// the client could lose the answer. A connection the client ended is
+// closed at once.
+//
 // Cost: one IndexByte a line of a head (BenchmarkHeadConnRead: about 0.2 µs
 // for a head of 230 bytes, no allocation); one comparison a Read of a body.
 // fasthttp uses a connection from one goroutine.
 type headConn struct {
 	net.Conn
 	watching bool // the bytes read next are a head's
+	// cut: an answer was written before the head was read whole; eof: a
+	// Read found the client's end of the stream. Close reads them, and
+	// fasthttp's Shutdown closes an idle connection while its goroutine
+	// reads: they are set only then, rarely.
+	cut, eof atomic.Bool
 	err      error
 	lines    int  // complete lines of the head read so far
 	lineLen  int  // bytes of the current line so far
@@ -81,6 +97,9 @@ func (c *headConn) Read(p []byte) (int, error) {
 		return 0, c.err
 	}
 	n, err := c.Conn.Read(p)
+	if err == io.EOF {
+		c.eof.Store(true)
+	}
 	if n > 0 && c.watching {
 		n = c.watch(p[:n])
 		if n == 0 { // the CR the last Read ended in is a bare one
@@ -170,9 +189,29 @@ func (c *headConn) Write(p []byte) (int, error) {
 	if bytes.HasSuffix(p, continued) || len(p) < len(continued) && bytes.HasSuffix(continued, p) {
 		c.watching = false
 	} else {
+		if c.err != nil || c.watching && (c.lines > 0 || c.lineLen > 0) { // the head was refused, or not read whole
+			c.cut.Store(true)
+		}
 		c.watching, c.lines, c.lineLen, c.firstLen = true, 0, 0, 0
 	}
 	return c.Conn.Write(p)
+}
+
+// The bounds of a staged close: a client that sends more, or does not
+// close, is reset.
+const (
+	drainBytes = 1 << 20
+	drainWait  = time.Second
+)
+
+// Close closes the connection, in stages when the client may still be
+// sending (see headConn). Slow path: the check costs a system call on a
+// connection the edge ends, none on one the client ended.
+func (c *headConn) Close() error {
+	if !c.eof.Load() && (c.cut.Load() || rawsock.Unread(c.Conn) > 0) {
+		return rawsock.CloseDraining(c.Conn, drainBytes, drainWait)
+	}
+	return c.Conn.Close()
 }
 
 var continued = []byte("HTTP/1.1 100 Continue\r\n\r\n")
