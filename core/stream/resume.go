@@ -47,7 +47,7 @@ func resume(ctx context.Context, log *slog.Logger, name string, backoff, quiet t
 		} else {
 			unlogged++
 		}
-		if !wait(ctx, backoff, nil) {
+		if !Wait(ctx, backoff, nil) {
 			return nil
 		}
 	}

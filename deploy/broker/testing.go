@@ -16,11 +16,15 @@ func StartTest(tb testing.TB, partitions int) string {
 	return StartTestConfig(tb, Config{Partitions: partitions})
 }
 
-// StartTestConfig runs a broker of c (its TLS and SASL, say) in memory on a
-// free loopback port until the test ends, and returns its address.
+// StartTestConfig runs a broker of c (its TLS and SASL, say) in memory on
+// c.Addr (a free loopback port when empty) until the test ends, and returns
+// its address.
 func StartTestConfig(tb testing.TB, c Config) string {
 	tb.Helper()
-	c.Addr, c.Memory = testnet.FreeAddr(tb), true
+	if c.Addr == "" {
+		c.Addr = testnet.FreeAddr(tb)
+	}
+	c.Memory = true
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {

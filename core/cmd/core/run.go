@@ -31,6 +31,7 @@ import (
 	"github.com/slipverify/slipverify/core/fastlog"
 	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/kafkalink"
+	"github.com/slipverify/slipverify/core/outbox"
 	"github.com/slipverify/slipverify/core/qrscan"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
@@ -140,7 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	pubCtx, stopPub := context.WithCancel(context.Background())
 	pubDone := make(chan error, 1)
 	go func() {
-		pubDone <- (&stream.Publisher{Store: st, Writer: writer, Log: log, Linger: cfg.PublishLinger}).Run(pubCtx)
+		pubDone <- (&outbox.Publisher{Store: st, Writer: writer, Log: log, Linger: cfg.PublishLinger}).Run(pubCtx)
 	}()
 	defer func() { stopPub(); <-pubDone }()
 

@@ -1,4 +1,4 @@
-package stream_test
+package outbox_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/outbox"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/stream"
 	"github.com/slipverify/slipverify/core/testnet"
@@ -232,7 +233,7 @@ func TestSustainedIntoLedger(t *testing.T) {
 	st := openStore(t)
 	w := stream.NewWriter([]string{p.kafka}, nil)
 	t.Cleanup(func() { w.Close() })
-	runPublisher(t, &stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler)})
+	runPublisher(t, &outbox.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler)})
 
 	total := rate * seconds
 	const chunk = 1000
@@ -293,7 +294,7 @@ func BenchmarkPublisherDrain(b *testing.B) {
 		b.StartTimer()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- (&stream.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+		go func() { done <- (&outbox.Publisher{Store: st, Writer: w, Log: slog.New(slog.DiscardHandler)}).Run(ctx) }()
 		tick := time.NewTicker(time.Millisecond) // polling the outbox count while the publisher drains it
 		for w, _ := st.OutboxStats(); w > 0; w, _ = st.OutboxStats() {
 			<-tick.C
