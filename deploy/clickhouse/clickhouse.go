@@ -1,8 +1,10 @@
 // Package clickhouse starts and stops a ClickHouse server of its own on
 // loopback, for the dev stack and for tests: Debian's clickhouse-server
 // (18.16) with a config, users.xml, data and logs under one directory and
-// ports of its choosing. Production points the usage tier at a ClickHouse
-// cluster instead.
+// ports of its choosing; or a cluster of them (cluster.go): replicas of one
+// shard coordinated by a ZooKeeper of its own (Debian's zookeeper package).
+// Production points the usage tier at a ClickHouse server or cluster of its
+// own instead.
 package clickhouse
 
 import (
@@ -10,6 +12,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/template"
 	"time"
@@ -45,13 +49,15 @@ type Config struct {
 	// Ready bounds the wait for /ping after start; zero means a minute
 	// (a first start creates its system tables).
 	Ready time.Duration
+	// Replica, when set, makes the server a replica of a cluster.
+	Replica *Replica
 }
 
 // Server is a clickhouse-server process, running until Stop or Kill; Restart
 // starts it again with its data.
 type Server struct {
 	cfg  Config
-	proc *process
+	proc atomic.Pointer[process] // replaced by each start; read by Supervise
 }
 
 // process is one run of the server program.
@@ -84,6 +90,11 @@ func (c Config) Validate() error {
 	} else if c.CertFile != "" {
 		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
 			errs = append(errs, fmt.Errorf("SLIP_CLICKHOUSE_SERVER_CERT_FILE, SLIP_CLICKHOUSE_SERVER_KEY_FILE: %w", err))
+		}
+	}
+	if c.Replica != nil {
+		if err := c.Replica.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if !userName.MatchString(c.user()) {
@@ -161,9 +172,8 @@ func (s *Server) start(ctx context.Context, dir string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("clickhouse: start: %w", err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	s.proc = p
+	p := watch(cmd)
+	s.proc.Store(p)
 	wait := c.Ready
 	if wait == 0 {
 		wait = time.Minute
@@ -188,8 +198,8 @@ func (s *Server) waitPing(ctx context.Context, wait time.Duration) error {
 			return nil
 		}
 		select {
-		case <-s.proc.done:
-			return fmt.Errorf("clickhouse: server exited before it answered /ping: %v", s.proc.err)
+		case <-s.proc.Load().done:
+			return fmt.Errorf("clickhouse: server exited before it answered /ping: %v", s.proc.Load().err)
 		case <-ctx.Done():
 			return fmt.Errorf("clickhouse: no answer on %s within %s", url, wait)
 		case <-tick.C:
@@ -223,12 +233,27 @@ func (s *Server) Addr() string     { return s.cfg.TCPAddr }
 func (s *Server) HTTPAddr() string { return s.cfg.HTTPAddr }
 
 // Done is closed when the server process has exited.
-func (s *Server) Done() <-chan struct{} { return s.proc.done }
+func (s *Server) Done() <-chan struct{} { return s.proc.Load().done }
 
 // Stop sends SIGTERM and waits for the server to exit (it flushes and
 // stops in about 2 s); after timeout it kills it.
-func (s *Server) Stop(timeout time.Duration) error {
-	p := s.proc
+func (s *Server) Stop(timeout time.Duration) error { return s.proc.Load().stop("clickhouse", timeout) }
+
+// Kill stops the server with SIGKILL and waits for it.
+func (s *Server) Kill() { s.proc.Load().kill() }
+
+// Pid is the server process's id.
+func (s *Server) Pid() int { return s.proc.Load().cmd.Process.Pid }
+
+// watch returns the process of a started cmd, reaped when it exits.
+func watch(cmd *exec.Cmd) *process {
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p
+}
+
+// stop sends SIGTERM and waits for the exit; after timeout it kills.
+func (p *process) stop(name string, timeout time.Duration) error {
 	select {
 	case <-p.done:
 		return nil
@@ -241,18 +266,18 @@ func (s *Server) Stop(timeout time.Duration) error {
 	case <-p.done:
 		return nil
 	case <-time.After(timeout):
-		s.Kill()
-		return fmt.Errorf("clickhouse: did not stop within %s of SIGTERM; killed", timeout)
+		p.kill()
+		return fmt.Errorf("%s: did not stop within %s of SIGTERM; killed", name, timeout)
 	}
 }
 
-// Kill stops the server with SIGKILL and waits for it.
-func (s *Server) Kill() {
-	s.proc.cmd.Process.Kill()
-	<-s.proc.done
+// kill sends SIGKILL and waits for the exit.
+func (p *process) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
 }
 
-var configXML = template.Must(template.New("config").Parse(`<?xml version="1.0"?>
+var configXML = template.Must(template.New("config").Funcs(template.FuncMap{"xml": xmlText}).Parse(`<?xml version="1.0"?>
 <!-- Written at every start from deploy/clickhouse; edits are overwritten. -->
 <yandex>
     <logger>
@@ -293,6 +318,33 @@ var configXML = template.Must(template.New("config").Parse(`<?xml version="1.0"?
     <uncompressed_cache_size>268435456</uncompressed_cache_size>
     <mark_cache_size>268435456</mark_cache_size>
     <builtin_dictionaries_reload_interval>3600</builtin_dictionaries_reload_interval>
+{{- with .Replica}}
+    <!-- A replica of cluster {{.Name}}: one shard, every replica listed. -->
+    <interserver_http_host>{{$.Host}}</interserver_http_host>
+    <interserver_http_port>{{.InterserverPort}}</interserver_http_port>
+    <zookeeper>
+        <node><host>{{.ZooKeeperHost}}</host><port>{{.ZooKeeperPort}}</port></node>
+        <session_timeout_ms>10000</session_timeout_ms>
+    </zookeeper>
+    <macros>
+        <shard>{{.Shard}}</shard>
+        <replica>{{.ReplicaName}}</replica>
+    </macros>
+    <remote_servers>
+        <{{.Name}}>
+            <shard>
+                <internal_replication>true</internal_replication>
+{{- range .Replicas}}
+                <replica><host>{{.Host}}</host><port>{{.Port}}</port><user>{{xml $.User}}</user><password>{{xml $.Password}}</password></replica>
+{{- end}}
+            </shard>
+        </{{.Name}}>
+    </remote_servers>
+    <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
+    <!-- A replica whose ZooKeeper session ended checks every second
+         (not every minute) whether it can take writes again. -->
+    <merge_tree><zookeeper_session_expiration_check_period>1</zookeeper_session_expiration_check_period></merge_tree>
+{{- end}}
 </yandex>
 `))
 
@@ -330,6 +382,13 @@ var usersXML = template.Must(template.New("users").Parse(`<?xml version="1.0"?>
 </yandex>
 `))
 
+// xmlText escapes s for an XML text node.
+func xmlText(s string) (string, error) {
+	var b strings.Builder
+	err := xml.EscapeText(&b, []byte(s))
+	return b.String(), err
+}
+
 func writeConfig(dir string, c Config) error {
 	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas", "log"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
@@ -352,7 +411,12 @@ func writeConfig(dir string, c Config) error {
 		}
 	}
 	var b, u strings.Builder
-	err := configXML.Execute(&b, map[string]string{"Dir": dir, "Host": host, "TCPPort": tcpPort, "HTTPPort": httpPort, "CertFile": cert, "KeyFile": key})
+	var replica *replicaXML
+	if c.Replica != nil {
+		replica = c.Replica.xml()
+	}
+	err := configXML.Execute(&b, map[string]any{"Dir": dir, "Host": host, "TCPPort": tcpPort, "HTTPPort": httpPort, "CertFile": cert, "KeyFile": key,
+		"User": c.user(), "Password": c.Password, "Replica": replica})
 	if err != nil {
 		return err
 	}

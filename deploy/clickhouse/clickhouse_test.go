@@ -2,7 +2,9 @@ package clickhouse
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,4 +43,40 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := Start(context.Background(), c); err == nil || !strings.Contains(err.Error(), "apt-get install") {
 		t.Errorf("missing binary: %v", err)
 	}
+}
+
+// TestClusterSupervised: a cluster's replicas and ZooKeeper answer once it
+// has started, and each one killed is started again by Supervise.
+func TestClusterSupervised(t *testing.T) {
+	cl := StartTestCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	supervised := make(chan struct{})
+	go func() { cl.Supervise(ctx, slog.New(slog.DiscardHandler)); close(supervised) }()
+	defer func() { cancel(); <-supervised }()
+	// Each part is killed while no restart of it runs, so reading its pid
+	// races with nothing; it is back when it answers again after going away.
+	for _, s := range cl.Replicas {
+		url := "http://" + s.HTTPAddr() + "/ping"
+		if err := Ping(ctx, url); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(s.Pid(), syscall.SIGKILL)
+		if !eventually(time.Minute, func() bool { return Ping(ctx, url) != nil }) || !eventually(time.Minute, func() bool { return Ping(ctx, url) == nil }) {
+			t.Fatalf("replica %s not started again", s.Addr())
+		}
+	}
+	syscall.Kill(cl.ZooKeeper.Pid(), syscall.SIGKILL)
+	if !eventually(time.Minute, func() bool { return !cl.ZooKeeper.ok() }) || !eventually(time.Minute, cl.ZooKeeper.ok) {
+		t.Fatal("ZooKeeper not started again")
+	}
+}
+
+// eventually polls cond every 20 ms until it holds or timeout passes.
+func eventually(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) { // polling interval
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }

@@ -35,3 +35,29 @@ func StartTestConfig(tb testing.TB, c Config) *Server {
 	tb.Cleanup(func() { s.Stop(30 * time.Second) })
 	return s
 }
+
+// StartTestCluster starts a cluster of the test's own: a ZooKeeper and two
+// replicas of one shard on free ports, named "ledger", stopped when the
+// test ends. Skipped as StartTest is when clickhouse-server or zookeeper is
+// missing, except in CI.
+func StartTestCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	c := ClusterConfig{Dir: tb.TempDir(), Name: "ledger", ZooKeeper: testnet.FreeAddr(tb)}
+	for range 2 {
+		c.TCPAddrs = append(c.TCPAddrs, testnet.FreeAddr(tb))
+		c.HTTPAddrs = append(c.HTTPAddrs, testnet.FreeAddr(tb))
+		c.InterserverAddrs = append(c.InterserverAddrs, testnet.FreeAddr(tb))
+	}
+	if !(Config{}).Installed() || !(ZooKeeperConfig{}).Installed() {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("clickhouse-server or zookeeper is missing; CI installs them (.ci/run)")
+		}
+		tb.Skip("clickhouse-server or zookeeper is not installed: apt-get install clickhouse-server clickhouse-client zookeeper to run this test")
+	}
+	cl, err := StartCluster(context.Background(), c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cl.Stop(30 * time.Second) })
+	return cl
+}
