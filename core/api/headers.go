@@ -41,10 +41,3 @@ const HeaderOverload = "X-Slip-Overload"
 // (a rotation half done) answers its callers API_SERVER_ERROR rather than
 // pass core's refusal on.
 const HeaderTokenRefused = "X-Slip-Token-Refused"
-
-// HeaderFetchTime is set by core on the answer to a verification whose
-// image it fetched from the client's URL: the fetch's time in microseconds.
-// The edge takes it out of the latency its adaptive limit watches (a slow
-// URL is the client's, not core's; else one tenant's slow images would lower
-// every tenant's limits) and out of the answer.
-const HeaderFetchTime = "X-Slip-Fetch-Time"

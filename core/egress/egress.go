@@ -205,10 +205,6 @@ func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 //     redirects, a response header over 64 KiB, Timeout elapsed, or ctx
 //     done (errors.Is tells context.Canceled apart).
 func (c *Client) Fetch(ctx context.Context, rawURL string) ([]byte, error) {
-	if total, ok := ctx.Value(fetchTimeKey{}).(*time.Duration); ok {
-		start := time.Now()
-		defer func() { *total += time.Since(start) }()
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	// The URL checked is the one the request carries: parsed once.
@@ -245,14 +241,6 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) ([]byte, error) {
 			Cause: fmt.Errorf("egress: body is over %d bytes", c.maxBytes)}
 	}
 	return buf.Bytes(), nil
-}
-
-type fetchTimeKey struct{}
-
-// WithFetchTime returns ctx in which Fetch adds the time it takes to
-// *total; the work of one request, which fetches one image at a time.
-func WithFetchTime(ctx context.Context, total *time.Duration) context.Context {
-	return context.WithValue(ctx, fetchTimeKey{}, total)
 }
 
 // checkRedirect judges a redirect target as Fetch judges the first URL,

@@ -20,7 +20,6 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
-	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/jobs"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
@@ -249,7 +248,7 @@ func (s *Server) verifyBank(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := fetchTimed(ctx, req, s.verifier.Bank)
+	res, err := s.verifier.Bank(requestContext(ctx), req)
 	if err != nil || c.version == api.V2 {
 		return res, err
 	}
@@ -263,26 +262,11 @@ func (s *Server) verifyWallet(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := fetchTimed(ctx, req, s.verifier.Wallet)
+	res, err := s.verifier.Wallet(requestContext(ctx), req)
 	if err != nil || c.version == api.V2 {
 		return res, err
 	}
 	return res.RawSlip, nil
-}
-
-// fetchTimed runs verify for req and, when it fetched an image from the
-// client's URL, tells the edge how long that took (api.HeaderFetchTime).
-func fetchTimed[R any](ctx *fasthttp.RequestCtx, req verify.Request, run func(context.Context, verify.Request) (R, error)) (R, error) {
-	if req.Source.URL == "" {
-		return run(requestContext(ctx), req)
-	}
-	var fetched time.Duration
-	res, err := run(egress.WithFetchTime(requestContext(ctx), &fetched), req)
-	if fetched > 0 {
-		var buf [20]byte
-		ctx.Response.Header.SetBytesV(api.HeaderFetchTime, strconv.AppendInt(buf[:0], fetched.Microseconds(), 10))
-	}
-	return res, err
 }
 
 // requestContext is the context of one request's work. fasthttp's

@@ -27,7 +27,6 @@ type Config struct {
 	CoreTimeout     time.Duration      // one forwarded request
 	CoreIdle        time.Duration      // how long a connection to core stays pooled unused
 	ReadTimeout     time.Duration      // reading one client request, headers and body
-	LatencyTarget   time.Duration      // core latency (p90) above which limits drop
 	AdaptInterval   time.Duration      // how often the adaptive factor moves
 	MinFactor       float64            // the lowest the adaptive factor goes
 	NonceMax        int                // nonces remembered at most (all clients)
@@ -54,7 +53,6 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_EDGE_CORE_IDLE", "core-idle", "1m", "how long a connection to core stays in the pool unused (keep it below core's SLIP_CORE_IDLE_TIMEOUT, so the edge never sends on a connection core is closing)", &c.CoreIdle),
 		envflag.Def("SLIP_EDGE_READ_TIMEOUT", "read-timeout", "30s", "time a client has to send one whole request, headers and body (slow clients are cut off)", &c.ReadTimeout),
 		envflag.Def("SLIP_EDGE_ACCESS_LOG", "access-log", "stderr", "access log, one JSON line per request: stderr, off, or a file path (appended to)", &c.AccessLog),
-		envflag.Def("SLIP_EDGE_LATENCY_TARGET", "latency-target", "250ms", "core p90 latency above which rate limits drop", &c.LatencyTarget),
 		envflag.Def("SLIP_EDGE_ADAPT_INTERVAL", "adapt-interval", "1s", "how often the adaptive rate factor moves", &c.AdaptInterval),
 		envflag.Def("SLIP_EDGE_MIN_FACTOR", "min-factor", "0.1", "the lowest fraction of a plan's rate the adaptive limit goes to", &c.MinFactor),
 		envflag.Def("SLIP_EDGE_NONCE_MAX", "nonce-max", "4000000", "nonces remembered at most, all clients together", &c.NonceMax),
@@ -106,7 +104,7 @@ func (c Config) Validate() error {
 		bad("SLIP_TRUSTED_PROXIES: %v", err)
 	}
 	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout, "SLIP_EDGE_CORE_IDLE": c.CoreIdle, "SLIP_EDGE_READ_TIMEOUT": c.ReadTimeout,
-		"SLIP_EDGE_LATENCY_TARGET": c.LatencyTarget, "SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval, "SLIP_EDGE_NONCE_MARGIN": c.NonceMargin} {
+		"SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval, "SLIP_EDGE_NONCE_MARGIN": c.NonceMargin} {
 		if d <= 0 {
 			bad("%s: must be positive", env)
 		}

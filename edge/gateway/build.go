@@ -56,7 +56,7 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		return nil, err
 	}
 	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
-		Now: now, Interval: cfg.AdaptInterval, LatencyTarget: cfg.LatencyTarget, MinFactor: cfg.MinFactor,
+		Now: now, Interval: cfg.AdaptInterval, MinFactor: cfg.MinFactor,
 	})
 	return New(Config{
 		Core: core, EdgeToken: cfg.EdgeToken, Auth: auth,

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +32,6 @@ var (
 	hNonce            = canonical("X-Nonce")
 	hOverload         = canonical(api.HeaderOverload)
 	hTokenRefused     = canonical(api.HeaderTokenRefused)
-	hFetchTime        = canonical(api.HeaderFetchTime)
 	hContentEncoding  = canonical("Content-Encoding")
 	hTrailer          = canonical("Trailer")
 	hTransferEncoding = canonical("Transfer-Encoding")
@@ -122,13 +119,9 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		h.SetConnectionClose()
 	}
 	if err != nil {
-		// A failed exchange (a connection cut, a request the edge could
-		// not send) is not core saying it is overloaded, and every tenant's
-		// limit would pay for it: only an answer core did not give in time
-		// counts, as the slow answer it is.
-		if errors.Is(err, fasthttp.ErrTimeout) {
-			g.cfg.Adaptive.ObserveAt(end.Sub(x.start), false, end)
-		}
+		// Not counted by the rate factor: a failed exchange (a connection
+		// cut, a request the edge could not send, an answer not given in
+		// time) is not core saying it is overloaded.
 		g.cfg.Log.Error("forward to core failed", "path", string(ctx.Path()), "err", err)
 		ctx.Response.Reset()
 		g.reject(ctx, x, rt.Version, api.APIServerError)
@@ -142,29 +135,16 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 		return end
 	}
 	rh.ResetConnectionClose() // core's connection is not the client's
+	// Core's own overload signal is the only thing that lowers every
+	// tenant's rate: not a slow answer (a client's big picture, a slow
+	// bank, a slow image URL), not a failed exchange.
 	overloaded := ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable
 	if len(rh.PeekCanonical(hOverload)) > 0 {
 		overloaded = true
 		rh.Del(api.HeaderOverload)
 	}
-	latency := end.Sub(x.start)
-	if v := rh.PeekCanonical(hFetchTime); len(v) > 0 {
-		// The time core waited for the client's image URL is the
-		// client's, not a sign of core's health.
-		if us, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-			latency -= time.Duration(us) * time.Microsecond
-		}
-		rh.Del(api.HeaderFetchTime)
-	}
-	switch status := ctx.Response.StatusCode(); {
-	case status >= 400 && status < 500 && !overloaded:
-		// Core refused the request: its time is the request's doing (a
-		// body of 700,000 fields to list), not a sign of core's health.
-	default:
-		// A big body takes core longer to read, decode and store in
-		// proportion: each MiB sent has the latency target again.
-		latency -= time.Duration(int64(g.cfg.Adaptive.Target()) * int64(len(ctx.Request.Body())) >> 20)
-		g.cfg.Adaptive.ObserveAt(latency, overloaded, end)
+	if overloaded {
+		g.cfg.Adaptive.Overload(end)
 	}
 	return end
 }
