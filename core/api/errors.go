@@ -163,6 +163,9 @@ type Error struct {
 	Message string
 	Data    any
 	Cause   error
+	// RetryAfter, when above 0, is how many seconds the client should wait
+	// before it asks again (SLIP_PENDING): the body's retryAfter.
+	RetryAfter int
 }
 
 // Error implements error.
@@ -330,5 +333,5 @@ func Within(err error, part string) error {
 		}
 		msg = strings.Join(fields, "; ")
 	}
-	return &Error{Code: e.Code, Message: msg, Data: e.Data, Cause: e.Cause}
+	return &Error{Code: e.Code, Message: msg, Data: e.Data, Cause: e.Cause, RetryAfter: e.RetryAfter}
 }

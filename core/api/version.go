@@ -25,14 +25,22 @@ func (v Version) String() string {
 }
 
 type v2Error struct {
-	Success bool      `json:"success"`
-	Error   ErrorBody `json:"error"`
+	Success bool        `json:"success"`
+	Error   v2ErrorBody `json:"error"`
+}
+
+// v2ErrorBody is the error object of a v2 answer: a job's (ErrorBody) and,
+// when the client should wait before it asks again, retryAfter.
+type v2ErrorBody struct {
+	ErrorBody
+	RetryAfter int `json:"retryAfter,omitempty"`
 }
 
 type v1Body struct {
-	Status  int    `json:"status"`
-	Message string `json:"message,omitempty"`
-	Data    any    `json:"data,omitempty"`
+	Status     int    `json:"status"`
+	Message    string `json:"message,omitempty"`
+	Data       any    `json:"data,omitempty"`
+	RetryAfter int    `json:"retryAfter,omitempty"`
 }
 
 type v2OK struct {
@@ -57,10 +65,10 @@ const okMessage = "success"
 func RenderError(v Version, e *Error) (int, []byte) {
 	r := Lookup(e.Code)
 	if v == V1 {
-		return r.V1Status, mustMarshal(v1Body{Status: r.V1Status, Message: r.V1Code, Data: e.Data})
+		return r.V1Status, mustMarshal(v1Body{Status: r.V1Status, Message: r.V1Code, Data: e.Data, RetryAfter: e.RetryAfter})
 	}
 	status, body := V2Body(e)
-	return status, mustMarshal(v2Error{Error: body})
+	return status, mustMarshal(v2Error{Error: v2ErrorBody{body, e.RetryAfter}})
 }
 
 // V2Body returns the HTTP status and the v2 error object of e, as an error

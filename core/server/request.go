@@ -32,7 +32,7 @@ const urlTooLong = "must be at most 8192 characters"
 
 // The fields each version's verify request takes.
 var (
-	v2Fields     = []string{"payload", "url", "base64", "remark", "checkDuplicate", "matchAmount"}
+	v2Fields     = append([]string{"payload", "url", "base64", "remark", "checkDuplicate", "matchAmount"}, conditionFields...)
 	v2BankFields = append(v2Fields[:len(v2Fields):len(v2Fields)], "matchAccount", "bankAccountId", "bankCode", "extraVerify", "matchMode")
 	// v1 names its base64 field image, as the commercial API does; base64
 	// and data (the name of a later edition of its docs) are synonyms.
@@ -218,16 +218,9 @@ func verifyRequest(f fields, image []byte, c caller, allowed []string) (verify.R
 		}
 		r.CheckDuplicate = b
 	}
-	if f.has("matchAmount") {
-		n, ok := f.number("matchAmount")
-		if !ok || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-			fe.Add("matchAmount", "must be a positive number")
-		} else if math.Round(n*100)/100 != n {
-			// Rounded, 100.004 would match a slip of 100.00.
-			fe.Add("matchAmount", "must have at most 2 decimal places")
-		} else {
-			r.MatchAmount = &n
-		}
+	r.MatchAmount = amountField(f, &fe, "matchAmount")
+	if c.version == api.V2 {
+		r.Conditions.Conditions = conditions(f, &fe)
 	}
 	if cdBad && c.version == api.V1 {
 		return r, api.E(api.InvalidCheckDuplicate)

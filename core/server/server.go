@@ -110,6 +110,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 		r.GET(prefix+"/me", s.guard(api.V1, branch, s.me))
 	}
 	s.manageRoutes(r)
+	s.historyRoutes(r)
 	r.GET(api.PathBranchAuth+"{digest}", s.guard(api.V2, anyone, s.branchAuth))
 	r.GET(api.PathClientAuth+"{digest}", s.guard(api.V2, anyone, s.clientAuth))
 	r.GET(api.PathUsageCounters, s.guard(api.V2, anyone, s.usageCounters))
@@ -182,6 +183,12 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 	if id := ctx.Request.Header.Peek(api.HeaderRequestID); len(id) > 0 {
 		ctx.Response.Header.SetBytesV(api.HeaderRequestID, id)
 	}
+	if csv, ok := data.(csvAnswer); ok && err == nil {
+		ctx.SetContentType("text/csv; charset=utf-8")
+		ctx.SetBody(csv)
+		s.metrics.answered(nil, ctx.Time())
+		return
+	}
 	if err == nil {
 		status := fasthttp.StatusOK
 		if w, ok := data.(withStatus); ok {
@@ -198,16 +205,37 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err 
 	}
 	e := api.Internal(err)
 	s.metrics.answered(e, ctx.Time())
-	status, body := api.RenderError(v, e)
-	if e.Code == api.RateLimitExceeded { // a branch's unfinished async jobs at their bound
+	switch e.Code {
+	case api.RateLimitExceeded: // a branch's unfinished async jobs at their bound
 		ctx.Response.Header.Set("Retry-After", "1")
+	case api.SlipPending:
+		e.RetryAfter = s.pendingWait()
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	status, body := api.RenderError(v, e)
 	if status >= 500 {
 		s.log.Error("request failed", "path", string(ctx.Path()), "request_id",
 			string(ctx.Request.Header.Peek(api.HeaderRequestID)), "code", e.Code.String(), "err", e.Error())
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetBody(body)
+}
+
+// defaultPendingWait is how long a client is told to wait before it asks
+// again about a pending slip when core runs no async verification, whose
+// retry schedule says it otherwise.
+const defaultPendingWait = 30 * time.Second
+
+// pendingWait is the retryAfter of SLIP_PENDING, in seconds: the wait
+// before an async verification's first retry (SLIP_VERIFY_RETRY_SCHEDULE),
+// the time core itself lets a pending slip settle before it asks the bank
+// again. No bank connector's answer says how long a slip stays pending.
+func (s *Server) pendingWait() int {
+	wait := defaultPendingWait
+	if s.jobs != nil && len(s.jobs.VerifyRetries) > 0 {
+		wait = s.jobs.VerifyRetries[0]
+	}
+	return max(1, int((wait+time.Second-1)/time.Second))
 }
 
 // errNotEdge refuses a request without the edge's token: 403, unlike an

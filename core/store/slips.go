@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"slices"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // SlipRecord remembers a verified slip within a service: when and by which
@@ -105,4 +108,63 @@ func cutString(raw []byte) (string, []byte, bool) {
 		return "", nil, false
 	}
 	return string(raw[n : n+int(l)]), raw[n+int(l):], true
+}
+
+// recordFirstAt reads only the FirstAt of a stored record, for a check
+// that needs no more of it; false when raw is no record.
+func recordFirstAt(raw []byte) (int64, bool) {
+	if len(raw) > 0 && raw[0] == slipRecordV1 {
+		first, n := binary.Varint(raw[1:])
+		return first, n > 0
+	}
+	rec, err := decodeSlipRecord(raw)
+	if err != nil {
+		return 0, false
+	}
+	return rec.FirstAt, true
+}
+
+// FindSlip returns the service's record of the slip whose transaction
+// reference (a bank slip's transRef, a wallet slip's transaction id) is
+// ref, and its key; ErrNotFound when the service has none. A reference
+// found at several sending banks is the one first verified. It reads one
+// key per sending bank the service has records of, no index.
+func (s *Store) FindSlip(serviceID, ref string) (key string, rec *SlipRecord, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		slips := tx.Bucket(bucketSlips)
+		consider := func(k string) error {
+			raw := slips.Get(slipRecordKey(serviceID, k))
+			if raw == nil {
+				return nil
+			}
+			r, err := decodeSlipRecord(raw)
+			if err != nil {
+				return err
+			}
+			if rec == nil || r.FirstAt < rec.FirstAt {
+				key, rec = k, r
+			}
+			return nil
+		}
+		if err := consider(SlipKey("wallet", ref)); err != nil {
+			return err
+		}
+		banks := slipRecordKey(serviceID, "bank/")
+		c := slips.Cursor()
+		for k, _ := c.Seek(banks); bytes.HasPrefix(k, banks); {
+			code, _, ok := bytes.Cut(k[len(banks):], []byte("/"))
+			if !ok {
+				break
+			}
+			if err := consider(SlipKey("bank", string(code), ref)); err != nil {
+				return err
+			}
+			k, _ = c.Seek(append(append(bytes.Clone(banks), code...), '/'+1)) // the next sending bank
+		}
+		if rec == nil {
+			return ErrNotFound
+		}
+		return nil
+	})
+	return key, rec, err
 }

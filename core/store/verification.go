@@ -22,6 +22,8 @@ type Snapshot struct {
 	// verified it (or when no slip was asked for).
 	Slip  *SlipRecord
 	Usage Usage
+	// Conditions are the branch's default conditions.
+	Conditions Conditions
 	// At is the snapshot's time: the period its counters are of, and, in
 	// Apply, the time of the verification's record and usage event.
 	At time.Time
@@ -67,7 +69,8 @@ func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string) (Snap
 		}
 	}
 	snap.Usage = periodUsage(tx, &snap.Service, branchID, snap.At)
-	return snap, nil
+	snap.Conditions, err = conditionsOf(tx, branchID)
+	return snap, err
 }
 
 func slipRecordKey(serviceID, slipKey string) []byte {
@@ -90,7 +93,14 @@ type Effect struct {
 	Usage func(charged bool, at time.Time) Message
 	// Nonce is the signed request's, claimed with the effect.
 	Nonce Nonce
+	// History, when set, is the verification's entry in the branch's
+	// history; Apply sets its time, service, branch and slip key.
+	History *Verification
 }
+
+// historyPruned is how many expired history entries of its branch a
+// verification's write removes at most (see pruneHistory).
+const historyPruned = 2
 
 var errNoResult = errors.New("store: a new slip record needs a result")
 
@@ -130,6 +140,17 @@ func (s *Store) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) err
 	}
 	if e.Usage != nil {
 		if err := s.enqueueUsage(tx, e.Usage(e.Charge, snap.At), e.Charge); err != nil {
+			return err
+		}
+	}
+	if h := e.History; h != nil {
+		if s.slipAges { // slip records expire: so do the entries of those gone
+			if err := pruneHistory(tx, snap.Service.ID, snap.Branch.ID, historyPruned); err != nil {
+				return err
+			}
+		}
+		h.At, h.ServiceID, h.BranchID, h.SlipKey = snap.At, snap.Service.ID, snap.Branch.ID, slipKey
+		if err := h.record(tx); err != nil {
 			return err
 		}
 	}

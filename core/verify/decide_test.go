@@ -3,6 +3,7 @@ package verify_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/quota"
@@ -60,11 +61,24 @@ func TestDecide(t *testing.T) {
 		{api.V1, false, other, true, charged, true},
 		{api.V1, false, other, false, noQuota, false},
 	}
+	// Conditions (spec-silent; core/README.md): a slip that fails the
+	// client's conditions, or the branch's, is decided (answered and
+	// charged) exactly as one that meets them; only the answer's
+	// isAmountMatched and isDateMatched tell them apart (TestMatch).
+	failing := verify.Conditions{MatchAmount: ptr(1.0), Conditions: store.Conditions{AmountMin: ptr(1e9), MaxAge: time.Second}}
 	for _, row := range rows {
-		name := fmt.Sprintf("%v checkDuplicate=%v seen by %s quota left=%v", row.version, row.checkDup, row.seen, row.quota)
-		d := verify.Decide(snapshot(row.seen, row.quota, nil), verify.Request{Version: row.version, CheckDuplicate: row.checkDup, BranchID: "br"})
-		if got := describe(d); got != row.want || d.Duplicate != row.isDup {
-			t.Errorf("%s: %s (isDuplicate %v), want %s (isDuplicate %v)", name, got, d.Duplicate, row.want, row.isDup)
+		for _, cond := range []struct {
+			name string
+			c    verify.Conditions
+			def  store.Conditions
+		}{{"no conditions", verify.Conditions{}, store.Conditions{}}, {"failed conditions", failing, store.Conditions{}},
+			{"failed branch defaults", verify.Conditions{}, failing.Conditions}} {
+			name := fmt.Sprintf("%v checkDuplicate=%v seen by %s quota left=%v, %s", row.version, row.checkDup, row.seen, row.quota, cond.name)
+			snap := snapshot(row.seen, row.quota, func(s *store.Snapshot) { s.Conditions = cond.def })
+			d := verify.Decide(snap, verify.Request{Version: row.version, CheckDuplicate: row.checkDup, BranchID: "br", Conditions: cond.c})
+			if got := describe(d); got != row.want || d.Duplicate != row.isDup {
+				t.Errorf("%s: %s (isDuplicate %v), want %s (isDuplicate %v)", name, got, d.Duplicate, row.want, row.isDup)
+			}
 		}
 	}
 
@@ -136,4 +150,56 @@ func describe(d verify.Decision) string {
 		return "from record, free"
 	}
 	return fmt.Sprintf("%+v", d)
+}
+
+// TestMatch states what the answer says of the conditions: isAmountMatched
+// is true when amount conditions were set and all hold (to the satang),
+// isDateMatched is set only when a date condition was and tells whether
+// the slip's date is within every bound (inclusive); a request's kind of
+// condition replaces the branch's defaults of that kind.
+func TestMatch(t *testing.T) {
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	date := "2026-11-22T15:00:00+07:00" // 08:00 UTC, two hours before at
+	tm := func(s string) *time.Time { v, _ := time.Parse(time.RFC3339, s); return &v }
+	type c = verify.Conditions
+	type sc = store.Conditions
+	rows := []struct {
+		name   string
+		cond   c
+		amount bool
+		date   string // "": isDateMatched not set
+	}{
+		{"none", c{}, false, ""},
+		{"matchAmount to the satang", c{MatchAmount: ptr(100.1)}, true, ""},
+		{"matchAmount off by a satang", c{MatchAmount: ptr(100.11)}, false, ""},
+		{"min and max inclusive", c{Conditions: sc{AmountMin: ptr(100.10), AmountMax: ptr(100.1)}}, true, ""},
+		{"below min", c{Conditions: sc{AmountMin: ptr(100.11)}}, false, ""},
+		{"above max", c{Conditions: sc{AmountMax: ptr(100.09)}}, false, ""},
+		{"matchAmount holds, max fails", c{MatchAmount: ptr(100.1), Conditions: sc{AmountMax: ptr(50.0)}}, false, ""},
+		{"window inclusive, any offset", c{Conditions: sc{DateFrom: tm("2026-11-22T08:00:00Z"), DateTo: tm("2026-11-22T15:00:00+07:00")}}, false, "true"},
+		{"before dateFrom", c{Conditions: sc{DateFrom: tm("2026-11-22T08:00:01Z")}}, false, "false"},
+		{"after dateTo", c{Conditions: sc{DateTo: tm("2026-11-22T07:59:59Z")}}, false, "false"},
+		{"within maxAge", c{Conditions: sc{MaxAge: 2 * time.Hour}}, false, "true"},
+		{"older than maxAge", c{Conditions: sc{MaxAge: 2*time.Hour - time.Second}}, false, "false"},
+	}
+	for _, row := range rows {
+		m := row.cond.Match(100.1, date, at)
+		got := ""
+		if m.Date != nil {
+			got = fmt.Sprint(*m.Date)
+		}
+		if m.Amount != row.amount || got != row.date {
+			t.Errorf("%s: amount %v date %q, want %v %q", row.name, m.Amount, got, row.amount, row.date)
+		}
+	}
+	if m := (c{Conditions: sc{MaxAge: time.Hour}}).Match(1, "22/11/2026", at); m.Date == nil || *m.Date {
+		t.Errorf("a date that does not read meets no date condition: %+v", m)
+	}
+	def := sc{AmountMin: ptr(500.0), MaxAge: time.Hour}
+	if got := (c{MatchAmount: ptr(100.1)}).Over(def); got.AmountMin != nil || got.MaxAge != time.Hour {
+		t.Errorf("matchAmount replaces the default amount range, not the date: %+v", got)
+	}
+	if got := (c{Conditions: sc{DateTo: tm("2026-11-23T00:00:00Z")}}).Over(def); got.MaxAge != 0 || got.AmountMin == nil {
+		t.Errorf("dateTo replaces the default date bounds, not the amount: %+v", got)
+	}
 }

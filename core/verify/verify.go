@@ -4,10 +4,10 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,9 +40,11 @@ type Request struct {
 	Source              Source
 	Remark              string
 	CheckDuplicate      bool
-	MatchAmount         *float64
-	Receiver            *ReceiverCheck // v2 bank only; nil: no receiver check
-	JobID               string         // the async job this attempt runs for, if any
+	// Conditions are what the client expects of the slip (v2 only; the
+	// branch's defaults fill the kinds it leaves unset).
+	Conditions
+	Receiver *ReceiverCheck // v2 bank only; nil: no receiver check
+	JobID    string         // the async job this attempt runs for, if any
 	// Nonce is a signed request's, claimed in the verification's write (an
 	// async job's attempts claim none: its submit did).
 	Nonce store.Nonce `json:"-"`
@@ -95,6 +97,8 @@ type BankResult struct {
 	// AmountInOrder echoes the request's matchAmount.
 	AmountInOrder   *float64 `json:"amountInOrder,omitempty"`
 	IsAmountMatched bool     `json:"isAmountMatched"`
+	// IsDateMatched is set when a date condition applied (Match).
+	IsDateMatched *bool `json:"isDateMatched,omitempty"`
 	// IsAccountMatched is set when the request asked for a receiver check.
 	IsAccountMatched *bool   `json:"isAccountMatched,omitempty"`
 	RawSlip          RawSlip `json:"rawSlip"`
@@ -122,6 +126,10 @@ func (r BankResult) AppendJSON(b []byte) []byte {
 	}
 	b = jsonw.Field(b, "isAmountMatched", false)
 	b = jsonw.Bool(b, r.IsAmountMatched)
+	if r.IsDateMatched != nil {
+		b = jsonw.Field(b, "isDateMatched", false)
+		b = jsonw.Bool(b, *r.IsDateMatched)
+	}
 	if r.IsAccountMatched != nil {
 		b = jsonw.Field(b, "isAccountMatched", false)
 		b = jsonw.Bool(b, *r.IsAccountMatched)
@@ -140,6 +148,7 @@ type WalletResult struct {
 	AmountInSlip    float64         `json:"amountInSlip"`
 	AmountInOrder   *float64        `json:"amountInOrder,omitempty"`
 	IsAmountMatched bool            `json:"isAmountMatched"`
+	IsDateMatched   *bool           `json:"isDateMatched,omitempty"`
 	RawSlip         bank.WalletSlip `json:"rawSlip"`
 }
 
@@ -188,6 +197,7 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 		duplicate: func(s RawSlip, firstAt string) any {
 			return BankDuplicate{Payload: s.Payload, Slip: s.Slip, FirstVerifiedAt: firstAt}
 		},
+		facts: func(s RawSlip) facts { return facts{s.Amount.Amount, s.Date, s.Receiver.Bank.ID} },
 	})
 	if err != nil {
 		return BankResult{}, err
@@ -203,7 +213,8 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 		IsDuplicate:     got.duplicate,
 		AmountInSlip:    raw.Amount.Amount,
 		AmountInOrder:   r.MatchAmount,
-		IsAmountMatched: amountMatches(r.MatchAmount, raw.Amount.Amount),
+		IsAmountMatched: got.matched.Amount,
+		IsDateMatched:   got.matched.Date,
 		RawSlip:         raw,
 	}
 	if r.Receiver != nil {
@@ -232,6 +243,7 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err e
 		duplicate: func(s bank.WalletSlip, firstAt string) any {
 			return WalletDuplicate{WalletSlip: s, FirstVerifiedAt: firstAt}
 		},
+		facts: func(s bank.WalletSlip) facts { return facts{amount: s.Amount, date: s.Date} },
 	})
 	if err != nil {
 		return WalletResult{}, err
@@ -242,7 +254,8 @@ func (v *Verifier) Wallet(ctx context.Context, r Request) (_ WalletResult, err e
 		IsDuplicate:     got.duplicate,
 		AmountInSlip:    ws.Amount,
 		AmountInOrder:   r.MatchAmount,
-		IsAmountMatched: amountMatches(r.MatchAmount, ws.Amount),
+		IsAmountMatched: got.matched.Amount,
+		IsDateMatched:   got.matched.Date,
 		RawSlip:         ws,
 	}, nil
 }
@@ -252,14 +265,25 @@ type kind[T any] struct {
 	name      string                           // api.KindBank or api.KindWallet
 	lookup    func(context.Context) (T, error) // asks the bank
 	duplicate func(s T, firstAt string) any    // the data of a v1 duplicate_slip
+	facts     func(s T) facts                  // what the conditions and the history read of it
+}
+
+// facts are what a verification's conditions and its history entry read
+// of a slip.
+type facts struct {
+	amount        float64
+	date          string // RFC 3339
+	receivingBank string // its code; "" for a wallet slip
 }
 
 // settled is a verification's verified slip: as the service remembers it
-// (encoded) and decoded, and whether the answer says isDuplicate.
+// (encoded) and decoded, whether the answer says isDuplicate, and what it
+// says of the request's conditions.
 type settled[T any] struct {
 	slip      T
 	encoded   []byte
 	duplicate bool
+	matched   Matched
 }
 
 // errStaleDecision retries a verification whose slip record was removed
@@ -288,6 +312,11 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		return got, identityError(err)
 	}
 	d := Decide(snap, r)
+	cond := r.Conditions
+	if r.Version == api.V2 {
+		cond = cond.Over(snap.Conditions)
+	}
+	var seen settled[T] // the slip's record, decoded: the answer of a verification not looked up
 	switch {
 	case d.Refuse != 0:
 		return got, refusal(d.Refuse, snap.Slip, k)
@@ -295,7 +324,9 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		if err := v.Store.ClaimNonce(r.ServiceID, r.Nonce); err != nil {
 			return got, identityError(err)
 		}
-		return fromRecord[T](snap.Slip, d)
+		got, err = fromRecord[T](snap.Slip, d)
+		got.matched = cond.match(k.facts(got.slip), snap.At)
+		return got, err
 	case d.Lookup:
 		if got.slip, err = lookupUnannounced(bank.WithService(ctx, r.ServiceID), v.Store, k.lookup); err != nil {
 			return got, bankError(err)
@@ -303,7 +334,16 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		if got.encoded, err = encode(got.slip); err != nil {
 			return got, internal(err)
 		}
+	default:
+		if seen, err = fromRecord[T](snap.Slip, d); err != nil {
+			return got, err
+		}
+		got.slip = seen.slip
 	}
+	f := k.facts(got.slip)
+	got.matched = cond.match(f, snap.At)
+	entry := &store.Verification{Amount: f.amount, ReceivingBank: f.receivingBank, AmountMatched: got.matched.Amount,
+		DateMatched: got.matched.Date, Remark: r.Remark, JobID: r.JobID}
 	snap, err = v.Store.Apply(r.ServiceID, r.BranchID, key, func(now store.Snapshot) (store.Effect, error) {
 		if d = Decide(now, r); d.Refuse != 0 {
 			return store.Effect{}, refusal(d.Refuse, now.Slip, k)
@@ -311,7 +351,8 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		if d.Lookup && got.encoded == nil {
 			return store.Effect{}, errStaleDecision
 		}
-		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID, Nonce: r.Nonce,
+		entry.Duplicate = d.Duplicate
+		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID, Nonce: r.Nonce, History: entry,
 			Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, k.name, api.OutcomeOK, charged, at) }}, nil
 	})
 	if err != nil {
@@ -326,8 +367,19 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		got.duplicate = d.Duplicate
 		return got, nil
 	}
-	return fromRecord[T](snap.Slip, d) // the first verification's answer stands
+	matched := got.matched
+	if seen.encoded == nil || !bytes.Equal(seen.encoded, snap.Slip.Result) { // recorded since the first snapshot
+		if seen, err = fromRecord[T](snap.Slip, d); err != nil {
+			return seen, err
+		}
+		matched = cond.match(k.facts(seen.slip), snap.At)
+	}
+	seen.duplicate, seen.matched = d.Duplicate, matched
+	return seen, nil // the first verification's answer stands
 }
+
+// match is Match of the facts of a slip.
+func (c Conditions) match(f facts, at time.Time) Matched { return c.Match(f.amount, f.date, at) }
 
 // lookupUnannounced runs a bank lookup with the verification's write
 // retracted meanwhile: a bank may take long, and no transaction should wait
@@ -457,8 +509,3 @@ func bankError(err error) error {
 }
 
 func internal(err error) error { return api.Internal(err) }
-
-// amountMatches compares amounts in satang, so 100.1 matches 100.10.
-func amountMatches(want *float64, got float64) bool {
-	return want != nil && math.Round(*want*100) == math.Round(got*100)
-}

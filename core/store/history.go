@@ -1,0 +1,340 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucketHistory is every branch's history of verifications: one entry for
+// each verification that charged quota or first recorded a slip for the
+// branch (Apply), keyed service NUL branch NUL time (Unix ms, big-endian)
+// and the slip's key, so a branch's entries are one range in time order.
+// The value holds what a listing shows and filters on (History), so a page
+// reads no slip record. A store written before it has no bucket: the first
+// verification makes it.
+var bucketHistory = []byte("history")
+
+// Verification is one entry of a branch's history.
+type Verification struct {
+	At                  time.Time
+	ServiceID, BranchID string
+	// SlipKey is the slip's key (SlipKey): its kind, the sending bank and
+	// the transaction reference.
+	SlipKey string
+	Amount  float64
+	// ReceivingBank is the receiving bank's code ("" for a wallet slip).
+	ReceivingBank string
+	Duplicate     bool
+	AmountMatched bool
+	// DateMatched is whether the slip's date met the date conditions;
+	// nil when none applied.
+	DateMatched *bool
+	Remark      string
+	JobID       string // the async job's; "" for a synchronous verification
+}
+
+// Flags of an entry's first byte.
+const (
+	histDuplicate = 1 << iota
+	histAmountMatched
+	histDateChecked
+	histDateMatched
+)
+
+// historyPrefix is the start of every key of a branch's entries.
+func historyPrefix(serviceID, branchID string) []byte {
+	return []byte(serviceID + "\x00" + branchID + "\x00")
+}
+
+func (v *Verification) key() []byte {
+	k := historyPrefix(v.ServiceID, v.BranchID)
+	k = binary.BigEndian.AppendUint64(k, uint64(v.At.UnixMilli()))
+	return append(k, v.SlipKey...)
+}
+
+func (v *Verification) encode() []byte {
+	var flags byte
+	if v.Duplicate {
+		flags |= histDuplicate
+	}
+	if v.AmountMatched {
+		flags |= histAmountMatched
+	}
+	if v.DateMatched != nil {
+		flags |= histDateChecked
+		if *v.DateMatched {
+			flags |= histDateMatched
+		}
+	}
+	b := make([]byte, 0, 16+len(v.ReceivingBank)+len(v.Remark)+len(v.JobID))
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(v.Amount))
+	b = appendString(b, v.ReceivingBank)
+	b = appendString(b, v.Remark)
+	return appendString(b, v.JobID)
+}
+
+var errBadHistory = errors.New("store: history entry does not decode")
+
+// decodeVerification reads the entry (k, v) of bucketHistory, whose
+// service and branch are prefix's. It copies what it keeps.
+func decodeVerification(prefix, k, v []byte) (Verification, error) {
+	var out Verification
+	if len(k) < len(prefix)+8 || len(v) < 9 {
+		return out, errBadHistory
+	}
+	svc, br, _ := strings.Cut(string(prefix[:len(prefix)-1]), "\x00")
+	out.ServiceID, out.BranchID = svc, br
+	out.At = time.UnixMilli(int64(binary.BigEndian.Uint64(k[len(prefix):])))
+	out.SlipKey = string(k[len(prefix)+8:])
+	flags := v[0]
+	out.Duplicate, out.AmountMatched = flags&histDuplicate != 0, flags&histAmountMatched != 0
+	if flags&histDateChecked != 0 {
+		m := flags&histDateMatched != 0
+		out.DateMatched = &m
+	}
+	out.Amount = math.Float64frombits(binary.BigEndian.Uint64(v[1:9]))
+	rest, ok := v[9:], true
+	for _, dst := range []*string{&out.ReceivingBank, &out.Remark, &out.JobID} {
+		if *dst, rest, ok = cutString(rest); !ok {
+			return out, errBadHistory
+		}
+	}
+	return out, nil
+}
+
+// record adds v to the history in tx. Two entries of one branch for one
+// slip in the same millisecond take the next free ones.
+func (v *Verification) record(tx *bolt.Tx) error {
+	b, err := tx.CreateBucketIfNotExists(bucketHistory)
+	if err != nil {
+		return err
+	}
+	k := v.key()
+	at := len(k) - len(v.SlipKey) - 8
+	for b.Get(k) != nil {
+		binary.BigEndian.PutUint64(k[at:], binary.BigEndian.Uint64(k[at:])+1)
+	}
+	return b.Put(k, v.encode())
+}
+
+// prune removes, oldest first, up to max entries of a branch whose slip
+// record is gone (SLIP_SLIP_RETENTION removed it), so the history is kept
+// as long as the slips are: each verification that adds an entry removes
+// up to max expired ones of its branch.
+func pruneHistory(tx *bolt.Tx, serviceID, branchID string, max int) error {
+	b := tx.Bucket(bucketHistory)
+	if b == nil {
+		return nil
+	}
+	prefix := historyPrefix(serviceID, branchID)
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); max > 0 && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if liveEntry(tx, serviceID, prefix, k) {
+			return nil
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+		max--
+	}
+	return nil
+}
+
+// liveEntry reports whether the slip record of the history entry with key
+// k is the one it was made with: kept, and first verified no later than
+// the entry (a slip forgotten and verified anew has a later record).
+func liveEntry(tx *bolt.Tx, serviceID string, prefix, k []byte) bool {
+	if len(k) < len(prefix)+8 {
+		return false
+	}
+	raw := tx.Bucket(bucketSlips).Get(slipRecordKey(serviceID, string(k[len(prefix)+8:])))
+	first, ok := recordFirstAt(raw)
+	return ok && first*1000 <= int64(binary.BigEndian.Uint64(k[len(prefix):]))
+}
+
+// HistoryQuery selects entries of a service's history, newest first.
+type HistoryQuery struct {
+	ServiceID string
+	// BranchID selects one branch; "" every branch of the service.
+	BranchID string
+	// From (inclusive) and To (exclusive) bound the time; zero: unbounded.
+	From, To time.Time
+	// Duplicate, when set, selects entries with that isDuplicate.
+	Duplicate *bool
+	// AmountMin and AmountMax, when set, bound the slip's amount.
+	AmountMin, AmountMax *float64
+	// Remark, when set, selects entries with exactly that remark.
+	Remark *string
+	// After continues a listing after the entry a Cursor named.
+	After Cursor
+	Limit int
+}
+
+// Cursor is where a listing stopped: the last entry it read (its time,
+// branch and slip key), or empty for the start.
+type Cursor struct {
+	AtMs     int64
+	BranchID string
+	SlipKey  string
+}
+
+// maxHistoryScan bounds the entries one listing reads: a filter that
+// selects few of a large history answers the entries it found so far and
+// a cursor to go on from, rather than read it all in one request.
+const maxHistoryScan = 50_000
+
+// History lists the entries of q, newest first (by time, then branch and
+// slip key), at most q.Limit of them, and the cursor to list the next ones
+// from (nil when none follow).
+func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
+	var out []Verification
+	var next *Cursor
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out, next = nil, nil
+		b := tx.Bucket(bucketHistory)
+		if b == nil {
+			return nil
+		}
+		var heads []*historyHead
+		var last Cursor // the last entry read
+		for _, br := range historyBranches(b, q.ServiceID, q.BranchID) {
+			h := &historyHead{prefix: historyPrefix(q.ServiceID, br), branch: br, c: b.Cursor()}
+			if h.start(q) {
+				heads = append(heads, h)
+			}
+		}
+		for scanned := 0; len(heads) > 0; scanned++ {
+			top := 0
+			for i, h := range heads[1:] {
+				if h.after(heads[top]) {
+					top = i + 1
+				}
+			}
+			h := heads[top]
+			if len(out) == q.Limit || scanned == maxHistoryScan {
+				if len(out) == q.Limit { // go on after the last one listed
+					l := out[len(out)-1]
+					last = Cursor{AtMs: l.At.UnixMilli(), BranchID: l.BranchID, SlipKey: l.SlipKey}
+				} // else stopped short: go on after the last one read
+				next = &last
+				return nil
+			}
+			v, err := decodeVerification(h.prefix, h.k, h.v)
+			if err != nil {
+				return err
+			}
+			if q.selects(&v) && (!s.slipAges || liveEntry(tx, q.ServiceID, h.prefix, h.k)) {
+				out = append(out, v)
+			}
+			last = Cursor{AtMs: h.ms(), BranchID: h.branch, SlipKey: v.SlipKey}
+			if !h.next(q) {
+				heads = append(heads[:top], heads[top+1:]...)
+			}
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+func (q *HistoryQuery) selects(v *Verification) bool {
+	switch {
+	case q.Duplicate != nil && v.Duplicate != *q.Duplicate,
+		q.AmountMin != nil && v.Amount < *q.AmountMin,
+		q.AmountMax != nil && v.Amount > *q.AmountMax,
+		q.Remark != nil && v.Remark != *q.Remark:
+		return false
+	}
+	return true
+}
+
+// historyBranches returns the branch, or every branch of the service with
+// a history (deleted ones too), one seek each.
+func historyBranches(b *bolt.Bucket, serviceID, branchID string) []string {
+	if branchID != "" {
+		return []string{branchID}
+	}
+	prefix := []byte(serviceID + "\x00")
+	var out []string
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); bytes.HasPrefix(k, prefix); {
+		br, _, ok := bytes.Cut(k[len(prefix):], []byte{0})
+		if !ok {
+			break
+		}
+		out = append(out, string(br))
+		k, _ = c.Seek(append(historyPrefix(serviceID, string(br))[:len(prefix)+len(br)], 1)) // past the branch's NUL
+	}
+	return out
+}
+
+// historyHead walks one branch's entries backwards.
+type historyHead struct {
+	prefix []byte
+	branch string
+	c      *bolt.Cursor
+	k, v   []byte
+}
+
+func (h *historyHead) ms() int64 { return int64(binary.BigEndian.Uint64(h.k[len(h.prefix):])) }
+
+// after reports whether h's entry comes before o's in the listing: later,
+// or at the same time of a greater branch or slip key.
+func (h *historyHead) after(o *historyHead) bool {
+	if a, b := h.ms(), o.ms(); a != b {
+		return a > b
+	}
+	if h.branch != o.branch {
+		return h.branch > o.branch
+	}
+	return bytes.Compare(h.k, o.k) > 0
+}
+
+// start places h on the branch's newest entry the listing may show: before
+// q.To and after q.After in the listing's order.
+func (h *historyHead) start(q HistoryQuery) bool {
+	bound := append(bytes.Clone(h.prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	if !q.To.IsZero() {
+		bound = binary.BigEndian.AppendUint64(bytes.Clone(h.prefix), uint64(max(q.To.UnixMilli(), 0)))
+	}
+	if a := q.After; a.AtMs != 0 || a.BranchID != "" || a.SlipKey != "" {
+		var after []byte
+		switch {
+		case h.branch < a.BranchID: // entries up to a's time
+			after = binary.BigEndian.AppendUint64(bytes.Clone(h.prefix), uint64(a.AtMs+1))
+		case h.branch == a.BranchID: // entries before a's
+			after = append(binary.BigEndian.AppendUint64(bytes.Clone(h.prefix), uint64(a.AtMs)), a.SlipKey...)
+		default: // entries before a's time
+			after = binary.BigEndian.AppendUint64(bytes.Clone(h.prefix), uint64(a.AtMs))
+		}
+		if bytes.Compare(after, bound) < 0 {
+			bound = after
+		}
+	}
+	k, v := h.c.Seek(bound)
+	if k == nil {
+		k, v = h.c.Last()
+	} else {
+		k, v = h.c.Prev()
+	}
+	h.k, h.v = k, v
+	return h.valid(q)
+}
+
+// next moves h to the branch's entry before, reporting whether there is
+// one the listing may show.
+func (h *historyHead) next(q HistoryQuery) bool {
+	h.k, h.v = h.c.Prev()
+	return h.valid(q)
+}
+
+func (h *historyHead) valid(q HistoryQuery) bool {
+	return bytes.HasPrefix(h.k, h.prefix) && len(h.k) >= len(h.prefix)+8 &&
+		(q.From.IsZero() || h.ms() >= q.From.UnixMilli())
+}
