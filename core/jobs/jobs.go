@@ -354,7 +354,7 @@ func (j *Jobs) signer(serviceID, branchID string) (func([]byte) string, error) {
 	if len(br.WebhookSecret) == 0 {
 		return func([]byte) string { return "" }, nil
 	}
-	key, err := j.Box.Open(br.WebhookSecret, "webhook/"+br.ID)
+	key, err := j.Box.Open(br.WebhookSecret, secret.WebhookLabel(br.ID))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errSecret, err)
 	}

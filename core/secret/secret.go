@@ -55,3 +55,10 @@ func (b *Box) Open(sealed []byte, label string) (string, error) {
 	}
 	return string(plain), nil
 }
+
+// ClientLabel is the label a B2B client's secret is sealed with: its key's
+// digest, so the sealed secret opens only in that client's record.
+func ClientLabel(keyDigest string) string { return "b2b/" + keyDigest }
+
+// WebhookLabel is the label a branch's webhook secret is sealed with.
+func WebhookLabel(branchID string) string { return "webhook/" + branchID }

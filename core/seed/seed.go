@@ -228,14 +228,14 @@ func (f File) Records(box *secret.Box) store.Records {
 				KeyDigest: store.Digest(b.Key),
 			}
 			if b.WebhookSecret != nil {
-				br.WebhookSecret = box.Seal(*b.WebhookSecret, "webhook/"+b.ID)
+				br.WebhookSecret = box.Seal(*b.WebhookSecret, secret.WebhookLabel(b.ID))
 			}
 			r.Branches = append(r.Branches, br)
 		}
 		for _, c := range s.B2BClients {
 			d := store.Digest(c.Key)
 			r.B2BClients = append(r.B2BClients, store.B2BClient{
-				KeyDigest: d, ServiceID: s.ID, Name: c.Name, Secret: box.Seal(c.Secret, "b2b/"+d), Permissions: c.Permissions,
+				KeyDigest: d, ServiceID: s.ID, Name: c.Name, Secret: box.Seal(c.Secret, secret.ClientLabel(d)), Permissions: c.Permissions,
 			})
 		}
 		for _, a := range s.BankAccounts {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/store"
 )
@@ -356,7 +357,7 @@ func (a *admin) createService(ctx *fasthttp.RequestCtx, c adminCaller) (any, err
 	main := store.Branch{ID: sv.ID + "-main", ServiceID: sv.ID, Name: "Main", Main: true, Active: true, IPAllow: []string{"*"},
 		KeyDigest: store.Digest(branchKey), KeyCreatedAt: &now}
 	clientDigest := store.Digest(clientKey)
-	client := store.B2BClient{KeyDigest: clientDigest, ServiceID: sv.ID, Secret: a.s.box.Seal(secretText, "b2b/"+clientDigest),
+	client := store.B2BClient{KeyDigest: clientDigest, ServiceID: sv.ID, Secret: a.s.box.Seal(secretText, secret.ClientLabel(clientDigest)),
 		Permissions: perms}
 	if err := a.s.store.CreateService(sv, main, client, c.change("")); err != nil {
 		return nil, adminError(err, "service "+sv.ID)
@@ -934,7 +935,7 @@ func (a *admin) createClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, err
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	c.Secret = a.s.box.Seal(secretText, "b2b/"+c.KeyDigest)
+	c.Secret = a.s.box.Seal(secretText, secret.ClientLabel(c.KeyDigest))
 	c, err = a.s.store.CreateClient(c, ac.change(""))
 	if err != nil {
 		return nil, adminError(err, "service "+c.ServiceID)
@@ -988,7 +989,7 @@ func (a *admin) rotateSecret(ctx *fasthttp.RequestCtx, ac adminCaller) (any, err
 	sid, id := param(ctx, "s"), param(ctx, "c")
 	secretText := randomHex(24)
 	c, err := a.s.store.RotateClientSecret(sid, id, overlap, force, ac.change(""), func(digest string) []byte {
-		return a.s.box.Seal(secretText, "b2b/"+digest)
+		return a.s.box.Seal(secretText, secret.ClientLabel(digest))
 	})
 	if err != nil {
 		return nil, adminError(err, "client "+id)

@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -34,12 +35,13 @@ func (s *Server) branchAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 // secrets opens a client's signing secret and, during a rotation's
 // overlap, its previous one.
 func (s *Server) secrets(c *store.B2BClient) (string, *api.PreviousSecret, error) {
-	secret, err := s.box.Open(c.Secret, "b2b/"+c.KeyDigest)
+	label := secret.ClientLabel(c.KeyDigest)
+	current, err := s.box.Open(c.Secret, label)
 	if err != nil || c.Previous == nil || !s.store.Now().Before(c.Previous.ExpiresAt) {
-		return secret, nil, err
+		return current, nil, err
 	}
-	prev, err := s.box.Open(c.Previous.Secret, "b2b/"+c.KeyDigest)
-	return secret, &api.PreviousSecret{Secret: prev, ExpiresAt: c.Previous.ExpiresAt}, err
+	prev, err := s.box.Open(c.Previous.Secret, label)
+	return current, &api.PreviousSecret{Secret: prev, ExpiresAt: c.Previous.ExpiresAt}, err
 }
 
 // clientAuth answers the edge's lookup of a B2B client key by its digest.
@@ -48,13 +50,13 @@ func (s *Server) clientAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	if err != nil {
 		return nil, lookupError(err)
 	}
-	secret, prev, err := s.secrets(&c)
+	current, prev, err := s.secrets(&c)
 	if err != nil {
 		return nil, api.Internal(err)
 	}
 	return api.ClientAuth{
 		ServiceID: sv.ID, ServiceState: sv.State, UserBanned: sv.UserBanned, ServiceExpiresAt: sv.ExpiresAt, Previous: prev,
-		ClientID: c.KeyDigest, Secret: secret, Permissions: c.Permissions,
+		ClientID: c.KeyDigest, Secret: current, Permissions: c.Permissions,
 	}, nil
 }
 

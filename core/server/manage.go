@@ -21,6 +21,7 @@ import (
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/iplist"
 	"github.com/slipverify/slipverify/core/receiver"
+	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -200,7 +201,7 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 		} else if sec, ok := f.str("webhookSecret"); !ok || len(sec) < 16 || len(sec) > 256 {
 			fe.Add("webhookSecret", "must be a string of 16 to 256 characters or null")
 		} else {
-			b.WebhookSecret = s.box.Seal(sec, "webhook/"+b.ID)
+			b.WebhookSecret = s.box.Seal(sec, secret.WebhookLabel(b.ID))
 		}
 	}
 	if f.has("limitQuota") {
