@@ -88,7 +88,7 @@ type ZooKeeperConfig struct {
 	Addr string // client port, loopback
 	Java string // empty means DefaultJava
 	Log  io.Writer
-	// Ready bounds the wait for its answer to ruok; zero means a minute.
+	// Ready bounds the wait until it serves; zero means a minute.
 	Ready time.Duration
 }
 
@@ -131,7 +131,7 @@ func StartZooKeeper(ctx context.Context, c ZooKeeperConfig) (*ZooKeeper, error) 
 		return nil, err
 	}
 	// A short tick lets ClickHouse's 10 s sessions (20 ticks at most).
-	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%s\nclientPortAddress=%s\nadmin.enableServer=false\n4lw.commands.whitelist=ruok\n",
+	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%s\nclientPortAddress=%s\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n",
 		filepath.Join(c.Dir, "data"), port, host)
 	if err := os.WriteFile(filepath.Join(c.Dir, "zoo.cfg"), []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -178,7 +178,10 @@ func (z *ZooKeeper) Restart(ctx context.Context) error {
 	return nil
 }
 
-// ok asks the server ruok once.
+// ok asks the server srvr once: it answers with its version only once it
+// serves sessions (ruok's imok comes earlier, while it still refuses them,
+// and a clickhouse-server refused at its start fails its queue of ON
+// CLUSTER statements).
 func (z *ZooKeeper) ok() bool {
 	conn, err := net.DialTimeout("tcp", z.cfg.Addr, time.Second)
 	if err != nil {
@@ -186,11 +189,11 @@ func (z *ZooKeeper) ok() bool {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("ruok")); err != nil {
+	if _, err := conn.Write([]byte("srvr")); err != nil {
 		return false
 	}
-	b, _ := io.ReadAll(io.LimitReader(conn, 16))
-	return string(b) == "imok"
+	b, _ := io.ReadAll(io.LimitReader(conn, 4096))
+	return strings.HasPrefix(string(b), "Zookeeper version:")
 }
 
 // Addr is the client address.

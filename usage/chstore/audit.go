@@ -30,6 +30,7 @@ type AuditRows struct {
 	Before     []string
 	After      []string
 	Reason     []string
+	stamp      stamp // inserted_at, the same for every attempt
 }
 
 // Len is the number of records in r.
@@ -38,7 +39,8 @@ func (r *AuditRows) Len() int { return len(r.ID) }
 // Reset empties r, keeping its capacity.
 func (r *AuditRows) Reset() {
 	*r = AuditRows{r.ID[:0], r.At[:0], r.AtMS[:0], r.ActorType[:0], r.ActorID[:0], r.ActorName[:0], r.RequestID[:0],
-		r.Action[:0], r.ServiceID[:0], r.TargetType[:0], r.TargetID[:0], r.Before[:0], r.After[:0], r.Reason[:0]}
+		r.Action[:0], r.ServiceID[:0], r.TargetType[:0], r.TargetID[:0], r.Before[:0], r.After[:0], r.Reason[:0], r.stamp}
+	r.stamp.reset()
 }
 
 // maxAuditField bounds the ids, names and action of a record (not its
@@ -119,18 +121,19 @@ func compactJSON(raw json.RawMessage) (string, error) {
 }
 
 // InsertAudit writes rows to audit_events in one INSERT. Inserting the
-// same rows again is harmless: readers fold rows by id (FINAL).
+// same rows again is harmless: readers fold rows by id (FINAL), and on a
+// cluster the replicated table stores the same block once (as Insert).
 func (s *Store) InsertAudit(ctx context.Context, rows *AuditRows) error {
 	if rows.Len() == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".audit_events (id, at, at_ms, actor_type, actor_id, actor_name, request_id, action, service_id, target_type, target_id, before, after, reason)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.into("audit_events")+" (id, at, at_ms, actor_type, actor_id, actor_name, request_id, action, service_id, target_type, target_id, before, after, reason, inserted_at)")
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare audit insert: %w", err)
 	}
 	defer b.Abort() // a no-op after Send
 	for i, col := range []any{rows.ID, rows.At, rows.AtMS, rows.ActorType, rows.ActorID, rows.ActorName, rows.RequestID,
-		rows.Action, rows.ServiceID, rows.TargetType, rows.TargetID, rows.Before, rows.After, rows.Reason} {
+		rows.Action, rows.ServiceID, rows.TargetType, rows.TargetID, rows.Before, rows.After, rows.Reason, rows.stamp.column(rows.Len())} {
 		if err := b.Column(i).Append(col); err != nil {
 			return fmt.Errorf("clickhouse: append audit column %d: %w", i, err)
 		}

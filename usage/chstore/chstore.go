@@ -19,8 +19,13 @@ import (
 
 // Options say where the ledger is.
 type Options struct {
-	Addrs              []string
-	Database           string // a plain identifier, checked by the caller's config
+	Addrs    []string
+	Database string // a plain identifier, checked by the caller's config
+	// Cluster names the ClickHouse cluster (one shard) that holds the
+	// ledger replicated (empty: the single server Addrs name). A batch is
+	// written to the local tables of one replica, the first of Addrs that
+	// answers.
+	Cluster            string
 	Username, Password string
 	TLS                *tls.Config   // nil: plaintext
 	DialTimeout        time.Duration // zero: 5 s
@@ -28,8 +33,9 @@ type Options struct {
 
 // Store is a connection pool to the ledger's database.
 type Store struct {
-	conn driver.Conn
-	db   string
+	conn    driver.Conn
+	db      string
+	cluster string
 }
 
 // Open connects to ClickHouse. It does not wait for the server: see Ping
@@ -50,17 +56,48 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
-	return &Store{conn: conn, db: o.Database}, nil
+	return &Store{conn: conn, db: o.Database, cluster: o.Cluster}, nil
 }
 
 // Close closes the pool.
 func (s *Store) Close() error { return s.conn.Close() }
 
+// stamp is a batch's insert time, the value of its inserted_at column: set
+// at its first insert and kept for every retry, so that a retried batch is
+// the same block (the server's now() would differ from one second to the
+// next).
+type stamp struct {
+	at  time.Time
+	col []time.Time
+}
+
+// column returns inserted_at for n rows.
+func (s *stamp) column(n int) []time.Time {
+	if s.at.IsZero() {
+		s.at = time.Now().UTC().Truncate(time.Second)
+	}
+	if len(s.col) != n || (n > 0 && !s.col[0].Equal(s.at)) {
+		s.col = s.col[:0]
+		for range n {
+			s.col = append(s.col, s.at)
+		}
+	}
+	return s.col
+}
+
+// reset forgets the time, for the next batch.
+func (s *stamp) reset() { s.at = time.Time{} }
+
 // Ping checks that the server answers.
 func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
 
 // Migrate creates and migrates the ledger's schema.
-func (s *Store) Migrate(ctx context.Context) error { return schema.Migrate(ctx, s.conn, s.db) }
+func (s *Store) Migrate(ctx context.Context) error {
+	return schema.Migrate(ctx, s.conn, s.db, s.cluster)
+}
+
+// into is the table rows of table are inserted into (schema.WriteTable).
+func (s *Store) into(table string) string { return schema.WriteTable(s.db, s.cluster, table) }
 
 // Database is the ledger's database.
 func (s *Store) Database() string { return s.db }
@@ -68,19 +105,22 @@ func (s *Store) Database() string { return s.db }
 // Conn is the underlying connection, for tests and ad-hoc queries.
 func (s *Store) Conn() driver.Conn { return s.conn }
 
-// Insert writes rows to usage_events in one INSERT (one block per column).
+// Insert writes rows to usage_events in one INSERT (one block).
 // Inserting the same rows again is harmless: every query counts distinct
-// event ids.
+// event ids, and on a cluster the replicated table stores the same block
+// once (rows carries its insert time from its first attempt, so a retry
+// sends the same bytes).
 func (s *Store) Insert(ctx context.Context, rows *Rows) error {
 	if rows.Len() == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".usage_events (event_id, occurred_at, service_id, branch_id, kind, api, mode, outcome, billable, job_id)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.into("usage_events")+" (event_id, occurred_at, service_id, branch_id, kind, api, mode, outcome, billable, job_id, inserted_at)")
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare insert: %w", err)
 	}
 	defer b.Abort() // a no-op after Send
-	for i, col := range []any{rows.EventID, rows.OccurredAt, rows.ServiceID, rows.BranchID, rows.Kind, rows.API, rows.Mode, rows.Outcome, rows.Billable, rows.JobID} {
+	for i, col := range []any{rows.EventID, rows.OccurredAt, rows.ServiceID, rows.BranchID, rows.Kind, rows.API, rows.Mode, rows.Outcome, rows.Billable, rows.JobID,
+		rows.stamp.column(rows.Len())} {
 		if err := b.Column(i).Append(col); err != nil {
 			return fmt.Errorf("clickhouse: append column %d: %w", i, err)
 		}
@@ -112,7 +152,7 @@ func (s *Store) insertRejects(ctx context.Context, table string, rejects []Rejec
 	if len(rejects) == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" (partition, offset, key, value, error)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.into(table)+" (partition, offset, key, value, error)")
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare rejects: %w", err)
 	}
@@ -142,7 +182,7 @@ func (s *Store) SetAnchors(ctx context.Context, anchors map[string]Anchor, at ti
 	if len(anchors) == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".service_anchor_history (service_id, anchor_day, effective_from, updated_at)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.into("service_anchor_history")+" (service_id, anchor_day, effective_from, updated_at)")
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare anchors: %w", err)
 	}

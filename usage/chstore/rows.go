@@ -22,6 +22,7 @@ type Rows struct {
 	Outcome    []string
 	Billable   []uint8
 	JobID      []string
+	stamp      stamp // inserted_at, the same for every attempt
 }
 
 // Len is the number of events in r.
@@ -30,7 +31,8 @@ func (r *Rows) Len() int { return len(r.EventID) }
 // Reset empties r, keeping its capacity.
 func (r *Rows) Reset() {
 	*r = Rows{r.EventID[:0], r.OccurredAt[:0], r.ServiceID[:0], r.BranchID[:0], r.Kind[:0], r.API[:0], r.Mode[:0],
-		r.Outcome[:0], r.Billable[:0], r.JobID[:0]}
+		r.Outcome[:0], r.Billable[:0], r.JobID[:0], r.stamp}
+	r.stamp.reset()
 }
 
 // Enum8 values of the schema's kind, api and mode columns.

@@ -23,6 +23,7 @@ type Config struct {
 	AuditGroup  string             // consumer group on slip.audit
 	CHAddr      string             // ClickHouse native protocol, comma-separated
 	CHDatabase  string             // database of the ledger
+	CHCluster   string             // ClickHouse cluster of the ledger (empty: one server)
 	CHUser      string             // ClickHouse user
 	CHPassword  string             // ClickHouse password
 	CHTLS       chstore.TLS        // SLIP_CLICKHOUSE_TLS*
@@ -47,6 +48,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_USAGE_AUDIT_GROUP", "audit-group", "usage-audit", "consumer group reading slip.audit (core's audit records) into audit_events", &c.AuditGroup),
 		envflag.Def("SLIP_CLICKHOUSE_ADDR", "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol addresses, comma-separated", &c.CHAddr),
 		envflag.Def("SLIP_CLICKHOUSE_DATABASE", "clickhouse-database", "slip", "ClickHouse database of the usage ledger", &c.CHDatabase),
+		envflag.Def("SLIP_CLICKHOUSE_CLUSTER", "clickhouse-cluster", "", "ClickHouse cluster (remote_servers, one shard) holding the ledger replicated, created ON CLUSTER; SLIP_CLICKHOUSE_ADDR lists its replicas (empty: one server)", &c.CHCluster),
 		envflag.Def("SLIP_CLICKHOUSE_USER", "clickhouse-user", "default", "ClickHouse user", &c.CHUser),
 		envflag.Secret("SLIP_CLICKHOUSE_PASSWORD", "clickhouse-password", "ClickHouse password", &c.CHPassword),
 		envflag.Def("SLIP_USAGE_ADDR", "addr", "127.0.0.1:8084", "listener for /metrics, /health and /reconcile (off: none)", &c.Addr),
@@ -109,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if !identifier.MatchString(c.CHDatabase) {
 		bad("SLIP_CLICKHOUSE_DATABASE: %q is not a plain identifier (letters, digits, _)", c.CHDatabase)
+	}
+	if c.CHCluster != "" && !identifier.MatchString(c.CHCluster) {
+		bad("SLIP_CLICKHOUSE_CLUSTER: %q is not a plain identifier (letters, digits, _)", c.CHCluster)
 	}
 	if c.Batch < 1 || c.Batch > 1_000_000 {
 		bad("SLIP_USAGE_BATCH: must be between 1 and 1000000")

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,38 @@ func Ledger(tb testing.TB) (*clickhouse.Server, *chstore.Store) {
 		tb.Fatal(err)
 	}
 	return srv, st
+}
+
+// ClusterName is the cluster of ClusterLedger, as SLIP_CLICKHOUSE_CLUSTER
+// names it.
+const ClusterName = "ledger"
+
+// ClusterLedger starts a ClickHouse cluster (two replicas of one shard and
+// a ZooKeeper) and returns it with a store on each replica, in database
+// slip on cluster ClusterName, migrated through the first.
+func ClusterLedger(tb testing.TB) (*clickhouse.Cluster, []*chstore.Store) {
+	tb.Helper()
+	cl := clickhouse.StartTestCluster(tb)
+	var stores []*chstore.Store
+	for _, r := range cl.Replicas {
+		stores = append(stores, Open(tb, r.Addr()))
+	}
+	if err := stores[0].Migrate(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return cl, stores
+}
+
+// Open returns a store on the ledger of cluster ClusterName at addrs
+// (comma-separated), closed when the test ends.
+func Open(tb testing.TB, addrs string) *chstore.Store {
+	tb.Helper()
+	st, err := chstore.Open(chstore.Options{Addrs: strings.Split(addrs, ","), Database: "slip", Cluster: ClusterName, Username: "default"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st
 }
 
 // Event returns a valid usage event of service and branch; every fourth is

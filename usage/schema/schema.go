@@ -4,6 +4,11 @@
 // migration, leave the same schema. Applied versions are recorded in
 // schema_migrations.
 //
+// One definition serves one server and a cluster (SLIP_CLICKHOUSE_CLUSTER):
+// on a cluster every step runs ON CLUSTER, and each ledger table is a
+// replicated table on every replica behind a Distributed table of its name
+// (see Statement).
+//
 // The statements run on Debian's ClickHouse 18.16 and on current releases
 // alike (see the README's usage section for the design).
 package schema
@@ -20,19 +25,19 @@ import (
 type Migration struct {
 	Version    uint32
 	Name       string
-	Statements []string // {db} stands for the database
+	Statements []Statement
 }
 
-// Migrations lists every version in order. Never edit a released one: add
-// the next.
+// Migrations lists every version in order. Never change what a released
+// one does: add the next.
 var Migrations = []Migration{
-	{1, "usage events, daily rollup, service anchors, rejects, finance views", []string{
+	{1, "usage events, daily rollup, service anchors, rejects, finance views", []Statement{
 		// usage_events is the ledger: one row per delivered event. A
 		// retried batch writes its rows again; ReplacingMergeTree folds
 		// rows of one event_id (the sort key ends in it) in the
 		// background, and every finance query counts distinct event_ids
 		// (or reads FINAL), so a retry never counts twice.
-		`CREATE TABLE IF NOT EXISTS {db}.usage_events (
+		table("usage_events", "ReplacingMergeTree", `(
 			event_id    String,
 			occurred_at DateTime,
 			service_id  String,
@@ -44,14 +49,13 @@ var Migrations = []Migration{
 			billable    UInt8,
 			job_id      String,
 			inserted_at DateTime DEFAULT now()
-		) ENGINE = ReplacingMergeTree
-		PARTITION BY toYYYYMM(occurred_at)
-		ORDER BY (service_id, branch_id, event_id)`,
+		)`, `PARTITION BY toYYYYMM(occurred_at)
+		ORDER BY (service_id, branch_id, event_id)`),
 		// usage_daily holds, per Bangkok day, service, branch, kind, API
 		// version and mode, the set of event ids (attempts) and of
 		// billable event ids, as exact-distinct states: merging them counts
 		// each event once however many times its row was inserted.
-		`CREATE TABLE IF NOT EXISTS {db}.usage_daily (
+		table("usage_daily", "AggregatingMergeTree", `(
 			day        Date,
 			service_id String,
 			branch_id  String,
@@ -60,46 +64,43 @@ var Migrations = []Migration{
 			mode       Enum8('sync' = 1, 'async' = 2),
 			attempts   AggregateFunction(uniqExact, String),
 			billable   AggregateFunction(uniqExactIf, String, UInt8)
-		) ENGINE = AggregatingMergeTree
-		PARTITION BY toYYYYMM(day)
-		ORDER BY (service_id, branch_id, day, kind, api, mode)`,
-		`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.usage_daily_mv TO {db}.usage_daily AS
+		)`, `PARTITION BY toYYYYMM(day)
+		ORDER BY (service_id, branch_id, day, kind, api, mode)`),
+		sql(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.usage_daily_mv{cluster} TO {db}.usage_daily{local} AS
 		SELECT toDate(occurred_at, 'Asia/Bangkok') AS day, service_id, branch_id, kind, api, mode,
 			uniqExactState(event_id) AS attempts, uniqExactIfState(event_id, billable) AS billable
-		FROM {db}.usage_events
-		GROUP BY day, service_id, branch_id, kind, api, mode`,
+		FROM {db}.usage_events{local}
+		GROUP BY day, service_id, branch_id, kind, api, mode`),
 		// service_anchors holds each service's billing-cycle anchor day as
 		// core last reported it; a service not listed bills from day 1.
-		`CREATE TABLE IF NOT EXISTS {db}.service_anchors (
+		table("service_anchors", "ReplacingMergeTree(updated_at)", `(
 			service_id String,
 			anchor_day UInt8,
 			updated_at DateTime
-		) ENGINE = ReplacingMergeTree(updated_at)
-		ORDER BY service_id`,
+		)`, `ORDER BY service_id`),
 		// usage_rejects keeps messages of slip.usage that are not valid
 		// usage events, for an operator to look at; they count nowhere.
-		`CREATE TABLE IF NOT EXISTS {db}.usage_rejects (
+		table("usage_rejects", "MergeTree", `(
 			received_at DateTime DEFAULT now(),
 			partition   Int32,
 			offset      Int64,
 			key         String,
 			value       String,
 			error       String
-		) ENGINE = MergeTree
-		PARTITION BY toYYYYMM(received_at)
-		ORDER BY (received_at, partition, offset)`,
+		)`, `PARTITION BY toYYYYMM(received_at)
+		ORDER BY (received_at, partition, offset)`),
 		// billable_daily: billable verifications (and all attempts) per
 		// service, branch, kind, API version and Bangkok day.
-		`CREATE VIEW IF NOT EXISTS {db}.billable_daily AS
+		sql(`CREATE VIEW IF NOT EXISTS {db}.billable_daily{cluster} AS
 		SELECT day, service_id, branch_id, kind, api,
 			uniqExactIfMerge(billable) AS billable, uniqExactMerge(attempts) AS attempts
 		FROM {db}.usage_daily
-		GROUP BY day, service_id, branch_id, kind, api`,
+		GROUP BY day, service_id, branch_id, kind, api`),
 		// billable_by_period: billable verifications per service, branch
 		// and billing period. A period starts at midnight Bangkok time on
 		// the service's anchor day, or on the last day of a month shorter
 		// than it (core/quota's rule); period_start is that day.
-		`CREATE VIEW IF NOT EXISTS {db}.billable_by_period AS
+		sql(`CREATE VIEW IF NOT EXISTS {db}.billable_by_period{cluster} AS
 		SELECT service_id, branch_id, period_start,
 			uniqExactIfMerge(billable) AS billable, uniqExactMerge(attempts) AS attempts
 		FROM (
@@ -113,9 +114,9 @@ var Migrations = []Migration{
 			ANY LEFT JOIN (SELECT service_id, argMax(anchor_day, updated_at) AS anchor_day
 				FROM {db}.service_anchors GROUP BY service_id) USING service_id
 		)
-		GROUP BY service_id, branch_id, period_start`,
+		GROUP BY service_id, branch_id, period_start`),
 	}},
-	{2, "audit log: audit events and their rejects", []string{
+	{2, "audit log: audit events and their rejects", []Statement{
 		// audit_events keeps core's audit records (slip.audit) for long
 		// retention, one row per delivery, as usage_events does: a
 		// redelivered record writes its row again, ReplacingMergeTree
@@ -125,7 +126,7 @@ var Migrations = []Migration{
 		// 18.16 has no DateTime64: at is the second and at_ms the
 		// milliseconds within it. before and after are the changed record
 		// as compact JSON, 'null' for a creation or a deletion.
-		`CREATE TABLE IF NOT EXISTS {db}.audit_events (
+		table("audit_events", "ReplacingMergeTree", `(
 			id          String,
 			at          DateTime,
 			at_ms       UInt16,
@@ -141,46 +142,43 @@ var Migrations = []Migration{
 			after       String,
 			reason      String,
 			inserted_at DateTime DEFAULT now()
-		) ENGINE = ReplacingMergeTree
-		PARTITION BY toYYYYMM(at)
-		ORDER BY (service_id, at, id)`,
+		)`, `PARTITION BY toYYYYMM(at)
+		ORDER BY (service_id, at, id)`),
 		// audit_rejects keeps messages of slip.audit that are not valid
 		// audit records, for an operator to look at.
-		`CREATE TABLE IF NOT EXISTS {db}.audit_rejects (
+		table("audit_rejects", "MergeTree", `(
 			received_at DateTime DEFAULT now(),
 			partition   Int32,
 			offset      Int64,
 			key         String,
 			value       String,
 			error       String
-		) ENGINE = MergeTree
-		PARTITION BY toYYYYMM(received_at)
-		ORDER BY (received_at, partition, offset)`,
+		)`, `PARTITION BY toYYYYMM(received_at)
+		ORDER BY (received_at, partition, offset)`),
 	}},
-	{3, "billing anchors from the instant each took effect", []string{
+	{3, "billing anchors from the instant each took effect", []Statement{
 		// service_anchor_history holds each anchor day a service had and
 		// when it took effect (core's anchorSince; 1970 for always), one
 		// row per (service, effective_from) once merged (FINAL).
-		`CREATE TABLE IF NOT EXISTS {db}.service_anchor_history (
+		table("service_anchor_history", "ReplacingMergeTree(updated_at)", `(
 			service_id     String,
 			anchor_day     UInt8,
 			effective_from DateTime,
 			updated_at     DateTime
-		) ENGINE = ReplacingMergeTree(updated_at)
-		ORDER BY (service_id, effective_from)`,
+		)`, `ORDER BY (service_id, effective_from)`),
 		// The anchors known so far, as in force from the start (a rerun
 		// writes the same rows again, folded by the engine).
-		`INSERT INTO {db}.service_anchor_history
+		sql(`INSERT INTO {db}.service_anchor_history{local}
 		SELECT service_id, argMax(anchor_day, updated_at), toDateTime(0), max(updated_at)
-		FROM {db}.service_anchors GROUP BY service_id`,
-		`DROP TABLE IF EXISTS {db}.billable_by_period`,
+		FROM {db}.service_anchors GROUP BY service_id`),
+		sql(`DROP TABLE IF EXISTS {db}.billable_by_period{cluster}`),
 		// billable_by_period, as in migration 1, but each day's period is
 		// cut by the anchor in force that day, and never starts before that
 		// anchor took effect: the first period under a moved anchor runs
 		// from the last one's end to the new anchor day (core's
 		// store.Service.PeriodStart), and the periods before it keep
 		// theirs. A service with no anchor recorded bills from day 1.
-		`CREATE VIEW IF NOT EXISTS {db}.billable_by_period AS
+		sql(`CREATE VIEW IF NOT EXISTS {db}.billable_by_period{cluster} AS
 		SELECT service_id, branch_id, period_start,
 			uniqExactIfMerge(billable) AS billable, uniqExactMerge(attempts) AS attempts
 		FROM (
@@ -206,51 +204,86 @@ var Migrations = []Migration{
 				)
 			) USING service_id, day
 		)
-		GROUP BY service_id, branch_id, period_start`,
+		GROUP BY service_id, branch_id, period_start`),
 	}},
 }
 
+// schemaMigrations records the applied versions.
+var schemaMigrations = table("schema_migrations", "MergeTree",
+	`(version UInt32, name String, applied_at DateTime DEFAULT now())`, `ORDER BY version`)
+
 // Migrate creates the database and applies every migration not yet
-// recorded, in order.
-func Migrate(ctx context.Context, conn driver.Conn, db string) error {
-	q := func(stmt string) string { return strings.ReplaceAll(stmt, "{db}", db) }
-	for _, stmt := range []string{
-		"CREATE DATABASE IF NOT EXISTS {db}",
-		`CREATE TABLE IF NOT EXISTS {db}.schema_migrations (version UInt32, name String, applied_at DateTime DEFAULT now())
-		ENGINE = MergeTree ORDER BY version`,
-	} {
-		if err := conn.Exec(ctx, q(stmt)); err != nil {
-			return fmt.Errorf("schema: %w", err)
+// recorded, in order. cluster names a ClickHouse cluster of one shard
+// (empty: the single server conn talks to); see Statement for what each
+// step becomes there. Once every migration is recorded it runs no DDL, so
+// a usage process starts while a replica is away.
+func Migrate(ctx context.Context, conn driver.Conn, db, cluster string) error {
+	m := mode{db: db, cluster: cluster}
+	if cluster != "" {
+		if err := oneShard(ctx, conn, cluster); err != nil {
+			return err
+		}
+	}
+	var exists uint8
+	if err := conn.QueryRow(ctx, "EXISTS TABLE "+db+".schema_migrations").Scan(&exists); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	if exists == 0 {
+		for _, st := range []Statement{sql("CREATE DATABASE IF NOT EXISTS {db}{cluster}"), schemaMigrations} {
+			for _, q := range st.render(m) {
+				if err := conn.Exec(ctx, q); err != nil {
+					return fmt.Errorf("schema: %w", err)
+				}
+			}
 		}
 	}
 	current, err := Version(ctx, conn, db)
 	if err != nil {
 		return err
 	}
-	for _, m := range Migrations {
-		if m.Version <= current {
+	for _, mg := range Migrations {
+		if mg.Version <= current {
 			continue
 		}
-		for i, stmt := range m.Statements {
-			if err := conn.Exec(ctx, q(stmt)); err != nil {
-				return fmt.Errorf("schema: migration %d (%s), statement %d: %w", m.Version, m.Name, i+1, err)
+		for i, st := range mg.Statements {
+			for _, q := range st.render(m) {
+				if err := conn.Exec(ctx, q); err != nil {
+					return fmt.Errorf("schema: migration %d (%s), statement %d: %w", mg.Version, mg.Name, i+1, err)
+				}
 			}
 		}
-		if err := record(ctx, conn, db, m); err != nil {
-			return fmt.Errorf("schema: record migration %d: %w", m.Version, err)
+		if err := record(ctx, conn, m, mg); err != nil {
+			return fmt.Errorf("schema: record migration %d: %w", mg.Version, err)
 		}
+	}
+	return nil
+}
+
+// oneShard checks that cluster is known to the server and has one shard:
+// a usage process writes a batch to the replica it reaches, and a retry
+// of it must meet the same replicated table to be stored once.
+func oneShard(ctx context.Context, conn driver.Conn, cluster string) error {
+	var shards, replicas uint64
+	err := conn.QueryRow(ctx, "SELECT uniqExact(shard_num), count() FROM system.clusters WHERE cluster = ?", cluster).Scan(&shards, &replicas)
+	switch {
+	case err != nil:
+		return fmt.Errorf("schema: read cluster %s: %w", cluster, err)
+	case replicas == 0:
+		return fmt.Errorf("schema: SLIP_CLICKHOUSE_CLUSTER: the server knows no cluster %q (remote_servers)", cluster)
+	case shards != 1:
+		return fmt.Errorf("schema: SLIP_CLICKHOUSE_CLUSTER: cluster %q has %d shards; the ledger needs a cluster of one shard (as many replicas as you like)", cluster, shards)
 	}
 	return nil
 }
 
 // record notes m as applied. Inserts go through a batch: 18.16 cannot take
 // an INSERT with client-bound values as a plain query.
-func record(ctx context.Context, conn driver.Conn, db string, m Migration) error {
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name)")
+func record(ctx context.Context, conn driver.Conn, m mode, mg Migration) error {
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+WriteTable(m.db, m.cluster, "schema_migrations")+" (version, name)")
 	if err != nil {
 		return err
 	}
-	if err := b.Append(m.Version, m.Name); err != nil {
+	if err := b.Append(mg.Version, mg.Name); err != nil {
 		b.Abort()
 		return err
 	}
@@ -264,4 +297,77 @@ func Version(ctx context.Context, conn driver.Conn, db string) (uint32, error) {
 		return 0, fmt.Errorf("schema: read version: %w", err)
 	}
 	return v, nil
+}
+
+// Statement is one idempotent step of a migration: plain SQL, or a ledger
+// table.
+//
+// On one server SQL runs as it is, with {db} the database and {cluster}
+// and {local} empty, and a table is created with its engine.
+//
+// On a cluster every step runs ON CLUSTER ({cluster}), so each replica
+// gets it, now or when it comes back. A table becomes two: table_local
+// (what {local} appends), the Replicated version of its engine, with its
+// path in ZooKeeper from the replicas' {shard} macro and its replica name
+// from {replica}; and, under the table's own name, a Distributed table over
+// table_local. Writers insert into one replica's table_local (WriteTable),
+// where a block inserted again is stored once; materialized views read
+// and fill the local tables on every replica; finance's views, reports and
+// reconciliation read the Distributed tables, which answer while one
+// replica is away.
+type Statement struct {
+	sql string
+	// For a table: its name, engine (with its arguments) and definition
+	// (columns, then what follows the engine).
+	table, engine, columns, tail string
+}
+
+// sql is a step of plain SQL.
+func sql(q string) Statement { return Statement{sql: q} }
+
+// table is the step that creates a ledger table.
+func table(name, engine, columns, tail string) Statement {
+	return Statement{table: name, engine: engine, columns: columns, tail: tail}
+}
+
+// mode is where a migration runs: the database, and the cluster (empty:
+// one server).
+type mode struct{ db, cluster string }
+
+// render returns the statements st runs in m.
+func (st Statement) render(m mode) []string {
+	vars := strings.NewReplacer("{db}", m.db, "{cluster}", "", "{local}", "")
+	if m.cluster != "" {
+		vars = strings.NewReplacer("{db}", m.db, "{cluster}", " ON CLUSTER "+m.cluster, "{local}", localSuffix)
+	}
+	if st.table == "" {
+		return []string{vars.Replace(st.sql)}
+	}
+	name := m.db + "." + st.table
+	if m.cluster == "" {
+		return []string{fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s %s ENGINE = %s %s", name, st.columns, st.engine, st.tail)}
+	}
+	local := st.table + localSuffix
+	engine, args, _ := strings.Cut(strings.TrimSuffix(st.engine, ")"), "(")
+	replicated := fmt.Sprintf("Replicated%s('/clickhouse/tables/{shard}/%s/%s', '{replica}'", engine, m.db, local)
+	if args != "" {
+		replicated += ", " + args
+	}
+	return []string{
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s %s ENGINE = %s) %s", m.db, local, m.cluster, st.columns, replicated, st.tail),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s ON CLUSTER %s AS %s.%s ENGINE = Distributed(%s, %s, %s)", name, m.cluster, m.db, local, m.cluster, m.db, local),
+	}
+}
+
+// localSuffix names a ledger table's replicated table on a cluster.
+const localSuffix = "_local"
+
+// WriteTable is the table (database.table) that writers insert table's
+// rows into: the table itself on one server, its replicated table on the
+// replica a writer is connected to on a cluster.
+func WriteTable(db, cluster, table string) string {
+	if cluster == "" {
+		return db + "." + table
+	}
+	return db + "." + table + localSuffix
 }

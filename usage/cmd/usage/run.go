@@ -66,7 +66,7 @@ func open(cfg config.Config) (*chstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return chstore.Open(chstore.Options{Addrs: cfg.ClickHouse(), Database: cfg.CHDatabase, Username: cfg.CHUser, Password: cfg.CHPassword, TLS: tc})
+	return chstore.Open(chstore.Options{Addrs: cfg.ClickHouse(), Database: cfg.CHDatabase, Cluster: cfg.CHCluster, Username: cfg.CHUser, Password: cfg.CHPassword, TLS: tc})
 }
 
 func coreClient(cfg config.Config) reconcile.Core {
@@ -121,7 +121,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			srv.Shutdown(sctx)
 		}()
 	}
-	log.Info("listening", "addr", cfg.Addr, "kafka", cfg.Kafka, "clickhouse", cfg.CHAddr, "database", cfg.CHDatabase, "version", version)
+	log.Info("listening", "addr", cfg.Addr, "kafka", cfg.Kafka, "clickhouse", cfg.CHAddr, "database", cfg.CHDatabase, "cluster", cfg.CHCluster, "version", version)
 	if err := migrate(ctx, store, cfg.RetryMax, log); err != nil {
 		return err
 	}
