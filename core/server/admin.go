@@ -115,17 +115,11 @@ func (a *admin) handler() fasthttp.RequestHandler {
 	r.GET(p+"/export", read(a.export))
 	// The tenant's own management routes, on a service the operator names:
 	// the one implementation of /b2b, with every permission. A change to a
-	// deleted service is refused as every other change to it is (the edge
-	// refuses its tenant's keys before they reach /b2b).
+	// deleted service is refused by the store, as every other change to it
+	// is (the edge refuses its tenant's keys before they reach /b2b).
 	b2b := s.Handler()
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		r.Handle(m, p+"/services/{s}/b2b/{rest:*}", a.guard(m != "GET", func(ctx *fasthttp.RequestCtx, c adminCaller) (any, error) {
-			if m != "GET" {
-				sid := param(ctx, "s")
-				if err := a.s.store.LiveService(sid); err != nil {
-					return nil, adminError(err, "service "+sid)
-				}
-			}
 			a.asTenant(ctx, c, b2b)
 			if st := ctx.Response.StatusCode(); st >= 300 && st < 400 {
 				// core's router redirects a path it would mend (a trailing

@@ -470,7 +470,7 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 	}
 	a.BankCode, a.BankNumber = code, num
 	if err := s.store.CreateAccount(&a, tenantChange(ctx, c)); err != nil { // a branch listed twice is linked, and shown, once
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) && !errors.As(err, new(store.NoService)) {
 			return nil, api.Errorf(api.Validation, "branches: every branch must be a branch of the service")
 		}
 		return nil, manageError(err, "account")
@@ -503,9 +503,12 @@ func (s *Server) linkAccount(link bool) handler {
 // manageError maps store errors to the catalog; what names the missing kind.
 func manageError(err error, what string) error {
 	var e *api.Error
+	var gone store.NoService
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.As(err, &gone):
+		return api.Errorf(api.NotFound, "service "+gone.ID+" not found")
 	case errors.Is(err, store.ErrNotFound) && what == "account":
 		return api.E(api.BankAccountNotFound)
 	case errors.Is(err, store.ErrNotFound):

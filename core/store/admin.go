@@ -273,14 +273,19 @@ func (s *Store) RevokePreviousKey(serviceID, branchID string, c Change) (Branch,
 	return b, err
 }
 
-// LiveService returns ErrNotFound when the service is unknown or deleted,
-// as every change to a service's records does (liveService): a caller that
-// passes a change on to code which does not read the service itself (the
-// operator's /b2b) asks it first.
-func (s *Store) LiveService(id string) error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		_, err := liveService(tx, id)
-		return err
+// change runs a tenant's change to the records of service serviceID in a
+// write transaction, refused with NoService when the service is unknown
+// or deleted: every /b2b write, whoever makes it, goes through it, and the
+// check is in the transaction of the write, so a deletion committed first
+// stops it.
+func (s *Store) change(serviceID string, fn func(tx *bolt.Tx) error) error {
+	return s.write(func(tx *bolt.Tx) error {
+		if _, err := liveService(tx, serviceID); errors.Is(err, ErrNotFound) {
+			return NoService{serviceID}
+		} else if err != nil {
+			return err
+		}
+		return fn(tx)
 	})
 }
 

@@ -72,10 +72,7 @@ func branchOf(tx *bolt.Tx, serviceID, branchID string, b *Branch) error {
 
 // CreateBranch stores a new branch whose key has digest keyDigest.
 func (s *Store) CreateBranch(b Branch, c Change) error {
-	return s.write(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketServices).Get([]byte(b.ServiceID)) == nil {
-			return ErrNotFound
-		}
+	return s.change(b.ServiceID, func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketBranches).Get([]byte(b.ID)) != nil || tx.Bucket(bucketKeys).Get([]byte(b.KeyDigest)) != nil {
 			return refuse("id: a branch with this id exists")
 		}
@@ -96,7 +93,7 @@ func (s *Store) CreateBranch(b Branch, c Change) error {
 // returns the result. change returns an error to refuse.
 func (s *Store) UpdateBranch(serviceID, branchID string, c Change, change func(*Branch, Usage) error) (Branch, error) {
 	var q BranchQuota
-	err := s.write(func(tx *bolt.Tx) error {
+	err := s.change(serviceID, func(tx *bolt.Tx) error {
 		q = BranchQuota{}
 		if err := s.quotaOf(tx, serviceID, branchID, &q); err != nil {
 			return err
@@ -116,7 +113,7 @@ func (s *Store) UpdateBranch(serviceID, branchID string, c Change, change func(*
 // DeleteBranch deletes a branch that is not its service's main branch,
 // with its key and links; its key stops working at once.
 func (s *Store) DeleteBranch(serviceID, branchID string, c Change) error {
-	return s.write(func(tx *bolt.Tx) error {
+	return s.change(serviceID, func(tx *bolt.Tx) error {
 		var b Branch
 		if err := branchOf(tx, serviceID, branchID, &b); err != nil {
 			return err
@@ -186,7 +183,7 @@ func (s *Store) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota)
 // limit and whether usedQuota resets, or an ErrRule refusal.
 func (s *Store) ChangeQuota(serviceID, branchID, action string, c Change, change func(q BranchQuota) (limit *int64, reset bool, err error)) (BranchQuota, error) {
 	var q BranchQuota
-	err := s.write(func(tx *bolt.Tx) error {
+	err := s.change(serviceID, func(tx *bolt.Tx) error {
 		q = BranchQuota{}
 		if err := s.quotaOf(tx, serviceID, branchID, &q); err != nil {
 			return err
@@ -252,7 +249,7 @@ func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 // with ErrNotFound a branch to link that is not the service's. A branch
 // listed twice is linked once: a.Branches is left as stored.
 func (s *Store) CreateAccount(a *BankAccount, c Change) error {
-	return s.write(func(tx *bolt.Tx) error {
+	return s.change(a.ServiceID, func(tx *bolt.Tx) error {
 		all, err := accountsOf(tx, a.ServiceID)
 		if err != nil {
 			return err
@@ -307,7 +304,7 @@ var ErrAccountDuplicate = errors.New("store: duplicate bank account")
 // of its branches. Unlinking an account that is not linked is ErrNotFound.
 func (s *Store) LinkAccount(serviceID, branchID, accountID string, link bool, c Change) (BankAccount, error) {
 	var a BankAccount
-	err := s.write(func(tx *bolt.Tx) error {
+	err := s.change(serviceID, func(tx *bolt.Tx) error {
 		a = BankAccount{}
 		var br Branch
 		if err := branchOf(tx, serviceID, branchID, &br); err != nil {

@@ -28,6 +28,13 @@ var (
 	ErrClosed   = errors.New("store: closed")
 )
 
+// NoService refuses a change to a service that is unknown or deleted; it
+// is ErrNotFound (errors.Is).
+type NoService struct{ ID string }
+
+func (e NoService) Error() string        { return "store: service " + e.ID + " is unknown or deleted" }
+func (e NoService) Is(target error) bool { return target == ErrNotFound }
+
 // schemaVersion is the layout this build writes. 2 added the counts of
 // each branch's unfinished jobs, which a build of 1 would open and not
 // keep: it refuses a file of 2, and this build upgrades a file of 1. 3
