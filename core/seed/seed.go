@@ -218,25 +218,10 @@ func (f File) Records(box *secret.Box) store.Records {
 			PlanName: s.PlanName, ContactEmail: s.ContactEmail,
 		})
 		for _, b := range s.Branches {
-			ips := b.IPAllow
-			if len(ips) == 0 {
-				ips = []string{"*"} // no list: every address, as a new branch gets
-			}
-			br := store.Branch{
-				ID: b.ID, ServiceID: s.ID, Name: b.Name, Main: b.Main, Active: b.Active,
-				IPAllow: ips, LimitQuota: b.LimitQuota, WebhookURL: b.WebhookURL,
-				KeyDigest: store.Digest(b.Key),
-			}
-			if b.WebhookSecret != nil {
-				br.WebhookSecret = box.Seal(*b.WebhookSecret, secret.WebhookLabel(b.ID))
-			}
-			r.Branches = append(r.Branches, br)
+			r.Branches = append(r.Branches, b.Record(box, s.ID))
 		}
 		for _, c := range s.B2BClients {
-			d := store.Digest(c.Key)
-			r.B2BClients = append(r.B2BClients, store.B2BClient{
-				KeyDigest: d, ServiceID: s.ID, Name: c.Name, Secret: box.Seal(c.Secret, secret.ClientLabel(d)), Permissions: c.Permissions,
-			})
+			r.B2BClients = append(r.B2BClients, c.Record(box, s.ID))
 		}
 		for _, a := range s.BankAccounts {
 			r.Accounts = append(r.Accounts, store.BankAccount{
@@ -246,4 +231,32 @@ func (f File) Records(box *secret.Box) store.Records {
 		}
 	}
 	return r
+}
+
+// Record is the branch as the store keeps it for service serviceID: its
+// key as a digest, its webhook secret sealed with box. The seed and the
+// admin API's new services make branches with it.
+func (b Branch) Record(box *secret.Box, serviceID string) store.Branch {
+	ips := b.IPAllow
+	if len(ips) == 0 {
+		ips = []string{"*"} // no list: every address, as a new branch gets
+	}
+	br := store.Branch{
+		ID: b.ID, ServiceID: serviceID, Name: b.Name, Main: b.Main, Active: b.Active,
+		IPAllow: ips, LimitQuota: b.LimitQuota, WebhookURL: b.WebhookURL,
+		KeyDigest: store.Digest(b.Key),
+	}
+	if b.WebhookSecret != nil {
+		br.WebhookSecret = box.Seal(*b.WebhookSecret, secret.WebhookLabel(b.ID))
+	}
+	return br
+}
+
+// Record is the B2B client as the store keeps it for service serviceID: its
+// key as a digest, its secret sealed with box. The seed and the admin API's
+// new services and clients make clients with it.
+func (c B2BClient) Record(box *secret.Box, serviceID string) store.B2BClient {
+	d := store.Digest(c.Key)
+	return store.B2BClient{KeyDigest: d, ServiceID: serviceID, Name: c.Name,
+		Secret: box.Seal(c.Secret, secret.ClientLabel(d)), Permissions: c.Permissions}
 }

@@ -348,11 +348,10 @@ func (a *admin) createService(ctx *fasthttp.RequestCtx, c adminCaller) (any, err
 		return nil, err
 	}
 	branchKey, clientKey, secretText := uuid.NewString(), randomHex(32), randomHex(24)
-	main := store.Branch{ID: sv.ID + "-main", ServiceID: sv.ID, Name: "Main", Main: true, Active: true, IPAllow: []string{"*"},
-		KeyDigest: store.Digest(branchKey), KeyCreatedAt: &now}
-	clientDigest := store.Digest(clientKey)
-	client := store.B2BClient{KeyDigest: clientDigest, ServiceID: sv.ID, Secret: a.s.box.Seal(secretText, secret.ClientLabel(clientDigest)),
-		Permissions: perms}
+	main := seed.Branch{ID: sv.ID + "-main", Name: "Main", Main: true, Key: branchKey, Active: true}.Record(a.s.box, sv.ID)
+	main.KeyCreatedAt = &now
+	client := seed.B2BClient{Key: clientKey, Secret: secretText, Permissions: perms}.Record(a.s.box, sv.ID)
+	clientDigest := client.KeyDigest
 	if err := a.s.store.CreateService(sv, main, client, c.change("")); err != nil {
 		return nil, adminError(err, "service "+sv.ID)
 	}
@@ -923,13 +922,13 @@ func (a *admin) createClient(ctx *fasthttp.RequestCtx, ac adminCaller) (any, err
 		return nil, err
 	}
 	key, secretText := randomHex(32), randomHex(24)
-	c := store.B2BClient{KeyDigest: store.Digest(key), ServiceID: param(ctx, "s"), Permissions: api.Permissions}
+	probe := store.B2BClient{Permissions: api.Permissions}
 	var fe api.FieldErrors
-	clientFields(&fe, f, &c)
+	clientFields(&fe, f, &probe)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	c.Secret = a.s.box.Seal(secretText, secret.ClientLabel(c.KeyDigest))
+	c := seed.B2BClient{Name: probe.Name, Key: key, Secret: secretText, Permissions: probe.Permissions}.Record(a.s.box, param(ctx, "s"))
 	c, err = a.s.store.CreateClient(c, ac.change(""))
 	if err != nil {
 		return nil, adminError(err, "service "+c.ServiceID)
