@@ -32,8 +32,9 @@
 // (not found, or older than the switch's 7 days) is bank.ErrNotFound. KBank
 // does not tell a transfer still settling from one that does not exist, so
 // this connector never answers bank.ErrPending: core's async retry schedule
-// covers the settling window. HTTP 401 means the token expired: it is
-// dropped and the lookup sent once more, as the bank did not run it.
+// covers the settling window. HTTP 401 means the token expired: the lookup
+// is sent once more with a new one, as the bank did not run it
+// (upstream.Tokens.Send).
 // Everything else (6501/8501 bank not supported, 8503 switch-to-bank
 // failure, 429, 5xx, malformed replies, timeouts) is bank.ErrUpstream, with
 // the bank's status code, rqUID and kbankTxnId in the error text for core's
@@ -195,20 +196,15 @@ func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.S
 }
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	for attempt := 0; ; attempt++ {
-		token, err := c.tokens.Get(ctx)
-		if err != nil {
-			return bank.Slip{}, fmt.Errorf("%w: kbank: %w", bank.ErrUpstream, err)
-		}
-		rqUID := upstream.RequestID()
-		body, err := json.Marshal(verifyRequest{
+	var rqUID string // the last request's
+	rep, err := c.tokens.Send(ctx, func(token string) (upstream.Reply, bool, error) {
+		rqUID = upstream.RequestID()
+		// A struct of strings: it always encodes.
+		body, _ := json.Marshal(verifyRequest{
 			RqUID: rqUID,
 			RqDt:  c.now().In(bangkok).Format(time.RFC3339),
 			Data:  verifyData{SendingBank: bankCode, TransRef: transRef},
 		})
-		if err != nil {
-			return bank.Slip{}, fmt.Errorf("%w: kbank: %w", bank.ErrUpstream, err)
-		}
 		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.verifyURL, bytes.NewReader(body))
 			if err != nil {
@@ -222,18 +218,15 @@ func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank
 			}
 			return req, nil
 		})
-		if err != nil {
-			return bank.Slip{}, fmt.Errorf("%w: kbank: rqUID %s: %w", bank.ErrUpstream, rqUID, err)
-		}
-		if rep.Status == http.StatusUnauthorized {
-			c.tokens.Drop(token)
-			if attempt == 0 {
-				continue // the bank refused the token and ran nothing
-			}
-			return bank.Slip{}, fmt.Errorf("%w: kbank: rqUID %s: HTTP 401 with a fresh token", bank.ErrUpstream, rqUID)
-		}
-		return decode(rep, rqUID, transRef)
+		return rep, rep.Status == http.StatusUnauthorized, err
+	})
+	switch {
+	case rqUID == "": // no token: nothing was sent
+		return bank.Slip{}, fmt.Errorf("%w: kbank: %w", bank.ErrUpstream, err)
+	case err != nil:
+		return bank.Slip{}, fmt.Errorf("%w: kbank: rqUID %s: %w", bank.ErrUpstream, rqUID, err)
 	}
+	return decode(rep, rqUID, transRef)
 }
 
 // decode reads a verify reply to the lookup rqUID of transRef.

@@ -31,9 +31,9 @@
 // Status 1000 with data is the slip; 1104 (and the switch's 8404) is
 // bank.ErrNotFound. SCB does not tell a transfer still settling from one
 // that does not exist, so bank.ErrPending is never answered. HTTP 401 or
-// status 9300 means the token expired: it is dropped and the lookup sent
-// once more. Everything else is bank.ErrUpstream, with the status code and
-// requestUId in the error text for core's log.
+// status 9300 means the token expired: the lookup is sent once more with a
+// new one (upstream.Tokens.Send). Everything else is bank.ErrUpstream, with
+// the status code and requestUId in the error text for core's log.
 package scb
 
 import (
@@ -203,12 +203,11 @@ func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.S
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
 	target := c.lookupURL + url.PathEscape(transRef) + "?sendingBank=" + url.QueryEscape(bankCode)
-	for attempt := 0; ; attempt++ {
-		token, err := c.tokens.Get(ctx)
-		if err != nil {
-			return bank.Slip{}, fmt.Errorf("%w: scb: %w", bank.ErrUpstream, err)
-		}
-		rqUID := upstream.RequestID()
+	var rqUID string // the last request's
+	var r lookupReply
+	var jerr error
+	rep, err := c.tokens.Send(ctx, func(token string) (upstream.Reply, bool, error) {
+		rqUID = upstream.RequestID()
 		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 			if err != nil {
@@ -223,20 +222,20 @@ func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank
 			return req, nil
 		})
 		if err != nil {
-			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: %w", bank.ErrUpstream, rqUID, err)
+			return rep, false, err
 		}
-		var r lookupReply
-		jerr := json.Unmarshal(rep.Body, &r)
+		r = lookupReply{}
+		jerr = json.Unmarshal(rep.Body, &r)
 		expired := rep.Status == http.StatusUnauthorized || (jerr == nil && r.Status.Code == StatusTokenExpired)
-		if expired {
-			c.tokens.Drop(token)
-			if attempt == 0 {
-				continue // the bank refused the token and ran nothing
-			}
-			return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: token refused twice (HTTP %d)", bank.ErrUpstream, rqUID, rep.Status)
-		}
-		return decode(rep.Status, &r, jerr, rqUID, transRef)
+		return rep, expired, nil
+	})
+	switch {
+	case rqUID == "": // no token: nothing was sent
+		return bank.Slip{}, fmt.Errorf("%w: scb: %w", bank.ErrUpstream, err)
+	case err != nil:
+		return bank.Slip{}, fmt.Errorf("%w: scb: requestUId %s: %w", bank.ErrUpstream, rqUID, err)
 	}
+	return decode(rep.Status, &r, jerr, rqUID, transRef)
 }
 
 func decode(httpStatus int, r *lookupReply, jerr error, rqUID, transRef string) (bank.Slip, error) {

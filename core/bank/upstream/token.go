@@ -119,9 +119,9 @@ func (t *Tokens) run(ctx context.Context, f *flight) {
 	close(f.done)
 }
 
-// Drop forgets value if it is the cached token: the bank answered that it
-// expired. A newer token fetched meanwhile is kept.
-func (t *Tokens) Drop(value string) {
+// drop forgets value if it is the cached token: the bank answered that it
+// expired (Send). A newer token fetched meanwhile is kept.
+func (t *Tokens) drop(value string) {
 	t.mu.Lock()
 	if t.value == value {
 		t.value = ""

@@ -1,5 +1,5 @@
 // Package upstream holds what core's connectors to real bank APIs share
-// (packages kbank and scb): an HTTPS client with an optional client
+// (packages kbank, scb and rdcw): an HTTPS client with an optional client
 // certificate, an OAuth token cache, the one-send rule for lookups, and
 // per upstream: lookup slots shared fairly among the services asking
 // (mayTake), a rate cap, a circuit that opens on the bank's own failures
@@ -12,9 +12,9 @@
 // could have left core: the dial or TLS handshake failed, so no byte of it
 // was written. A timeout, a reset, a 5xx or a malformed reply after that is
 // an error, never a second request. Redirects are refused, not followed.
-// The one other repeat is the connectors' own: a lookup the bank refused
-// because the token had expired (it did not run it) is sent once more with
-// a new token.
+// The one other repeat is Tokens.Send's: a lookup the bank refused because
+// the token had expired (it did not run it) is sent once more with a new
+// token, and a second refusal is an error.
 package upstream
 
 import (

@@ -63,13 +63,13 @@ func TestTokensRetryDropAndExpiry(t *testing.T) {
 	if err != nil || v != "t2" {
 		t.Fatalf("got %q %v, want t2 after one failed fetch", v, err)
 	}
-	tok.Drop("stale") // another token: kept
+	tok.drop("stale") // another token: kept
 	if v, _ := tok.Get(context.Background()); v != "t2" {
 		t.Errorf("dropping another token lost t2: %q", v)
 	}
-	tok.Drop("t2")
+	tok.drop("t2")
 	if v, _ := tok.Get(context.Background()); v != "t3" {
-		t.Errorf("after Drop: %q, want t3", v)
+		t.Errorf("after drop: %q, want t3", v)
 	}
 	clk.Advance(9*time.Minute + time.Second) // last minute of 10: t3 goes on, t4 is fetched behind
 	if v, _ := tok.Get(context.Background()); v != "t3" {
