@@ -52,6 +52,10 @@ var Routes = []Route{
 	{Method: "POST", Path: "/v2/verify/bank/async", Version: api.V2, Auth: AuthBranch, Image: true},
 	{Method: "POST", Path: "/v2/verify/bank/async/batch", Version: api.V2, Auth: AuthBranch},
 	{Method: "GET", Path: "/v2/verify/bank/jobs/{job}", Version: api.V2, Auth: AuthBranch},
+	// What the service verified: a slip read again (free, limited as
+	// verification is) and the branch's history.
+	{Method: "GET", Path: "/v2/slips/{ref}", Version: api.V2, Auth: AuthBranch, Budget: BankBudget},
+	{Method: "GET", Path: "/v2/verifications", Version: api.V2, Auth: AuthBranch},
 
 	// Every v1 route also answers under api.V1Prefix (the commercial API's
 	// paths), with the same auth, budget and answers.
@@ -87,6 +91,9 @@ var Routes = []Route{
 	{Method: "POST", Path: "/b2b/branches/{branch}/quota/adjust", Version: api.V2, Auth: AuthClient, Permission: "quota:write"},
 	{Method: "POST", Path: "/b2b/branches/{branch}/quota/reset", Version: api.V2, Auth: AuthClient, Permission: "quota:write"},
 	{Method: "POST", Path: "/b2b/branches/{branch}/key/rotate", Version: api.V2, Auth: AuthClient, Permission: "branch:write"},
+	{Method: "GET", Path: "/b2b/branches/{branch}/conditions", Version: api.V2, Auth: AuthClient, Permission: "branch:read"},
+	{Method: "PUT", Path: "/b2b/branches/{branch}/conditions", Version: api.V2, Auth: AuthClient, Permission: "branch:write"},
+	{Method: "GET", Path: "/b2b/verifications", Version: api.V2, Auth: AuthClient, Permission: "branch:read"},
 	{Method: "GET", Path: "/b2b/bank-accounts", Version: api.V2, Auth: AuthClient, Permission: "bank-account:read"},
 	{Method: "POST", Path: "/b2b/bank-accounts", Version: api.V2, Auth: AuthClient, Permission: "bank-account:write"},
 	{Method: "PUT", Path: "/b2b/branches/{branch}/bank-accounts/{account}", Version: api.V2, Auth: AuthClient, Permission: "bank-account:write"},

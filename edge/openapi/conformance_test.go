@@ -159,7 +159,11 @@ func (st *stack) do(t *testing.T, r req, status int, code string) map[string]any
 		(res.StatusCode != 403 || got == "QUOTA_EXCEEDED" || got == "quota_exceeded")
 	// Every answer carries its request id.
 	for _, h := range op.Responses[strconv.Itoa(res.StatusCode)].Headers {
-		if (limitTaken || h == "X-Request-Id") && res.Header.Get(h) == "" {
+		need := limitTaken || h == "X-Request-Id"
+		if h == "Retry-After" { // on a 429, and on a pending slip's 404
+			need = res.StatusCode == 429 || got == "SLIP_PENDING" || got == "slip_pending"
+		}
+		if need && res.Header.Get(h) == "" {
 			t.Errorf("%s %d: documented header %s not sent", name, res.StatusCode, h)
 		}
 	}
@@ -327,6 +331,103 @@ func TestConformance(t *testing.T) {
 		st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kTiny)...), 403, "QUOTA_EXCEEDED")
 		st.do(t, post(p, map[string]any{"payload": "not a slip"}, bearer(kSlow)...), 404, "SLIP_NOT_FOUND")
 		st.do(t, post(p, map[string]any{"payload": "not a slip"}, bearer(kSlow)...), 429, "RATE_LIMIT_EXCEEDED")
+	})
+
+	// Conditions, a pending slip's wait, the free re-read and the history.
+	t.Run("history", func(t *testing.T) {
+		// The re-read draws on the bank budget, which "v2 bank" used up
+		// for kSlow a moment ago (it refills at 1 a second).
+		st.do(t, get("/v2/slips/x", bearer(kSlow)...), 429, "RATE_LIMIT_EXCEEDED")
+		const p = "/v2/verify/bank"
+		listed := payload("004", listedRef)
+		mine := fresh()
+		mineRef, _ := slip.ParseBank(mine)
+		st.do(t, post(p, map[string]any{"payload": mine, "remark": "history"}, bearer(kMain)...), 200, "")
+		d := st.do(t, post(p, map[string]any{"payload": listed, "remark": "history", "amountMin": 100, "amountMax": 200,
+			"dateFrom": "2026-11-01T00:00:00+07:00", "dateTo": "2026-11-30T00:00:00+07:00"}, bearer(kMain)...), 200, "")
+		if got := d["data"].(map[string]any); got["isAmountMatched"] != true || got["isDateMatched"] != true {
+			t.Errorf("conditions: %v", got)
+		}
+		if got := st.do(t, post(p, map[string]any{"payload": fresh(), "maxAge": "1h"}, bearer(kMain)...), 200, "")["data"].(map[string]any); got["isDateMatched"] != false {
+			t.Errorf("a synthetic slip is dated in the past: %v", got)
+		}
+		st.do(t, post(p, map[string]any{"payload": listed, "maxAge": "1h", "dateFrom": "2026-11-01T00:00:00+07:00"}, bearer(kMain)...), 400, "VALIDATION_ERROR")
+		w := slip.Wallet{EventType: "P2P", TransactionID: "50012345678911", Date: "20112026"}.Encode()
+		st.do(t, post("/v2/verify/wallet", map[string]any{"payload": w, "amountMax": 1}, bearer(kMain)...), 200, "")
+		body, ct := form(t, "", nil, map[string]string{"payload": fresh(), "amountMin": "1", "maxAge": "24h"})
+		st.do(t, req{method: "POST", path: p, body: body, contentType: ct, header: bearer(kMain)}, 200, "")
+		hook := "https://93.184.216.34/hook"
+		st.do(t, post("/v2/verify/bank/async", map[string]any{"payload": fresh(), "callbackUrl": hook, "amountMin": 1, "dateTo": "2026-12-01T00:00:00Z"}, bearer(kMain)...), 202, "")
+		st.do(t, post("/v2/verify/bank/async/batch", map[string]any{"items": []any{map[string]any{"payload": fresh(), "maxAge": "2h"}}, "callbackUrl": hook}, bearer(kMain)...), 202, "")
+
+		for _, r := range []req{post(p, map[string]any{"payload": payload("006", pendingRef)}, bearer(kMain)...),
+			post("/verify", map[string]any{"payload": payload("006", pendingRef)}, bearer(kMain)...)} {
+			code := map[bool]string{true: "SLIP_PENDING", false: "slip_pending"}[r.path == p]
+			if d := st.do(t, r, 404, code); fmt.Sprint(d["retryAfter"], field(d, "error", "retryAfter")) == "<nil> <nil>" {
+				t.Errorf("%s: SLIP_PENDING without retryAfter: %v", r.path, d)
+			}
+		}
+
+		rr := st.do(t, get("/v2/slips/"+listedRef, bearer(kMain)...), 200, "")
+		if got := rr["data"].(map[string]any); got["branchId"] != "br-main" || got["kind"] != "bank" {
+			t.Errorf("re-read: %v", got)
+		}
+		st.do(t, req{method: "GET", path: "/v2/slips/" + listedRef, header: signed(kMain, secretFull, "GET", "/v2/slips/"+listedRef, nil, 0, "")}, 200, "")
+		st.do(t, get("/v2/slips/NEVERVERIFIED1", bearer(kMain)...), 404, "SLIP_NOT_FOUND")
+		st.do(t, get("/v2/slips/"+listedRef), 401, "MISSING_API_KEY")
+		st.do(t, get("/v2/slips/"+listedRef, bearer(kOff)...), 403, "BRANCH_INACTIVE")
+
+		h := st.do(t, get("/v2/verifications?limit=2&remark=history", bearer(kMain)...), 200, "")
+		// The listed slip's verification here was a free self-duplicate
+		// ("v2 bank" verified it first): listed once, then.
+		if items := h["data"].(map[string]any)["items"].([]any); len(items) != 1 || items[0].(map[string]any)["transRef"] != mineRef.TransRef {
+			t.Errorf("history by remark: %v", h)
+		}
+		page := st.do(t, get("/v2/verifications?limit=1", bearer(kMain)...), 200, "")
+		cur, _ := page["data"].(map[string]any)["nextCursor"].(string)
+		st.do(t, get("/v2/verifications?limit=1&cursor="+cur, bearer(kMain)...), 200, "")
+		st.do(t, get("/v2/verifications?limit=5000", bearer(kMain)...), 400, "VALIDATION_ERROR")
+		st.do(t, get("/v2/verifications"), 401, "MISSING_API_KEY")
+		st.do(t, get("/v2/verifications", bearer(kOff)...), 403, "BRANCH_INACTIVE")
+		// CSV: the same listing, in the content type the document names.
+		hr, _ := http.NewRequest("GET", st.url+"/v2/verifications?limit=1", nil)
+		hr.Header.Set("Authorization", "Bearer "+kMain)
+		hr.Header.Set("Accept", "text/csv")
+		res, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		op, _ := st.spec.Operation("GET", "/v2/verifications")
+		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/csv") || !strings.HasPrefix(string(raw), "verifiedAt,branchId,") ||
+			res.Header.Get("X-Next-Cursor") == "" || !slices.Contains(op.Responses["200"].Headers, "X-Request-Id") {
+			t.Errorf("CSV history: %d %s, next %q\n%s", res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("X-Next-Cursor"), raw)
+		}
+
+		b2b := func(method, path string, body any, status int, code string) map[string]any {
+			t.Helper()
+			var b []byte
+			if body != nil {
+				b = js(body)
+			}
+			return st.do(t, req{method: method, path: path, body: b, header: signed(clientFull, secretFull, method, path, b, 0, "")}, status, code)
+		}
+		b2b("GET", "/b2b/verifications", nil, 200, "")
+		b2b("GET", "/b2b/verifications?branchId=br-main&isDuplicate=false&amountMin=1", nil, 200, "")
+		b2b("GET", "/b2b/verifications?branchId=br-none", nil, 404, "NOT_FOUND")
+		b2b("GET", "/b2b/verifications?from=today", nil, 400, "VALIDATION_ERROR")
+		st.do(t, req{method: "GET", path: "/b2b/verifications", header: signed(clientRead, secretRead, "GET", "/b2b/verifications", nil, 0, "")}, 403, "PERMISSION_DENIED")
+		const c = "/b2b/branches/br-main/conditions"
+		b2b("GET", c, nil, 200, "")
+		b2b("PUT", c, map[string]any{"maxAge": "168h", "amountMin": 1}, 200, "")
+		if d := st.do(t, post(p, map[string]any{"payload": fresh()}, bearer(kMain)...), 200, ""); d["data"].(map[string]any)["isDateMatched"] != false {
+			t.Errorf("the branch's default maxAge: %v", d)
+		}
+		b2b("PUT", c, map[string]any{"maxAge": "forever"}, 400, "VALIDATION_ERROR")
+		b2b("PUT", c, map[string]any{}, 200, "")
+		b2b("GET", "/b2b/branches/br-none/conditions", nil, 404, "NOT_FOUND")
+		st.do(t, req{method: "PUT", path: c, body: []byte("{}"), header: signed(clientRead, secretRead, "PUT", c, []byte("{}"), 0, "")}, 403, "PERMISSION_DENIED")
 	})
 
 	t.Run("v2 wallet", func(t *testing.T) {
@@ -592,4 +693,13 @@ func TestConformance(t *testing.T) {
 	}
 	slices.Sort(seen)
 	t.Logf("checked %d (operation, status) pairs", len(seen))
+}
+
+// field walks a decoded JSON value by keys.
+func field(v any, keys ...string) any {
+	for _, k := range keys {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
 }
