@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -36,6 +37,8 @@ type Store struct {
 	conn    driver.Conn
 	db      string
 	cluster string
+	// dedup holds the settings of an insert on a cluster, once known.
+	dedup atomic.Pointer[clickhouse.Settings]
 }
 
 // Open connects to ClickHouse. It does not wait for the server: see Ping
@@ -61,6 +64,38 @@ func Open(o Options) (*Store, error) {
 
 // Close closes the pool.
 func (s *Store) Close() error { return s.conn.Close() }
+
+// insertContext returns ctx with the settings of an insert into a table
+// that materialized views read (usage_events, by the daily rollup).
+//
+// On a cluster a replicated table skips a block it already holds, and on a
+// server without deduplicate_blocks_in_dependent_materialized_views (18.16)
+// it then skips the table's views too: an attempt that stored the events
+// but failed in the view (ZooKeeper lost between the two) would leave the
+// rollup without them for good once its retry was skipped. There the
+// ledger inserts with insert_deduplicate off, a retry stores its rows
+// again, and they count once (exact distinct event ids, as on one server).
+// A server with the setting takes both on: the retry is stored once, in
+// the table and in each view.
+func (s *Store) insertContext(ctx context.Context) (context.Context, error) {
+	if s.cluster == "" {
+		return ctx, nil
+	}
+	set := s.dedup.Load()
+	if set == nil {
+		var n uint64
+		err := s.conn.QueryRow(ctx, "SELECT count() FROM system.settings WHERE name = 'deduplicate_blocks_in_dependent_materialized_views'").Scan(&n)
+		if err != nil {
+			return nil, fmt.Errorf("clickhouse: read settings: %w", err)
+		}
+		set = &clickhouse.Settings{"insert_deduplicate": 0}
+		if n > 0 {
+			set = &clickhouse.Settings{"insert_deduplicate": 1, "deduplicate_blocks_in_dependent_materialized_views": 1}
+		}
+		s.dedup.Store(set)
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(*set)), nil
+}
 
 // stamp is a batch's insert time, the value of its inserted_at column: set
 // at its first insert and kept for every retry, so that a retried batch is
@@ -107,12 +142,17 @@ func (s *Store) Conn() driver.Conn { return s.conn }
 
 // Insert writes rows to usage_events in one INSERT (one block).
 // Inserting the same rows again is harmless: every query counts distinct
-// event ids, and on a cluster the replicated table stores the same block
-// once (rows carries its insert time from its first attempt, so a retry
-// sends the same bytes).
+// event ids. On a cluster whose servers deduplicate blocks for views too,
+// the replicated table stores the same block once (rows carries its insert
+// time from its first attempt, so a retry sends the same bytes); see
+// insertContext.
 func (s *Store) Insert(ctx context.Context, rows *Rows) error {
 	if rows.Len() == 0 {
 		return nil
+	}
+	ctx, err := s.insertContext(ctx)
+	if err != nil {
+		return err
 	}
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.into("usage_events")+" (event_id, occurred_at, service_id, branch_id, kind, api, mode, outcome, billable, job_id, inserted_at)")
 	if err != nil {

@@ -88,31 +88,3 @@ func TestClusterSchema(t *testing.T) {
 		t.Errorf("billable_by_period on the second replica: %d, want %d", billable, want)
 	}
 }
-
-// TestClusterRetryStoredOnce: a batch inserted again after a failure,
-// through the same replica or the other, is stored once by the replicated
-// table (same block), rows and counts alike.
-func TestClusterRetryStoredOnce(t *testing.T) {
-	_, st := ledgertest.ClusterLedger(t)
-	ctx := context.Background()
-	var rows chstore.Rows
-	var events []api.UsageEvent
-	at := time.Now().UTC()
-	for i := range 3000 {
-		e := ledgertest.Event(i, "svc", fmt.Sprintf("br-%d", i%5), at.Add(-time.Duration(i%50)*24*time.Hour)) // two or three months: a part each
-		events = append(events, e)
-		rows.Append(&e)
-	}
-	for _, s := range []*chstore.Store{st[0], st[0], st[1]} {
-		if err := s.Insert(ctx, &rows); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := ledgertest.Want(events)
-	for i, s := range st {
-		got := ledgertest.WaitCounts(t, s, want, time.Minute)
-		if got.Rows != uint64(len(events)) {
-			t.Errorf("replica %d holds %d rows of %d events inserted three times: the retries were stored again", i+1, got.Rows, len(events))
-		}
-	}
-}

@@ -371,3 +371,17 @@ func WriteTable(db, cluster, table string) string {
 	}
 	return db + "." + table + localSuffix
 }
+
+// Tables are the ledger's tables that hold data (not views), in the order
+// they were introduced, schema_migrations first.
+func Tables() []string {
+	out := []string{schemaMigrations.table}
+	for _, mg := range Migrations {
+		for _, st := range mg.Statements {
+			if st.table != "" {
+				out = append(out, st.table)
+			}
+		}
+	}
+	return out
+}

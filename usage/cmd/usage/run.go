@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return runReport(ctx, args[1:], getenv, os.Stdout)
 		case "reconcile":
 			return runReconcile(ctx, args[1:], getenv, os.Stdout)
+		case "move-to-cluster":
+			return runMove(ctx, args[1:], getenv, os.Stdout)
 		}
 	}
 	return serve(ctx, args, getenv)
@@ -368,4 +370,21 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		err = fmt.Errorf("reconcile: %d rows drift between the ledger and core's counters (consumer lag: %d messages, -1: unknown)", rep.Drift, rep.Lag)
 	}
 	return err
+}
+
+// runMove moves a ledger made on one server (the first of
+// SLIP_CLICKHOUSE_ADDR) into the replicated tables of the cluster
+// SLIP_CLICKHOUSE_CLUSTER names, which that server has joined.
+func runMove(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	cfg, done, err := load("usage move-to-cluster", args, getenv)
+	if done {
+		return err
+	}
+	cfg.CHAddr = cfg.ClickHouse()[0] // the server that holds the old tables
+	store, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return store.MoveToCluster(ctx, out)
 }
