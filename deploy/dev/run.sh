@@ -8,6 +8,14 @@ export SLIP_DATA_DIR="${SLIP_DATA_DIR:-.data}"
 export SLIP_CORE_ADDR="${SLIP_CORE_ADDR:-127.0.0.1:8081}"
 export SLIP_EDGE_ADDR="${SLIP_EDGE_ADDR:-127.0.0.1:8080}"
 export SLIP_KAFKA_ADDR="${SLIP_KAFKA_ADDR:-127.0.0.1:9092}"
+# SLIP_DEV_CLICKHOUSE=cluster runs the ledger on a ClickHouse cluster on
+# loopback: two replicas of one shard and a ZooKeeper (bin/clickhouse starts
+# each again when it dies), the usage tier writing to either replica.
+if [ "${SLIP_DEV_CLICKHOUSE:-}" = cluster ]; then
+	export SLIP_CLICKHOUSE_CLUSTER="${SLIP_CLICKHOUSE_CLUSTER:-slip}"
+	export SLIP_CLICKHOUSE_ADDR="${SLIP_CLICKHOUSE_ADDR:-127.0.0.1:9000,127.0.0.1:9001}"
+	export SLIP_CLICKHOUSE_HTTP_ADDR="${SLIP_CLICKHOUSE_HTTP_ADDR:-127.0.0.1:8123,127.0.0.1:8124}"
+fi
 export SLIP_CLICKHOUSE_ADDR="${SLIP_CLICKHOUSE_ADDR:-127.0.0.1:9000}"
 export SLIP_CLICKHOUSE_HTTP_ADDR="${SLIP_CLICKHOUSE_HTTP_ADDR:-127.0.0.1:8123}"
 export SLIP_USAGE_ADDR="${SLIP_USAGE_ADDR:-127.0.0.1:8084}"
@@ -125,7 +133,21 @@ if [ ! -x "${SLIP_CLICKHOUSE_BIN:-/usr/sbin/clickhouse-server}" ]; then
 		fail clickhouse
 	fi
 fi
-start clickhouse "http://$SLIP_CLICKHOUSE_HTTP_ADDR/ping"
+if [ -n "${SLIP_CLICKHOUSE_CLUSTER:-}" ] && [ ! -e /usr/share/java/zookeeper.jar ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || true
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >&2 || fail clickhouse
+	else
+		echo "stack: install zookeeper (apt-get install zookeeper)" >&2
+		fail clickhouse
+	fi
+fi
+# Every replica answers /ping (one server: the one).
+tier bin/clickhouse
+pids+=($!)
+for http in ${SLIP_CLICKHOUSE_HTTP_ADDR//,/ }; do
+	wait_ready "http://$http/ping" || fail clickhouse
+done
 
 # SLIP_DEV_BANKS=fake runs core's real bank connectors (SLIP_BANK
 # 014=scb,*=kbank) against local fakes of KBank, SCB and RDCW over TLS with

@@ -1,7 +1,11 @@
 // Command clickhouse runs the dev stack's ClickHouse: Debian's
 // clickhouse-server on loopback with its config and data under
-// SLIP_DATA_DIR/clickhouse, until SIGTERM, which it passes on. Production
-// points the usage tier at a ClickHouse cluster instead.
+// SLIP_DATA_DIR/clickhouse, until SIGTERM, which it passes on. With
+// SLIP_CLICKHOUSE_CLUSTER it runs a cluster instead (SLIP_DATA_DIR/
+// clickhouse-cluster): a ZooKeeper and a replica per SLIP_CLICKHOUSE_ADDR,
+// each started again when it dies, as a supervisor would in production.
+// Production points the usage tier at a ClickHouse server or cluster of its
+// own.
 package main
 
 import (
@@ -25,6 +29,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	if set.Cluster != "" {
+		return runCluster(ctx, set)
+	}
 	cfg := set.Config()
 	if done, err := set.Done("clickhouse", version, cfg.Validate); done {
 		return err
@@ -43,4 +50,23 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	log.Info("shutting down")
 	return srv.Stop(30 * time.Second)
+}
+
+// runCluster runs the cluster of set until ctx ends, starting again each
+// part that dies meanwhile.
+func runCluster(ctx context.Context, set clickhouse.Settings) error {
+	cfg := set.ClusterConfig()
+	if done, err := set.Done("clickhouse", version, cfg.Validate); done {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("tier", "clickhouse")
+	cfg.Log = os.Stderr
+	cl, err := clickhouse.StartCluster(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("listening", "cluster", cl.Name, "replicas", cl.Addrs(), "zookeeper", cl.ZooKeeper.Addr(), "dir", cfg.Dir, "user", set.User)
+	cl.Supervise(ctx, log) // until ctx ends
+	log.Info("shutting down")
+	return cl.Stop(30 * time.Second)
 }
