@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,6 +83,9 @@ var matrix = []fault{
 	row("kill -9 broker while core is slowed", mixed, both(kill(brokerProc), slowCore)),
 	row("kill -9 core while dispatcher→receiver is partitioned", asyncHeavy, both(kill(coreProc), partition(hookLink))),
 	row("kill -9 ClickHouse while edge→core is delayed 200 ms", mixed, both(killClickHouse, delay(edgeCoreLink, 200*time.Millisecond))),
+	row("cluster: kill -9 of the replica the usage tier writes to", mixed, killReplica),
+	fault{"cluster: ZooKeeper stopped for 30 s", mixed, stopZooKeeper, 3000},
+	row("cluster: usage killed between insert and offset commit", mixed, killBeforeCommit),
 }
 
 // The parts a fault acts on.
@@ -123,6 +129,89 @@ func restartClickHouse(t *testing.T, s *stack) func() {
 			t.Fatal(err)
 		}
 	}
+}
+
+// killReplica kills the first replica of the cluster, the one the cluster's
+// usage tier inserts into while it answers: the tier goes on with the
+// other, and the killed one catches up once started again (every row
+// checks each replica holds every event).
+func killReplica(t *testing.T, s *stack) func() {
+	r := s.cluster.Replicas[0]
+	r.Kill()
+	return func() {
+		if err := r.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// stopZooKeeper stops the cluster's ZooKeeper: the replicated tables turn
+// read-only, so the cluster's usage tier holds its batch and retries, and
+// goes on once ZooKeeper is back. Removing the fault fails the row when no
+// insert failed meanwhile (the inserts did not pause).
+func stopZooKeeper(t *testing.T, s *stack) func() {
+	failures := usageMetric(t, s.usageCluster, "usage_insert_failures_total")
+	if err := s.cluster.ZooKeeper.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if usageMetric(t, s.usageCluster, "usage_insert_failures_total") == failures {
+			t.Error("no insert into the cluster failed while ZooKeeper was stopped: the inserts did not pause")
+		}
+		if err := s.cluster.ZooKeeper.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// killBeforeCommit freezes the broker (SIGSTOP), so the cluster's usage
+// tier can insert the batches it holds but not commit their offsets, waits
+// for such an insert, and kills the tier with SIGKILL. Removing the fault
+// thaws the broker and starts the tier again, which inserts those events
+// once more: every row checks they count once.
+func killBeforeCommit(t *testing.T, s *stack) func() {
+	inserted := usageMetric(t, s.usageCluster, "usage_rows_inserted_total")
+	syscall.Kill(s.broker.Pid(), syscall.SIGSTOP)
+	if !waitFor(10*time.Second, func() bool {
+		return usageMetric(t, s.usageCluster, "usage_rows_inserted_total") > inserted
+	}) {
+		t.Error("no batch was inserted while the broker was frozen: the usage tier was not killed between insert and commit")
+	}
+	s.usageCluster.Kill()
+	return func() {
+		syscall.Kill(s.broker.Pid(), syscall.SIGCONT)
+		s.usageCluster.Restart(t)
+	}
+}
+
+// usageMetric reads a counter from a usage tier's /metrics.
+func usageMetric(t *testing.T, p *testnet.Program, name string) float64 {
+	res, err := http.Get(p.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// waitFor polls cond every 20 ms until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) { // polling interval
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // partition holds every byte through a proxy until the fault is removed.
@@ -273,7 +362,7 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 func (s *stack) anyExited() bool {
-	for _, p := range []*testnet.Program{s.broker, s.core, s.usage, s.dispatcher, s.edge} {
+	for _, p := range []*testnet.Program{s.broker, s.core, s.usage, s.usageCluster, s.dispatcher, s.edge} {
 		if p.Exited() {
 			return true
 		}
@@ -333,7 +422,8 @@ func (l *load) settle(t *testing.T, r *result, removed time.Time) time.Duration 
 	ended := map[string]string{} // job → its end as polled
 	deadline := time.Now().Add(2 * time.Minute)
 	var pending []string
-	var ledger, core map[string]int64
+	var ledgers []map[string]int64
+	var core map[string]int64
 	var err error
 	for {
 		pending = pending[:0]
@@ -345,13 +435,13 @@ func (l *load) settle(t *testing.T, r *result, removed time.Time) time.Duration 
 				pending = append(pending, job)
 			}
 		}
-		ledger, core, err = l.counts()
-		if len(pending) == 0 && err == nil && l.equal(ledger, core) {
+		ledgers, core, err = l.counts()
+		if len(pending) == 0 && err == nil && l.equal(ledgers, core) {
 			break
 		}
 		if time.Now().After(deadline) {
-			r.problems = append(r.problems, fmt.Sprintf("not settled in 2m: %d of %d jobs not ended or not called back (first %v); ledger %v, core %v (%v)",
-				len(pending), len(l.jobs), first(pending), ledger, core, err))
+			r.problems = append(r.problems, fmt.Sprintf("not settled in 2m: %d of %d jobs not ended or not called back (first %v); ledgers %v, core %v (%v)",
+				len(pending), len(l.jobs), first(pending), ledgers, core, err))
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval
@@ -397,21 +487,27 @@ func (l *load) poll(job string) string {
 	return ""
 }
 
-// counts returns the ledger's and core's billable verifications of the
+// counts returns every ledger's and core's billable verifications of the
 // row's branches.
-func (l *load) counts() (ledger, core map[string]int64, err error) {
-	ledger, err = l.s.ledgerBillable()
-	if err != nil {
-		return nil, nil, err
+func (l *load) counts() (ledgers []map[string]int64, core map[string]int64, err error) {
+	for _, lg := range l.s.ledgers() {
+		n, err := lg.read()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", lg.name, err)
+		}
+		ledgers = append(ledgers, n)
 	}
 	core, err = l.s.coreTotals()
-	return ledger, core, err
+	return ledgers, core, err
 }
 
-func (l *load) equal(ledger, core map[string]int64) bool {
-	for _, b := range []branch{l.br.a, l.br.b, l.br.q} {
-		if ledger[b.id] != core[b.id] {
-			return false
+// equal reports whether every ledger holds what core counted.
+func (l *load) equal(ledgers []map[string]int64, core map[string]int64) bool {
+	for _, ledger := range ledgers {
+		for _, b := range []branch{l.br.a, l.br.b, l.br.q} {
+			if ledger[b.id] != core[b.id] {
+				return false
+			}
 		}
 	}
 	return true
@@ -506,12 +602,13 @@ func (l *load) audit(t *testing.T, r *result) {
 	}
 	// A job whose submit was answered 500 may have charged after the
 	// drain: the ledger gets its event a flush later.
-	var ledger, core map[string]int64
+	var ledgers []map[string]int64
+	var core map[string]int64
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
-		ledger, core, err = l.counts()
-		if err == nil && l.equal(ledger, core) {
+		ledgers, core, err = l.counts()
+		if err == nil && l.equal(ledgers, core) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -523,12 +620,19 @@ func (l *load) audit(t *testing.T, r *result) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval
 	}
+	names := l.s.ledgers()
 	for _, b := range []branch{l.br.a, l.br.b, l.br.q} {
-		r.double += int(max(0, core[b.id]-perBranch[b.id]) + max(0, ledger[b.id]-core[b.id]))
-		r.lost += int(max(0, perBranch[b.id]-core[b.id]) + max(0, core[b.id]-ledger[b.id]))
-		if core[b.id] != perBranch[b.id] || ledger[b.id] != core[b.id] {
-			r.problems = append(r.problems, fmt.Sprintf("%s: %d slips charged, core counted %d, the ledger %d",
-				b.id, perBranch[b.id], core[b.id], ledger[b.id]))
+		r.double += int(max(0, core[b.id]-perBranch[b.id]))
+		r.lost += int(max(0, perBranch[b.id]-core[b.id]))
+		if core[b.id] != perBranch[b.id] {
+			r.problems = append(r.problems, fmt.Sprintf("%s: %d slips charged, core counted %d", b.id, perBranch[b.id], core[b.id]))
+		}
+		for i, ledger := range ledgers {
+			r.double += int(max(0, ledger[b.id]-core[b.id]))
+			r.lost += int(max(0, core[b.id]-ledger[b.id]))
+			if ledger[b.id] != core[b.id] {
+				r.problems = append(r.problems, fmt.Sprintf("%s: core counted %d, the %s %d", b.id, core[b.id], names[i].name, ledger[b.id]))
+			}
 		}
 	}
 	if r.lost > 0 {

@@ -30,6 +30,7 @@ import (
 	"github.com/slipverify/slipverify/deploy/faults/tcpproxy"
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/usage/chstore"
+	"github.com/slipverify/slipverify/usage/ledgertest"
 	"github.com/slipverify/slipverify/usage/reconcile"
 )
 
@@ -46,12 +47,18 @@ const (
 // server, core, the usage tier, the dispatcher and the edge, with an HTTPS
 // webhook receiver in the test. Proxies the test controls sit between the
 // edge and core, the usage tier and ClickHouse, and the dispatcher and the
-// receiver.
+// receiver. A second usage tier (a consumer group of its own) carries the
+// same events into a ledger on a ClickHouse cluster: two replicas and a
+// ZooKeeper, no proxy between.
 type stack struct {
 	broker, core, usage, dispatcher, edge *testnet.Program
 	ch                                    *clickhouse.Server
 	edgeCore, usageCH, hook               *tcpproxy.Proxy
 	ledger                                *chstore.Store
+	cluster                               *clickhouse.Cluster
+	usageCluster                          *testnet.Program
+	clusterLedger                         *chstore.Store   // through either replica, as finance reads it
+	replicas                              []*chstore.Store // each replica alone
 	rcv                                   *receiver
 	coreDir                               string // core's data: its bbolt file
 	smallDisk                             string // why coreDir is not a disk of its own, or ""
@@ -101,12 +108,19 @@ func startStack(t *testing.T, rows []branches) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.ledger.Close() })
+	s.cluster = clickhouse.StartTestCluster(t)
+	for _, r := range s.cluster.Replicas {
+		s.replicas = append(s.replicas, ledgertest.Open(t, r.Addr()))
+	}
+	s.clusterLedger = ledgertest.Open(t, s.cluster.Addrs())
 
 	s.core = testnet.StartCore(t, testnet.Seed(t, s.seedJSON(rows)), append(common, "SLIP_DATA_DIR="+s.coreDir,
 		"SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms", "SLIP_WEBHOOK_RETRY_SCHEDULE=500ms,1s,2s")...)
 	s.edgeCore = proxy(t, s.core.Addr)
 	s.usage = testnet.StartUsage(t, kafka, s.usageCH.Addr(), append(common, "SLIP_CORE_ADDR="+s.core.Addr,
 		"SLIP_EDGE_TOKEN="+testnet.EdgeToken, "SLIP_USAGE_FLUSH=100ms", "SLIP_USAGE_RETRY_MAX=1s")...)
+	s.usageCluster = testnet.StartUsage(t, kafka, s.cluster.Addrs(), append(common, "SLIP_CLICKHOUSE_CLUSTER="+ledgertest.ClusterName,
+		"SLIP_USAGE_GROUP=usage-cluster", "SLIP_USAGE_AUDIT_GROUP=usage-cluster-audit", "SLIP_USAGE_FLUSH=100ms", "SLIP_USAGE_RETRY_MAX=1s")...)
 	s.dispatcher = testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT="+hookTimeout.String())...)
 	s.edge = testnet.StartEdge(t, s.edgeCore.Addr(), append(common, "SLIP_EDGE_AUTH_TTL=1h",
 		"SLIP_EDGE_CORE_TIMEOUT="+coreTimeout.String())...)
@@ -275,10 +289,29 @@ func (s *stack) b2b(method, path string, body any) (answer, error) {
 	return s.send(call{method: method, path: path, body: raw, key: s.b2bKey, signed: true})
 }
 
-// ledgerBillable is the usage ledger's billable verifications of each
-// branch, each event counted once, as finance reads them.
-func (s *stack) ledgerBillable() (map[string]int64, error) {
-	days, err := s.ledger.BillableByDay(context.Background())
+// ledger is one place that holds billable verifications of each branch.
+type ledger struct {
+	name string
+	read func() (map[string]int64, error)
+}
+
+// ledgers are the places that must hold each branch's billable
+// verifications once the pipeline has drained: the ledger on one server
+// and the one on the cluster as finance reads them, and each replica of
+// the cluster alone (its local table: every event reaches every replica).
+func (s *stack) ledgers() []ledger {
+	ls := []ledger{{"ledger", func() (map[string]int64, error) { return billable(s.ledger) }},
+		{"cluster ledger", func() (map[string]int64, error) { return billable(s.clusterLedger) }}}
+	for i, r := range s.replicas {
+		ls = append(ls, ledger{fmt.Sprintf("replica r%d", i+1), func() (map[string]int64, error) { return replicaBillable(r) }})
+	}
+	return ls
+}
+
+// billable is a ledger's billable verifications of each branch, each
+// event counted once, as finance reads them.
+func billable(st *chstore.Store) (map[string]int64, error) {
+	days, err := st.BillableByDay(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +322,27 @@ func (s *stack) ledgerBillable() (map[string]int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// replicaBillable is what one replica's local table holds of each branch's
+// billable verifications, each event counted once.
+func replicaBillable(st *chstore.Store) (map[string]int64, error) {
+	rows, err := st.Conn().Query(context.Background(),
+		"SELECT branch_id, uniqExactIf(event_id, billable = 1) FROM slip.usage_events_local WHERE service_id = ? GROUP BY branch_id", service)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	n := map[string]int64{}
+	for rows.Next() {
+		var b string
+		var c uint64
+		if err := rows.Scan(&b, &c); err != nil {
+			return nil, err
+		}
+		n[b] = int64(c)
+	}
+	return n, rows.Err()
 }
 
 // coreTotals is core's totalUsedQuota of each branch.

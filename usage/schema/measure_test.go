@@ -13,9 +13,11 @@ import (
 
 // TestMeasureDesign measures the ledger's design choices on a real server
 // (README, usage ledger): insert cost with and without the rollup's
-// materialized view, and the billable count per service and branch read
-// three ways (FINAL, exact distinct over the events, the rollup). It runs
-// only when USAGE_MEASURE_EVENTS is set.
+// materialized view, the same batches into the ledger on a cluster of two
+// replicas (one replica's local tables, replicated to the other), and the
+// billable count per service and branch read three ways (FINAL, exact
+// distinct over the events, the rollup). It runs only when
+// USAGE_MEASURE_EVENTS is set.
 func TestMeasureDesign(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("USAGE_MEASURE_EVENTS"))
 	if n <= 0 {
@@ -35,9 +37,10 @@ func TestMeasureDesign(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
+	_, cluster := ledgertest.ClusterLedger(t)
 	at := time.Now().UTC()
 	var rows chstore.Rows
-	var withMV, without time.Duration
+	var withMV, without, onCluster time.Duration
 	for done := 0; done < n; done += 20000 {
 		rows.Reset()
 		for i := range 20000 {
@@ -54,9 +57,14 @@ func TestMeasureDesign(t *testing.T) {
 			t.Fatal(err)
 		}
 		without += time.Since(start)
+		start = time.Now()
+		if err := cluster[0].Insert(ctx, &rows); err != nil {
+			t.Fatal(err)
+		}
+		onCluster += time.Since(start)
 	}
-	t.Logf("insert %d events in 20k batches: %.0f events/s with the rollup view, %.0f/s into a plain MergeTree",
-		n, float64(n)/withMV.Seconds(), float64(n)/without.Seconds())
+	t.Logf("insert %d events in 20k batches: %.0f events/s with the rollup view, %.0f/s into a plain MergeTree, %.0f/s on the cluster (with the view)",
+		n, float64(n)/withMV.Seconds(), float64(n)/without.Seconds(), float64(n)/onCluster.Seconds())
 	for _, q := range []struct{ name, sql string }{
 		{"FINAL + count", "SELECT service_id, branch_id, count() FROM slip.usage_events FINAL WHERE billable = 1 GROUP BY service_id, branch_id"},
 		{"uniqExactIf over events", "SELECT service_id, branch_id, uniqExactIf(event_id, billable = 1) FROM slip.usage_events GROUP BY service_id, branch_id"},
