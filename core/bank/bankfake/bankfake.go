@@ -6,7 +6,8 @@
 //
 // The slips the fakes know are the golden examples in testdata: the
 // switch's data object as KBank sends it (amounts as numbers) and as SCB
-// sends it (every field a string).
+// sends it (every field a string). KBankSlips and SCBSlips list them with
+// the slip a connector answers for each.
 package bankfake
 
 import (
@@ -100,17 +101,21 @@ func newFakeTLS(t T, tc *tls.Config, h http.Handler) *fake {
 	return f
 }
 
-// add lists data (a data object) under its transRef.
-func (f *fake) add(data json.RawMessage) {
-	var d struct {
-		TransRef string `json:"transRef"`
+// addKnown lists the examples of known, each under its data object's
+// transRef.
+func (f *fake) addKnown(known []Known) {
+	for _, k := range known {
+		data := Example(k.File)
+		var d struct {
+			TransRef string `json:"transRef"`
+		}
+		if err := json.Unmarshal(data, &d); err != nil || d.TransRef != k.Slip.TransRef {
+			f.t.Fatalf("bankfake: %s: transRef %q, its slip's %q: %v", k.File, d.TransRef, k.Slip.TransRef, err)
+		}
+		f.mu.Lock()
+		f.slips[d.TransRef] = data
+		f.mu.Unlock()
 	}
-	if err := json.Unmarshal(data, &d); err != nil || d.TransRef == "" {
-		f.t.Fatalf("bankfake: example without transRef: %v", err)
-	}
-	f.mu.Lock()
-	f.slips[d.TransRef] = data
-	f.mu.Unlock()
 }
 
 // issue returns a new token.

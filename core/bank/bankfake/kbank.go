@@ -36,9 +36,7 @@ func NewKBank(t T, pki *PKI, testMode bool) *KBank {
 		http.NotFound(w, r)
 	})
 	k.fake = newFake(t, pki, mux)
-	for _, name := range []string{"kbank_interbank.json", "kbank_promptpay.json", "kbank_thai.json"} {
-		k.add(Example(name))
-	}
+	k.addKnown(KBankSlips)
 	return k
 }
 

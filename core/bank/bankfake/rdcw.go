@@ -35,9 +35,7 @@ func NewRDCW(t T, pki *PKI) *RDCW {
 	tc.ClientAuth = 0 // tls.NoClientCert
 	f.fake = newFakeTLS(t, tc, mux)
 	f.tokens["basic"] = true
-	for _, name := range []string{"kbank_interbank.json", "kbank_promptpay.json", "kbank_thai.json"} {
-		f.add(Example(name))
-	}
+	f.addKnown(KBankSlips)
 	return f
 }
 

@@ -31,9 +31,7 @@ func NewSCB(t T, pki *PKI) *SCB {
 		http.NotFound(w, r)
 	})
 	s.fake = newFake(t, pki, mux)
-	for _, name := range []string{"scb_interbank.json", "scb_promptpay.json"} {
-		s.add(Example(name))
-	}
+	s.addKnown(SCBSlips)
 	return s
 }
 

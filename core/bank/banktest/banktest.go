@@ -1,5 +1,6 @@
-// Package banktest holds what tests of every bank.Connector share: one
-// benchmark of the lookups a verification makes.
+// Package banktest holds what tests of bank.Connectors share: the
+// conformance suite every connector to a bank's own API runs against its
+// fake (Suite), and one benchmark of the lookups a verification makes.
 package banktest
 
 import (
