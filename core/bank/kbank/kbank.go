@@ -70,9 +70,6 @@ const (
 	StatusNotFound = "8404"
 )
 
-// DefaultTimeout bounds a call when Config.Timeout is zero.
-const DefaultTimeout = 10 * time.Second
-
 // Config configures a Connector.
 type Config struct {
 	URL          string // scheme and host, https://openapi.kasikornbank.com say
@@ -80,7 +77,7 @@ type Config struct {
 	ClientSecret string // consumer secret
 	TLS          upstream.TLS
 	TestMode     bool          // send the sandbox's headers
-	Timeout      time.Duration // one call, token fetch included; zero: DefaultTimeout
+	Timeout      time.Duration // one call, token fetch included; zero: upstream.DefaultTimeout
 	Limits       upstream.Limits
 	// Client sends the requests; nil means one made from TLS. Tests pass
 	// one trusting their own CA. Redirects are never followed.
@@ -91,37 +88,31 @@ type Config struct {
 
 // Connector is a bank.Connector asking KBank. It is safe for concurrent use.
 type Connector struct {
+	com                 upstream.Common
 	tokenURL, verifyURL string
 	basic               string
 	testMode            bool
-	timeout             time.Duration
-	client              *http.Client
-	now                 func() time.Time
 	tokens              *upstream.Tokens
-	guard               *upstream.Guard
 }
 
 var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	com, err := upstream.Setup("SLIP_KBANK", cfg.URL, [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
-		cfg.TLS, cfg.Timeout, DefaultTimeout, cfg.Client, cfg.Now)
+	com, err := upstream.Setup(upstream.Settings{Name: "kbank", Prefix: "SLIP_KBANK", URL: cfg.URL,
+		Credentials: [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
+		TLS:         cfg.TLS, Timeout: cfg.Timeout, Limits: cfg.Limits, Client: cfg.Client, Now: cfg.Now, Metrics: cfg.Metrics})
 	if err != nil {
 		return nil, err
 	}
-	base, client, now, timeout := com.Base, com.Client, com.Now, com.Timeout
 	c := &Connector{
-		tokenURL:  base + TokenPath,
-		verifyURL: base + VerifyPath,
+		com:       com,
+		tokenURL:  com.Base + TokenPath,
+		verifyURL: com.Base + VerifyPath,
 		basic:     "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret)),
 		testMode:  cfg.TestMode,
-		timeout:   timeout,
-		client:    client,
-		now:       now,
-		guard:     upstream.NewGuard("kbank", cfg.Limits, now, cfg.Metrics),
 	}
-	c.tokens = upstream.NewTokens(c.fetchToken, now, timeout, c.guard.TokenFetched)
+	c.tokens = com.NewTokens(c.fetchToken)
 	return c, nil
 }
 
@@ -133,7 +124,7 @@ type tokenReply struct {
 }
 
 func (c *Connector) fetchToken(ctx context.Context) (upstream.Token, error) {
-	rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+	rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.tokenURL, strings.NewReader("grant_type=client_credentials"))
 		if err != nil {
 			return nil, err
@@ -190,9 +181,7 @@ var bangkok = time.FixedZone("+07", 7*60*60)
 // Bank looks up (bankCode, transRef): one billed lookup, sent again only
 // after an expired-token answer.
 func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	return c.guard.Lookup(ctx, c.timeout, bankCode, transRef, func(ctx context.Context) (bank.Slip, error) {
-		return c.lookup(ctx, bankCode, transRef)
-	})
+	return c.com.Lookup(ctx, bankCode, transRef, c.lookup)
 }
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
@@ -202,10 +191,10 @@ func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank
 		// A struct of strings: it always encodes.
 		body, _ := json.Marshal(verifyRequest{
 			RqUID: rqUID,
-			RqDt:  c.now().In(bangkok).Format(time.RFC3339),
+			RqDt:  c.com.Now().In(bangkok).Format(time.RFC3339),
 			Data:  verifyData{SendingBank: bankCode, TransRef: transRef},
 		})
-		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+		rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.verifyURL, bytes.NewReader(body))
 			if err != nil {
 				return nil, err
@@ -262,5 +251,5 @@ func decode(rep upstream.Reply, rqUID, transRef string) (bank.Slip, error) {
 // Wallet is not a KBank lookup: wallet transfers are not on the
 // interbank switch's slip API.
 func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
-	return c.guard.NoWallet()
+	return c.com.Guard.NoWallet()
 }

@@ -46,16 +46,13 @@ import (
 // InquiryPath is the lookup's path below the base URL.
 const InquiryPath = "/v1/inquiry"
 
-// DefaultTimeout bounds a call when Config.Timeout is zero.
-const DefaultTimeout = 10 * time.Second
-
 // Config configures a Connector.
 type Config struct {
 	URL          string // scheme and host, https://suba.rdcw.co.th
 	ClientID     string
 	ClientSecret string
 	CAFile       string        // extra CA roots (PEM); optional
-	Timeout      time.Duration // zero: DefaultTimeout
+	Timeout      time.Duration // zero: upstream.DefaultTimeout
 	Limits       upstream.Limits
 	Client       *http.Client     // nil: one of this package's own; redirects never followed
 	Now          func() time.Time // nil: time.Now
@@ -64,29 +61,25 @@ type Config struct {
 
 // Connector is a bank.Connector asking RDCW. It is safe for concurrent use.
 type Connector struct {
-	url     string
-	basic   string
-	timeout time.Duration
-	client  *http.Client
-	guard   *upstream.Guard
+	com   upstream.Common
+	url   string
+	basic string
 }
 
 var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	com, err := upstream.Setup("SLIP_RDCW", cfg.URL, [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
-		upstream.TLS{CAFile: cfg.CAFile}, cfg.Timeout, DefaultTimeout, cfg.Client, cfg.Now)
+	com, err := upstream.Setup(upstream.Settings{Name: "rdcw", Prefix: "SLIP_RDCW", URL: cfg.URL,
+		Credentials: [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
+		TLS:         upstream.TLS{CAFile: cfg.CAFile}, Timeout: cfg.Timeout, Limits: cfg.Limits, Client: cfg.Client, Now: cfg.Now, Metrics: cfg.Metrics})
 	if err != nil {
 		return nil, err
 	}
-	base, client, now, timeout := com.Base, com.Client, com.Now, com.Timeout
 	return &Connector{
-		url:     base + InquiryPath,
-		basic:   "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret)),
-		timeout: timeout,
-		client:  client,
-		guard:   upstream.NewGuard("rdcw", cfg.Limits, now, cfg.Metrics),
+		com:   com,
+		url:   com.Base + InquiryPath,
+		basic: "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret)),
 	}, nil
 }
 
@@ -103,24 +96,26 @@ type reply struct {
 
 // Bank looks up (bankCode, transRef) with one request.
 func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	return c.guard.Lookup(ctx, c.timeout, bankCode, transRef, func(ctx context.Context) (bank.Slip, error) {
-		// A struct of one string: it always encodes.
-		body, _ := json.Marshal(inquiry{Payload: slip.Bank{BankCode: bankCode, TransRef: transRef}.Encode()})
-		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-			if err != nil {
-				return nil, err
-			}
-			req.Header.Set("Authorization", c.basic)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json")
-			return req, nil
-		})
+	return c.com.Lookup(ctx, bankCode, transRef, c.lookup)
+}
+
+func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
+	// A struct of one string: it always encodes.
+	body, _ := json.Marshal(inquiry{Payload: slip.Bank{BankCode: bankCode, TransRef: transRef}.Encode()})
+	rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 		if err != nil {
-			return bank.Slip{}, fmt.Errorf("%w: rdcw: %w", bank.ErrUpstream, err)
+			return nil, err
 		}
-		return decode(rep, transRef)
+		req.Header.Set("Authorization", c.basic)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		return req, nil
 	})
+	if err != nil {
+		return bank.Slip{}, fmt.Errorf("%w: rdcw: %w", bank.ErrUpstream, err)
+	}
+	return decode(rep, transRef)
 }
 
 func decode(rep upstream.Reply, transRef string) (bank.Slip, error) {
@@ -148,5 +143,5 @@ func decode(rep upstream.Reply, transRef string) (bank.Slip, error) {
 
 // Wallet is not an RDCW bank lookup.
 func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
-	return c.guard.NoWallet()
+	return c.com.Guard.NoWallet()
 }

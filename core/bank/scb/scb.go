@@ -67,16 +67,13 @@ const (
 	StatusTokenExpired = 9300
 )
 
-// DefaultTimeout bounds a call when Config.Timeout is zero.
-const DefaultTimeout = 10 * time.Second
-
 // Config configures a Connector.
 type Config struct {
 	URL       string // base, https://api-sandbox.partners.scb/partners/sandbox say
 	APIKey    string // applicationKey, also sent as resourceOwnerId
 	APISecret string // applicationSecret
 	TLS       upstream.TLS
-	Timeout   time.Duration // one call, token fetch included; zero: DefaultTimeout
+	Timeout   time.Duration // one call, token fetch included; zero: upstream.DefaultTimeout
 	Limits    upstream.Limits
 	Client    *http.Client     // nil: one made from TLS; redirects never followed
 	Now       func() time.Time // nil: time.Now
@@ -85,34 +82,30 @@ type Config struct {
 
 // Connector is a bank.Connector asking SCB. It is safe for concurrent use.
 type Connector struct {
+	com                 upstream.Common
 	tokenURL, lookupURL string
 	key, secret         string
-	timeout             time.Duration
-	client              *http.Client
 	tokens              *upstream.Tokens
-	guard               *upstream.Guard
 }
 
 var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	com, err := upstream.Setup("SLIP_SCB", cfg.URL, [][2]string{{"API_KEY", cfg.APIKey}, {"API_SECRET", cfg.APISecret}},
-		cfg.TLS, cfg.Timeout, DefaultTimeout, cfg.Client, cfg.Now)
+	com, err := upstream.Setup(upstream.Settings{Name: "scb", Prefix: "SLIP_SCB", URL: cfg.URL,
+		Credentials: [][2]string{{"API_KEY", cfg.APIKey}, {"API_SECRET", cfg.APISecret}},
+		TLS:         cfg.TLS, Timeout: cfg.Timeout, Limits: cfg.Limits, Client: cfg.Client, Now: cfg.Now, Metrics: cfg.Metrics})
 	if err != nil {
 		return nil, err
 	}
-	base, client, now, timeout := com.Base, com.Client, com.Now, com.Timeout
 	c := &Connector{
-		tokenURL:  base + TokenPath,
-		lookupURL: base + LookupPath,
+		com:       com,
+		tokenURL:  com.Base + TokenPath,
+		lookupURL: com.Base + LookupPath,
 		key:       cfg.APIKey,
 		secret:    cfg.APISecret,
-		timeout:   timeout,
-		client:    client,
-		guard:     upstream.NewGuard("scb", cfg.Limits, now, cfg.Metrics),
 	}
-	c.tokens = upstream.NewTokens(c.fetchToken, now, timeout, c.guard.TokenFetched)
+	c.tokens = com.NewTokens(c.fetchToken)
 	return c, nil
 }
 
@@ -160,7 +153,7 @@ func (c *Connector) fetchToken(ctx context.Context) (upstream.Token, error) {
 		return upstream.Token{}, err
 	}
 	rqUID := upstream.RequestID()
-	rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+	rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.tokenURL, bytes.NewReader(body))
 		if err != nil {
 			return nil, err
@@ -196,9 +189,7 @@ type lookupReply struct {
 // Bank looks up (bankCode, transRef): one billed lookup, sent again only
 // after an expired-token answer.
 func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	return c.guard.Lookup(ctx, c.timeout, bankCode, transRef, func(ctx context.Context) (bank.Slip, error) {
-		return c.lookup(ctx, bankCode, transRef)
-	})
+	return c.com.Lookup(ctx, bankCode, transRef, c.lookup)
 }
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
@@ -208,7 +199,7 @@ func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank
 	var jerr error
 	rep, err := c.tokens.Send(ctx, func(token string) (upstream.Reply, bool, error) {
 		rqUID = upstream.RequestID()
-		rep, err := upstream.Send(c.client, func() (*http.Request, error) {
+		rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 			if err != nil {
 				return nil, err
@@ -266,5 +257,5 @@ func decode(httpStatus int, r *lookupReply, jerr error, rqUID, transRef string) 
 
 // Wallet is not an SCB slip lookup.
 func (c *Connector) Wallet(context.Context, string) (bank.WalletSlip, error) {
-	return c.guard.NoWallet()
+	return c.com.Guard.NoWallet()
 }

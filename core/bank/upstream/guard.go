@@ -96,23 +96,6 @@ func NewGuard(name string, lim Limits, now func() time.Time, set *metrics.Set) *
 	return g
 }
 
-// Lookup asks the upstream for a slip: its identity checked first (a
-// malformed one never reaches the bank), then fn under the guard (Do),
-// within timeout.
-func (g *Guard) Lookup(ctx context.Context, timeout time.Duration, bankCode, transRef string,
-	fn func(ctx context.Context) (bank.Slip, error)) (bank.Slip, error) {
-	if err := CheckLookup(bankCode, transRef); err != nil {
-		return bank.Slip{}, fmt.Errorf("%w: %s: %w", bank.ErrUpstream, g.name, err)
-	}
-	var s bank.Slip
-	err := g.Do(ctx, timeout, func(ctx context.Context) error {
-		var err error
-		s, err = fn(ctx)
-		return err
-	})
-	return s, err
-}
-
 // NoWallet is the answer of an upstream that looks up no wallet slips.
 func (g *Guard) NoWallet() (bank.WalletSlip, error) {
 	return bank.WalletSlip{}, fmt.Errorf("%w: %s: wallet lookups are not supported", bank.ErrUpstream, g.name)

@@ -19,6 +19,7 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
@@ -31,6 +32,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/tlsfiles"
 )
@@ -192,36 +196,52 @@ func CheckURL(u string) (string, error) {
 	return strings.TrimSuffix(p.String(), "/"), nil
 }
 
-// Common is what every connector's construction shares, checked by Setup.
+// DefaultTimeout bounds a call to a bank when its setting is zero.
+const DefaultTimeout = 10 * time.Second
+
+// Settings are what every connector's Config holds, and the names its
+// upstream goes by.
+type Settings struct {
+	Name        string      // the upstream in metrics and errors: kbank
+	Prefix      string      // of its settings in messages: SLIP_KBANK
+	URL         string      // its scheme and host (and path prefix)
+	Credentials [][2]string // each a setting's name after Prefix and its value, all required
+	TLS         TLS
+	Timeout     time.Duration // one call, token fetch included; zero: DefaultTimeout
+	Limits      Limits
+	Client      *http.Client     // nil: one made from TLS (tests pass one trusting their own CA)
+	Now         func() time.Time // nil: time.Now
+	Metrics     *metrics.Set     // nil: not exported
+}
+
+// Common is what every connector is built on, made by Setup.
 type Common struct {
 	Base    string       // the upstream's scheme and host (and path prefix)
 	Client  *http.Client // never follows a redirect
 	Now     func() time.Time
 	Timeout time.Duration // one call
+	Guard   *Guard
 }
 
-// Setup checks the settings every connector has, named by prefix
-// (SLIP_KBANK, say): the URL, the credentials (each a setting's name after
-// the prefix and its value, all required), the timeout (zero: def) and the
-// TLS files, unless client is given (tests pass one trusting their own CA).
-// It reports every problem at once.
-func Setup(prefix, url string, creds [][2]string, tc TLS, timeout, def time.Duration,
-	client *http.Client, now func() time.Time) (Common, error) {
+// Setup checks s and returns what the connector is built on, reporting
+// every problem at once.
+func Setup(s Settings) (Common, error) {
 	var errs []error
-	base, err := CheckURL(url)
+	base, err := CheckURL(s.URL)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("%s_URL: %w", prefix, err))
+		errs = append(errs, fmt.Errorf("%s_URL: %w", s.Prefix, err))
 	}
-	for _, c := range creds {
+	for _, c := range s.Credentials {
 		if c[1] == "" {
-			errs = append(errs, fmt.Errorf("%s_%s: required", prefix, c[0]))
+			errs = append(errs, fmt.Errorf("%s_%s: required", s.Prefix, c[0]))
 		}
 	}
-	if timeout < 0 {
-		errs = append(errs, fmt.Errorf("%s: timeout %v is negative", prefix, timeout))
+	if s.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("%s: timeout %v is negative", s.Prefix, s.Timeout))
 	}
+	client := s.Client
 	if client == nil {
-		cfg, err := tc.Config(prefix)
+		cfg, err := s.TLS.Config(s.Prefix)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -229,11 +249,39 @@ func Setup(prefix, url string, creds [][2]string, tc TLS, timeout, def time.Dura
 	} else {
 		client = NoRedirects(client)
 	}
+	if err := errors.Join(errs...); err != nil {
+		return Common{}, err
+	}
+	now := s.Now
 	if now == nil {
 		now = time.Now
 	}
+	timeout := s.Timeout
 	if timeout == 0 {
-		timeout = def
+		timeout = DefaultTimeout
 	}
-	return Common{Base: base, Client: client, Now: now, Timeout: timeout}, errors.Join(errs...)
+	return Common{Base: base, Client: client, Now: now, Timeout: timeout, Guard: NewGuard(s.Name, s.Limits, now, s.Metrics)}, nil
+}
+
+// Lookup asks the upstream for the slip (bankCode, transRef) with lookup:
+// its identity checked first (a malformed one never reaches the bank),
+// then lookup under the guard (Guard.Do), within the timeout.
+func (c Common) Lookup(ctx context.Context, bankCode, transRef string,
+	lookup func(ctx context.Context, bankCode, transRef string) (bank.Slip, error)) (bank.Slip, error) {
+	if err := CheckLookup(bankCode, transRef); err != nil {
+		return bank.Slip{}, fmt.Errorf("%w: %s: %w", bank.ErrUpstream, c.Guard.name, err)
+	}
+	var s bank.Slip
+	err := c.Guard.Do(ctx, c.Timeout, func(ctx context.Context) error {
+		var err error
+		s, err = lookup(ctx, bankCode, transRef)
+		return err
+	})
+	return s, err
+}
+
+// NewTokens returns the upstream's token cache over fetch: a fetch is
+// bounded by the timeout and counted in the guard's metrics.
+func (c Common) NewTokens(fetch func(context.Context) (Token, error)) *Tokens {
+	return NewTokens(fetch, c.Now, c.Timeout, c.Guard.TokenFetched)
 }
