@@ -66,25 +66,38 @@ func TestDecide(t *testing.T) {
 	// charged) exactly as one that meets them; only the answer's
 	// isAmountMatched and isDateMatched tell them apart (TestMatch).
 	failing := verify.Conditions{MatchAmount: ptr(1.0), Conditions: store.Conditions{AmountMin: ptr(1e9), MaxAge: time.Second}}
+	// No quota left is the branch's own limit used up, or the service's
+	// (whatever the branch's): each row holds for both.
+	exhaust := map[string]func(*store.Snapshot){
+		"":                  func(*store.Snapshot) {},
+		"branch exhausted":  func(s *store.Snapshot) { s.Usage.Branch.Used = *s.Branch.LimitQuota },
+		"service exhausted": func(s *store.Snapshot) { s.Usage.Service.Used = s.Service.QuotaLimit },
+	}
 	for _, row := range rows {
-		for _, cond := range []struct {
-			name string
-			c    verify.Conditions
-			def  store.Conditions
-		}{{"no conditions", verify.Conditions{}, store.Conditions{}}, {"failed conditions", failing, store.Conditions{}},
-			{"failed branch defaults", verify.Conditions{}, failing.Conditions}} {
-			name := fmt.Sprintf("%v checkDuplicate=%v seen by %s quota left=%v, %s", row.version, row.checkDup, row.seen, row.quota, cond.name)
-			snap := snapshot(row.seen, row.quota, func(s *store.Snapshot) { s.Conditions = cond.def })
-			d := verify.Decide(snap, verify.Request{Version: row.version, CheckDuplicate: row.checkDup, BranchID: "br", Conditions: cond.c})
-			if got := describe(d); got != row.want || d.Duplicate != row.isDup {
-				t.Errorf("%s: %s (isDuplicate %v), want %s (isDuplicate %v)", name, got, d.Duplicate, row.want, row.isDup)
+		ways := []string{""}
+		if !row.quota {
+			ways = []string{"branch exhausted", "service exhausted"}
+		}
+		for _, way := range ways {
+			for _, cond := range []struct {
+				name string
+				c    verify.Conditions
+				def  store.Conditions
+			}{{"no conditions", verify.Conditions{}, store.Conditions{}}, {"failed conditions", failing, store.Conditions{}},
+				{"failed branch defaults", verify.Conditions{}, failing.Conditions}} {
+				name := fmt.Sprintf("%v checkDuplicate=%v seen by %s quota left=%v %s, %s", row.version, row.checkDup, row.seen, row.quota, way, cond.name)
+				snap := snapshot(row.seen, func(s *store.Snapshot) { s.Conditions = cond.def; exhaust[way](s) })
+				d := verify.Decide(snap, verify.Request{Version: row.version, CheckDuplicate: row.checkDup, BranchID: "br", Conditions: cond.c})
+				if got := describe(d); got != row.want || d.Duplicate != row.isDup {
+					t.Errorf("%s: %s (isDuplicate %v), want %s (isDuplicate %v)", name, got, d.Duplicate, row.want, row.isDup)
+				}
 			}
 		}
 	}
 
 	// The async job that first recorded a slip, run again after a crash,
 	// finds its own verification: free, and not a duplicate.
-	job := verify.Decide(snapshot(own, true, func(s *store.Snapshot) { s.Slip.Job = "job-1" }),
+	job := verify.Decide(snapshot(own, func(s *store.Snapshot) { s.Slip.Job = "job-1" }),
 		verify.Request{Version: api.V2, BranchID: "br", JobID: "job-1"})
 	if describe(job) != free || job.Duplicate {
 		t.Errorf("a job's own record: %s (isDuplicate %v), want %s and not a duplicate", describe(job), job.Duplicate, free)
@@ -106,7 +119,7 @@ func TestDecide(t *testing.T) {
 	for _, st := range states {
 		for _, seen := range []string{never, own, other} {
 			for _, v := range []api.Version{api.V1, api.V2} {
-				d := verify.Decide(snapshot(seen, true, st.change), verify.Request{Version: v, CheckDuplicate: true, BranchID: "br"})
+				d := verify.Decide(snapshot(seen, st.change), verify.Request{Version: v, CheckDuplicate: true, BranchID: "br"})
 				if d.Refuse != st.want || d.Charge || d.Lookup {
 					t.Errorf("%s, %v, seen by %s: %+v, want refused with %v", st.name, v, seen, d, st.want)
 				}
@@ -116,15 +129,12 @@ func TestDecide(t *testing.T) {
 }
 
 // snapshot is the state of a verification by branch br of svc.
-func snapshot(seen string, quotaLeft bool, change func(*store.Snapshot)) store.Snapshot {
+func snapshot(seen string, change func(*store.Snapshot)) store.Snapshot {
 	limit := int64(10)
 	s := store.Snapshot{
 		Service: store.Service{ID: "svc", State: store.StateActive, QuotaLimit: 100},
 		Branch:  store.Branch{ID: "br", ServiceID: "svc", Active: true, LimitQuota: &limit},
 		Usage:   store.Usage{Service: quota.Counter{Used: 5}, Branch: quota.Counter{Used: 3}},
-	}
-	if !quotaLeft {
-		s.Usage.Branch.Used = limit
 	}
 	switch seen {
 	case "this branch":
