@@ -95,13 +95,11 @@ func BenchmarkPass(b *testing.B) {
 			b.Fatal(err)
 		}
 		bd := m.Bounds()
-		planes[s.cond] = append(planes[s.cond], toGray(m, shrinkFactor(bd.Dx(), bd.Dy())))
+		planes[s.cond] = append(planes[s.cond], toGray(m, shrinkFactor(bd.Dx(), bd.Dy()), nil))
 	}
 	newScanner := func(p plane) *scanner {
-		s := &scanner{full: p, small: p, dec: decoder.NewDecoder(), accept: isSlip}
-		if max(p.w, p.h) >= 1600 {
-			s.small = half(p, nil)
-		}
+		s := &scanner{dec: decoder.NewDecoder(), accept: isSlip}
+		s.setFull(p)
 		return s
 	}
 	k := func(s *scanner) float64 { return float64(s.full.w) / float64(s.small.w) }

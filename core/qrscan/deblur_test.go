@@ -19,7 +19,7 @@ func TestBlurKernel(t *testing.T) {
 		r := rand.New(rand.NewPCG(3, uint64(length)))
 		img := smallScreen(r, bankPayload(r), 1)
 		motionBlur(img, length, deg)
-		p := toGray(img, 1)
+		p := toGray(img, 1, nil)
 		a, l, ok := blurKernel(p)
 		if !ok {
 			t.Errorf("%d px at %v°: no blur found", length, deg)
@@ -129,7 +129,7 @@ func TestBlurredNoCode(t *testing.T) {
 	if !errors.Is(err, ErrNoQR) || got != "" {
 		t.Errorf("got %q, %v; want ErrNoQR", got, err)
 	}
-	if a, l, ok := blurKernel(toGray(img, 1)); !ok {
+	if a, l, ok := blurKernel(toGray(img, 1, nil)); !ok {
 		t.Errorf("the blur was not measured, so the unblur pass did not run")
 	} else {
 		t.Logf("measured %d steps at %.1f°", l, a*180/math.Pi)
@@ -141,16 +141,16 @@ func TestBlurredNoCode(t *testing.T) {
 func TestSharpEdges(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
 	img := smallScreen(r, bankPayload(r), 0)
-	if !sharpEdges(toGray(img, 1)) {
+	if !sharpEdges(toGray(img, 1, nil)) {
 		t.Error("a sharp slip: no sharp edges found")
 	}
 	noisy := toRGBA(img)
 	gaussNoise(r, noisy, 30)
-	if !sharpEdges(toGray(noisy, 1)) {
+	if !sharpEdges(toGray(noisy, 1, nil)) {
 		t.Error("a noisy slip: no sharp edges found")
 	}
 	gaussBlur(img, 3)
-	if sharpEdges(toGray(img, 1)) {
+	if sharpEdges(toGray(img, 1, nil)) {
 		t.Error("a slip blurred by σ 3 px: sharp edges found")
 	}
 }

@@ -87,11 +87,11 @@ func TestPNGLumaAsDecoded(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range []int{1, 2, 3} {
-			got, err := pngLuma(f, w, h, k)
+			got, err := pngLuma(f, w, h, k, nil)
 			if err != nil {
 				t.Fatalf("file %d (%T, colour type %d, depth %d): %v", i, want, f[25], f[24], err)
 			}
-			if p := toGray(want, k); !bytes.Equal(got.pix, p.pix) || got.w != p.w || got.h != p.h {
+			if p := toGray(want, k, nil); !bytes.Equal(got.pix, p.pix) || got.w != p.w || got.h != p.h {
 				t.Errorf("file %d (%T, colour type %d, depth %d), k=%d: luma differs from image/png's", i, want, f[25], f[24], k)
 			}
 		}
@@ -99,10 +99,10 @@ func TestPNGLumaAsDecoded(t *testing.T) {
 	// Damaged files are refused.
 	bad := append([]byte(nil), files[0]...)
 	bad[bytes.Index(bad, []byte("IDAT"))+6]++
-	if _, err := pngLuma(bad, w, h, 1); err == nil {
+	if _, err := pngLuma(bad, w, h, 1, nil); err == nil {
 		t.Error("a bad CRC read without error")
 	}
-	if _, err := pngLuma(files[0][:len(files[0])/2], w, h, 1); err == nil {
+	if _, err := pngLuma(files[0][:len(files[0])/2], w, h, 1, nil); err == nil {
 		t.Error("a truncated file read without error")
 	}
 }
@@ -202,7 +202,7 @@ func TestTooManyPixels(t *testing.T) {
 	// (the 16-bit one was among the bombs before it was).
 	for _, img := range [][]byte{pngBomb(8192, 8192, 8, 6), pngBomb(5000, 5000, 16, 6)} {
 		c, err := Check(img)
-		if err != nil || !c.stream || c.Cost > Budget {
+		if err != nil || c.read != readPNGRows || c.Cost > Budget {
 			t.Errorf("%d×%d PNG: cost %d, %v; want it read row by row within the budget", c.cfg.Width, c.cfg.Height, c.Cost, err)
 		}
 	}
@@ -228,9 +228,10 @@ func jpegSource() *image.RGBA {
 // progressive, and baseline 4:2:2 with restart markers.
 var jpegFixtures = []string{"prog-420.jpg", "prog-444.jpg", "prog-gray.jpg", "base-422-rst.jpg"}
 
-// TestJPEGLumaAsDecoded: jpegluma's luma at each scale is the Y plane of
-// image/jpeg, box-averaged as toGray averages it.
-func TestJPEGLumaAsDecoded(t *testing.T) {
+// jpegLumaFiles are JPEG files of every layout jpegluma reads: Go's
+// baseline 4:2:0 and grey, and the fixtures.
+func jpegLumaFiles(t *testing.T) map[string][]byte {
+	t.Helper()
 	files := map[string][]byte{}
 	m := jpegSource()
 	var b, g bytes.Buffer
@@ -252,20 +253,65 @@ func TestJPEGLumaAsDecoded(t *testing.T) {
 		}
 		files[n] = data
 	}
-	for name, data := range files {
+	return files
+}
+
+// TestJPEGLumaAsDecoded: jpegluma's luma at each scale is the Y plane of
+// image/jpeg, box-averaged as toGray averages it, whether it is written
+// into new memory or over a used buffer.
+func TestJPEGLumaAsDecoded(t *testing.T) {
+	used := bytes.Repeat([]byte{0x5a}, 1<<20)
+	for name, data := range jpegLumaFiles(t) {
 		want, err := jpeg.Decode(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range []int{1, 2, 4, 8} {
-			got, err := jpegluma.DecodeLuma(bytes.NewReader(data), s)
+			buf := used[:0]
+			if s == 2 {
+				buf = nil // new memory
+			}
+			got, err := jpegluma.DecodeLuma(bytes.NewReader(data), s, buf)
 			if err != nil {
 				t.Fatalf("%s at 1/%d: %v", name, s, err)
 			}
-			p := toGray(want, s)
-			q := toGray(got, 1)
+			p := toGray(want, s, nil)
+			q := toGray(got, 1, nil)
 			if q.w != p.w || q.h != p.h || !bytes.Equal(q.pix, p.pix) {
 				t.Errorf("%s at 1/%d: %d×%d luma differs from image/jpeg's %d×%d", name, s, q.w, q.h, p.w, p.h)
+			}
+		}
+	}
+}
+
+// TestJPEGLumaDCT: the luma shrunk in the frequency domain is the size of
+// the exact one and within a few levels of it on average (these files are
+// a slip shrunk to 333×251, mostly sharp edges, where the dropped
+// frequencies count most: 2.2 levels at 1/2, 1.6 at 1/4, 0.1 at 1/8), also
+// when written over a used buffer.
+func TestJPEGLumaDCT(t *testing.T) {
+	used := bytes.Repeat([]byte{0x5a}, 1<<20)
+	for name, data := range jpegLumaFiles(t) {
+		for _, s := range []int{2, 4, 8} {
+			want, err := jpegluma.DecodeLuma(bytes.NewReader(data), s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := jpegluma.DecodeLumaDCT(bytes.NewReader(data), s, used)
+			if err != nil {
+				t.Fatalf("%s at 1/%d: %v", name, s, err)
+			}
+			p, q := toGray(want, 1, nil), toGray(got, 1, nil)
+			if q.w != p.w || q.h != p.h {
+				t.Fatalf("%s at 1/%d: %d×%d, want %d×%d", name, s, q.w, q.h, p.w, p.h)
+			}
+			sum, worst := 0, 0
+			for i := range p.pix {
+				d := abs8(int(p.pix[i]) - int(q.pix[i]))
+				sum, worst = sum+d, max(worst, d)
+			}
+			if mean := float64(sum) / float64(len(p.pix)); mean > 2.5 || worst > 64 {
+				t.Errorf("%s at 1/%d: differs from the exact luma by %.2f levels on average, %d at most", name, s, mean, worst)
 			}
 		}
 	}
@@ -297,10 +343,11 @@ func FuzzReduced(f *testing.F) {
 		}
 		switch f {
 		case formatJPEG:
-			jpegluma.DecodeLuma(bytes.NewReader(data), scale)
+			jpegluma.DecodeLuma(bytes.NewReader(data), scale, nil)
+			jpegluma.DecodeLumaDCT(bytes.NewReader(data), scale, make([]byte, 4096))
 		case formatPNG:
 			if pngStreamable(data) {
-				pngLuma(data, cfg.Width, cfg.Height, scale)
+				pngLuma(data, cfg.Width, cfg.Height, scale, nil)
 			}
 		}
 	})
@@ -352,7 +399,7 @@ func TestLargeNoCode(t *testing.T) {
 			t.Fatalf("%s: %d bytes", f, b.Len())
 		}
 		c, err := Check(b.Bytes())
-		if err != nil || c.luma == 0 && !c.stream {
+		if err != nil || c.read == readDecoder {
 			t.Fatalf("%s: %v; want a reduced reader", f, err)
 		}
 		start := time.Now()

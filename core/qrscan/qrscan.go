@@ -77,12 +77,25 @@ type Checked struct {
 	// bytes, estimated from its header on the high side; at most Budget.
 	Cost int64
 
-	img    []byte
-	f      format
-	cfg    image.Config
-	stream bool // a PNG read row by row into a reduced plane (pngrows.go)
-	luma   int  // if not 0, a JPEG whose luma alone is decoded, shrunk by this (jpegluma)
+	img  []byte
+	f    format
+	cfg  image.Config
+	read reader
+	// scale is the factor jpegluma shrinks the working plane's luma by,
+	// first the factor it shrinks the first pass's plane by in the
+	// frequency domain (0: the first pass searches a plane made from the
+	// working one).
+	scale, first int
 }
+
+// reader is how Checked.Scan reads an image's luma.
+type reader uint8
+
+const (
+	readDecoder  reader = iota // the format's decoder, then toGray
+	readPNGRows                // a non-interlaced PNG, row by row into the plane (pngrows.go)
+	readJPEGLuma               // a grey or YCbCr JPEG's luma alone (internal/jpegluma)
+)
 
 // Check checks img from its header, without decoding it, and returns what
 // scanning it will cost. Errors: ErrTooLarge, ErrFormat, ErrTooManyPixels,
@@ -106,31 +119,40 @@ func Check(img []byte) (Checked, error) {
 		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels (%d Mpx), over the %d Mpx allowed",
 			ErrTooManyPixels, f, cfg.Width, cfg.Height, px/1_000_000, MaxPixels/1_000_000)
 	}
+	// The decoder's estimate, which also refuses malformed headers.
 	cost, err := decodeCost(f, img, cfg.Width, cfg.Height)
 	if err != nil {
 		return Checked{}, err
 	}
-	// Too big for the standard decoder: a PNG is read row by row into the
-	// working plane, a JPEG's luma alone is decoded at a reduced scale;
-	// either keeps all of the image that the scan uses.
+	// Cheaper readers where the format allows: a PNG read row by row into
+	// the working plane, a JPEG's luma alone, at a reduced scale when the
+	// working plane is reduced, and for the first pass at the scale of
+	// its plane. They read the pixels the decoder would (TestPNGLumaAsDecoded,
+	// TestJPEGLumaAsDecoded) at a fraction of the memory and time.
 	w, h := cfg.Width, cfg.Height
-	stream, luma := false, 0
-	if cost += workCost(w, h); cost > Budget {
-		switch {
-		case f == formatPNG && pngStreamable(img):
-			cost, stream = pngStreamCost(img, w, h)+workCost(w, h), true
-		case f == formatJPEG:
-			s := jpegLumaScale(w, h)
-			if c, ok := jpegLumaCost(img, w, h, s); ok {
-				cost, luma = c+workCost(w/s, h/s), s
+	c := Checked{img: img, f: f, cfg: cfg}
+	switch {
+	case f == formatPNG && pngStreamable(img):
+		c.read, cost = readPNGRows, pngStreamCost(img, w, h)
+	case f == formatJPEG:
+		s := jpegLumaScale(w, h)
+		if lc, ok := jpegLumaCost(img, w, h, s); ok {
+			c.read, c.scale, cost = readJPEGLuma, s, lc
+			if d := firstScale(w, h); d > s && d <= 8 && d&(d-1) == 0 {
+				fc, _ := jpegLumaCost(img, w, h, d)
+				c.first, cost = d, cost+fc
 			}
 		}
 	}
-	if cost > Budget {
-		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to decode, over %d MiB",
-			ErrTooManyPixels, f, cfg.Width, cfg.Height, cost>>20, Budget>>20)
+	ww, wh := w, h // the size the working plane is made from
+	if c.read == readJPEGLuma {
+		ww, wh = w/c.scale, h/c.scale
 	}
-	return Checked{Cost: cost, img: img, f: f, cfg: cfg, stream: stream, luma: luma}, nil
+	if c.Cost = cost + workCost(ww, wh); c.Cost > Budget {
+		return Checked{}, fmt.Errorf("%w: %s of %d×%d pixels needs about %d MiB to decode, over %d MiB",
+			ErrTooManyPixels, f, cfg.Width, cfg.Height, c.Cost>>20, Budget>>20)
+	}
+	return c, nil
 }
 
 // Scan decodes the image and returns the payload of its slip QR code, as
@@ -150,41 +172,66 @@ func (c Checked) Scan(accept func(payload string) bool) (payload string, err err
 			}
 		}
 	}()
-	if c.stream {
-		w, h := c.cfg.Width, c.cfg.Height
-		p, err := pngLuma(c.img, w, h, shrinkFactor(w, h))
+	s := newScanner(accept)
+	defer s.release()
+	w, h := c.cfg.Width, c.cfg.Height
+	switch c.read {
+	case readPNGRows:
+		p, err := pngLuma(c.img, w, h, shrinkFactor(w, h), s.fullBuf)
 		if err != nil {
 			return "", fmt.Errorf("%w: %v", ErrFormat, err)
 		}
-		return scanPlane(p, accept)
-	}
-	if c.luma != 0 {
-		m, err := jpegluma.DecodeLuma(bytes.NewReader(c.img), c.luma)
+		s.setFull(p)
+	case readJPEGLuma:
+		full := func() (plane, error) {
+			m, err := jpegluma.DecodeLuma(bytes.NewReader(c.img), c.scale, s.decBuf)
+			if err != nil {
+				return plane{}, fmt.Errorf("%w: %s: %v", ErrFormat, c.f, err)
+			}
+			s.decBuf = m.Pix[:0]
+			b := m.Bounds()
+			return toGray(m, shrinkFactor(b.Dx(), b.Dy()), s.fullBuf), nil
+		}
+		if c.first == 0 {
+			p, err := full()
+			if err != nil {
+				return "", err
+			}
+			s.setFull(p)
+			break
+		}
+		// The first pass's plane straight from the file, shrunk in the
+		// frequency domain; the working plane only if that pass misses.
+		m, err := jpegluma.DecodeLumaDCT(bytes.NewReader(c.img), c.first, s.dctBuf)
 		if err != nil {
 			return "", fmt.Errorf("%w: %s: %v", ErrFormat, c.f, err)
 		}
-		return scanImage(m, accept)
-	}
-	m, err := decodeImage(c.f, c.img)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrFormat, c.f, err)
-	}
-	// The decoded image must be the size Cost was reckoned for. A GIF's
-	// first frame may cover only part of its logical screen (the rest
-	// shows the background, which viewers leave transparent), and its
-	// decoder allocates for the frame alone, which the frame's placement
-	// (checked by the decoder) keeps within the screen; it is scanned on
-	// the screen, over white, so a code at the frame's edge keeps its
-	// quiet zone.
-	b, screen := m.Bounds(), image.Rect(0, 0, c.cfg.Width, c.cfg.Height)
-	switch {
-	case b == screen:
-	case c.f == formatGIF && b.In(screen):
-		m = onScreen{frame: m, screen: screen}
+		s.dctBuf = m.Pix[:0]
+		s.small = toGray(m, 1, s.smallBuf) // without the decoder's padding to whole blocks
+		s.smallBuf, s.load = s.small.pix[:0], full
 	default:
-		return "", fmt.Errorf("%w: %s: decoded %v, header says %d×%d", ErrFormat, c.f, b, c.cfg.Width, c.cfg.Height)
+		m, err := decodeImage(c.f, c.img)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s: %v", ErrFormat, c.f, err)
+		}
+		// The decoded image must be the size Cost was reckoned for. A GIF's
+		// first frame may cover only part of its logical screen (the rest
+		// shows the background, which viewers leave transparent), and its
+		// decoder allocates for the frame alone, which the frame's placement
+		// (checked by the decoder) keeps within the screen; it is scanned on
+		// the screen, over white, so a code at the frame's edge keeps its
+		// quiet zone.
+		b, screen := m.Bounds(), image.Rect(0, 0, w, h)
+		switch {
+		case b == screen:
+		case c.f == formatGIF && b.In(screen):
+			m = onScreen{frame: m, screen: screen}
+		default:
+			return "", fmt.Errorf("%w: %s: decoded %v, header says %d×%d", ErrFormat, c.f, b, w, h)
+		}
+		s.setFull(toGray(m, shrinkFactor(w, h), s.fullBuf))
 	}
-	return scanImage(m, accept)
+	return s.scan()
 }
 
 // panicHook, when set by a test, hears of every panic Scan recovers.

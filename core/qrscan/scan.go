@@ -4,7 +4,9 @@ import (
 	"image"
 	"math"
 	"strconv"
+	"sync"
 
+	"github.com/makiuchi-d/gozxing"
 	"github.com/makiuchi-d/gozxing/qrcode/decoder"
 )
 
@@ -40,9 +42,26 @@ func workCost(w, h int) int64 {
 	return 8*p + 3*late + 4<<20
 }
 
-// halfFrom is the size, in pixels on the longer side, from which a
-// working plane has a half-size copy, which the first pass searches.
-const halfFrom = 1600
+// halfFrom is the size, in pixels on the shorter side, from which a
+// working plane has a half-size copy, which the first pass searches: a
+// slip's code spans a fifth of a screenshot's width or more, so in a
+// picture 720 pixels wide it has 2.5 pixels a module or more at half size
+// (1.5 for the corpus's smallest codes, which later passes read).
+const halfFrom = 720
+
+// hasHalf reports whether a w×h working plane has a half-size copy.
+func hasHalf(w, h int) bool { return min(w, h) >= halfFrom }
+
+// firstScale is the factor the first pass's plane is smaller than a w×h
+// picture by: the working plane's, or twice that where it has a half-size
+// copy.
+func firstScale(w, h int) int {
+	k := shrinkFactor(w, h)
+	if hasHalf(w/k, h/k) {
+		return 2 * k
+	}
+	return k
+}
 
 // maxLatePixels caps the plane the unblur and defocus passes filter: a
 // larger picture's half-size plane is filtered instead (its blur halved
@@ -52,39 +71,73 @@ const maxLatePixels = 2 << 20
 
 // lateHalf reports whether the unblur and defocus passes filter the
 // half-size copy of a w×h working plane.
-func lateHalf(w, h int) bool { return w*h > maxLatePixels && max(w, h) >= halfFrom }
+func lateHalf(w, h int) bool { return w*h > maxLatePixels && hasHalf(w, h) }
 
 // passHook, when set by a test, is told which strategy found the payload.
 var passHook func(name string)
 
 // scanner holds one image's planes and scratch buffers across strategies.
+// Scanners are pooled with their buffers (scanners), so that a busy core
+// does not allocate and collect a picture's planes for each scan: a
+// scanner keeps what one scan used, which that scan's Cost counted, and
+// the pool holds about as many as ran at once, which the caller's decode
+// budget bounds (verify.DecodeLimit), until the garbage collector drops
+// the unused ones.
 type scanner struct {
 	full, small plane
-	a, b        []byte
-	dec         *decoder.Decoder
-	accept      func(string) bool
-	payload     string
-	first       string
-	found       bool
-	missed      []center // finder patterns not decoded, in full-plane coordinates
+	// load reads the full plane when the first pass's plane was read
+	// alone (a JPEG shrunk in the frequency domain); nil once it is read.
+	load    func() (plane, error)
+	loadErr error
+	a, b    []byte
+	// The memory of the last scan's planes and decoders' output, reused.
+	fullBuf, smallBuf, decBuf, dctBuf []byte
+	bin                               hybridBits
+	dec                               *decoder.Decoder
+	accept                            func(string) bool
+	payload                           string
+	first                             string
+	found                             bool
+	missed                            []center // finder patterns not decoded, in full-plane coordinates
 }
 
-func scanImage(m image.Image, accept func(string) bool) (string, error) {
-	b := m.Bounds()
-	return scanPlane(toGray(m, shrinkFactor(b.Dx(), b.Dy())), accept)
+var scanners = sync.Pool{New: func() any { return &scanner{dec: decoder.NewDecoder()} }}
+
+// newScanner returns a pooled scanner for one image; release returns it.
+func newScanner(accept func(string) bool) *scanner {
+	s := scanners.Get().(*scanner)
+	s.accept = accept
+	return s
 }
 
-// scanPlane runs the strategies on full, the image's luma within maxWorkPixels.
-func scanPlane(full plane, accept func(string) bool) (string, error) {
-	if full.w == 0 || full.h == 0 {
-		return "", ErrNoQR
+// release keeps s's buffers for the next scan and forgets the image.
+func (s *scanner) release() {
+	s.full, s.small, s.load, s.loadErr, s.accept = plane{}, plane{}, nil, nil, nil
+	s.payload, s.first, s.found, s.missed = "", "", false, s.missed[:0]
+	scanners.Put(s)
+}
+
+// setFull takes p, the image's luma within maxWorkPixels, as the full
+// plane, and makes the first pass's plane from it.
+func (s *scanner) setFull(p plane) {
+	s.full, s.fullBuf = p, p.pix[:0]
+	s.small = p
+	if hasHalf(p.w, p.h) {
+		s.small = half(p, s.smallBuf)
+		s.smallBuf = s.small.pix[:0]
 	}
-	s := &scanner{full: full, small: full, dec: decoder.NewDecoder(), accept: accept}
-	if max(full.w, full.h) >= halfFrom {
-		s.small = half(full, nil)
+}
+
+// scan runs the strategies and returns what Scan returns.
+func (s *scanner) scan() (string, error) {
+	if s.small.w == 0 || s.small.h == 0 {
+		return "", ErrNoQR
 	}
 	if s.run() {
 		return s.payload, nil
+	}
+	if s.loadErr != nil {
+		return "", s.loadErr
 	}
 	if s.found {
 		return s.first, nil
@@ -99,7 +152,13 @@ func (s *scanner) try(name string, p plane, b binarizer, skip int, shrink float6
 	if p.w < 21 || p.h < 21 {
 		return false
 	}
-	m, err := binarize(p, b)
+	var m *gozxing.BitMatrix
+	var err error
+	if b == hybrid {
+		m, err = s.bin.binarize(p)
+	} else {
+		m, err = binarize(p, b)
+	}
 	if err != nil {
 		return false
 	}
@@ -133,13 +192,27 @@ func (s *scanner) try(name string, p plane, b binarizer, skip int, shrink float6
 // run tries the strategies, cheapest and most often useful first, until
 // one finds an accepted payload.
 func (s *scanner) run() bool {
+	// Dark codes on light ground: half size (fast, and enough for most
+	// screenshots), full size, then a closer look at what did not decode.
+	// The first pass may run before the full plane is read.
+	if s.try("small", s.small, hybrid, 2, 1) {
+		return true
+	}
+	if s.load != nil {
+		full, err := s.load()
+		s.load = nil
+		if err != nil {
+			s.loadErr = err
+			return false
+		}
+		s.full, s.fullBuf = full, full.pix[:0]
+	}
 	full, small := s.full, s.small
 	shrunk := small.w != full.w
 	k := float64(full.w) / float64(small.w)
-	// Dark codes on light ground: half size (fast, and enough for most
-	// screenshots), full size, then a closer look at what did not decode.
-	if s.try("small", small, hybrid, 2, k) {
-		return true
+	for i := range s.missed { // the first pass's, in full-plane coordinates
+		c := &s.missed[i]
+		c.x, c.y, c.module = c.x*k, c.y*k, c.module*k
 	}
 	if shrunk && s.try("full", full, hybrid, 2, 1) {
 		return true

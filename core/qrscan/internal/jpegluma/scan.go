@@ -4,11 +4,19 @@
 
 package jpegluma
 
+import "math"
+
 // makeImg allocates the shrunk luma of whole MCUs.
 func (d *decoder) makeImg(mxx, myy int) {
 	h0, v0 := d.comp[0].h, d.comp[0].v
 	d.lumStride = 8 * h0 * mxx / d.scale
-	d.lum = make([]byte, d.lumStride*(8*v0*myy/d.scale))
+	n := d.lumStride * (8 * v0 * myy / d.scale)
+	if cap(d.buf) >= n {
+		d.lum = d.buf[:n]
+		clear(d.lum) // blocks a damaged or progressive file never writes stay black, as in new memory
+		return
+	}
+	d.lum = make([]byte, n)
 }
 
 // block16 is a block of quantized coefficients, which fit 16 bits in any
@@ -450,6 +458,10 @@ func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
 		return nil
 	}
 	qt := &d.quant[d.comp[compIndex].tq]
+	if d.dct {
+		d.reconstructShrunk(b, qt, bx, by)
+		return nil
+	}
 	for zig := 0; zig < blockSize; zig++ {
 		b[unzig[zig]] *= qt[zig]
 	}
@@ -484,6 +496,140 @@ func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
 		}
 	}
 	return nil
+}
+
+// shrinkBits is the fixed-point precision of shrinkBasis.
+const shrinkBits = 14
+
+// shrinkBasis holds, for each scale s of 2, 4 and 8, the n×n matrix (n =
+// 8/s, row m, column u) of the 1-D inverse DCT's basis function of
+// frequency u averaged over the s pixels of output pixel m, times
+// 1<<shrinkBits. An 8×8 block of frequencies F(v, u) whose higher ones are
+// zero is, box-averaged, M·F·Mᵀ over the n×n lowest: what
+// reconstructShrunk computes.
+var shrinkBasis = func() (t [9][]int64) {
+	for _, s := range []int{2, 4, 8} {
+		n := 8 / s
+		m := make([]int64, n*n)
+		for o := range n {
+			for u := range n {
+				c := 0.5
+				if u == 0 {
+					c = 0.5 / math.Sqrt2
+				}
+				sum := 0.0
+				for x := o * s; x < o*s+s; x++ {
+					sum += c * math.Cos(float64((2*x+1)*u)*math.Pi/16)
+				}
+				m[o*n+u] = int64(math.Round(sum / float64(s) * (1 << shrinkBits)))
+			}
+		}
+		t[s] = m
+	}
+	return t
+}()
+
+// lowFreqs lists, for each scale, the natural-order and zig-zag indexes of
+// the n×n lowest frequencies, row by row.
+var lowFreqs = func() (t [9][][2]int) {
+	zigOf := [blockSize]int{}
+	for zig, nat := range unzig {
+		zigOf[nat] = zig
+	}
+	for _, s := range []int{2, 4, 8} {
+		n := 8 / s
+		for v := range n {
+			for u := range n {
+				t[s] = append(t[s], [2]int{v*8 + u, zigOf[v*8+u]})
+			}
+		}
+	}
+	return t
+}()
+
+// reconstructShrunk stores the luma block b (quantized, in natural order),
+// shrunk by d.scale in the frequency domain from its lowest frequencies
+// alone: DecodeLumaDCT's path.
+func (d *decoder) reconstructShrunk(b *block, qt *block, bx, by int) {
+	n := 8 / d.scale
+	dst := d.lum[by*n*d.lumStride+bx*n:]
+	if n == 4 {
+		shrink2(b, qt, dst, d.lumStride)
+		return
+	}
+	m := shrinkBasis[d.scale]
+	var f, t [16]int64
+	for i, k := range lowFreqs[d.scale] {
+		f[i] = int64(b[k[0]]) * int64(qt[k[1]])
+	}
+	for v := range n { // rows: t(v, x) = Σu F(v, u) M(x, u)
+		for x := range n {
+			acc := int64(0)
+			for u := range n {
+				acc += f[v*n+u] * m[x*n+u]
+			}
+			t[v*n+x] = acc
+		}
+	}
+	for y := range n { // columns: out(y, x) = Σv M(y, v) t(v, x), level-shifted
+		row := dst[y*d.lumStride : y*d.lumStride+n]
+		for x := range row {
+			acc := int64(128<<(2*shrinkBits) + 1<<(2*shrinkBits-1))
+			for v := range n {
+				acc += m[y*n+v] * t[v*n+x]
+			}
+			row[x] = pixel(acc)
+		}
+	}
+}
+
+// shrink2 is reconstructShrunk at scale 2, unrolled (the first pass of
+// every JPEG screenshot runs it on each block): rows of frequencies that
+// are all zero, most of them, are skipped, and a block whose 4×4 lowest
+// frequencies are its mean alone is filled with it.
+func shrink2(b *block, qt *block, dst []byte, stride int) {
+	m := (*[16]int64)(shrinkBasis[2])
+	zig := &lowFreqs[2]
+	var t [16]int64
+	flat := true // no frequency but the mean
+	for v := range 4 {
+		r := (*[4]int32)(b[8*v:])
+		if r[0]|r[1]|r[2]|r[3] == 0 {
+			continue
+		}
+		flat = flat && v == 0 && r[1]|r[2]|r[3] == 0
+		z := (*[4][2]int)((*zig)[4*v:])
+		f0, f1 := int64(r[0])*int64(qt[z[0][1]&63]), int64(r[1])*int64(qt[z[1][1]&63])
+		f2, f3 := int64(r[2])*int64(qt[z[2][1]&63]), int64(r[3])*int64(qt[z[3][1]&63])
+		tv := (*[4]int64)(t[4*v:])
+		tv[0] = f0*m[0] + f1*m[1] + f2*m[2] + f3*m[3]
+		tv[1] = f0*m[4] + f1*m[5] + f2*m[6] + f3*m[7]
+		tv[2] = f0*m[8] + f1*m[9] + f2*m[10] + f3*m[11]
+		tv[3] = f0*m[12] + f1*m[13] + f2*m[14] + f3*m[15]
+	}
+	const half = 128<<(2*shrinkBits) + 1<<(2*shrinkBits-1)
+	if flat {
+		v := pixel(t[0]*m[0] + half)
+		for y := range 4 {
+			row := (*[4]uint8)(dst[y*stride:])
+			row[0], row[1], row[2], row[3] = v, v, v, v
+		}
+		return
+	}
+	for y := range 4 {
+		m0, m1, m2, m3 := m[4*y], m[4*y+1], m[4*y+2], m[4*y+3]
+		row := (*[4]uint8)(dst[y*stride:])
+		row[0] = pixel(half + m0*t[0] + m1*t[4] + m2*t[8] + m3*t[12])
+		row[1] = pixel(half + m0*t[1] + m1*t[5] + m2*t[9] + m3*t[13])
+		row[2] = pixel(half + m0*t[2] + m1*t[6] + m2*t[10] + m3*t[14])
+		row[3] = pixel(half + m0*t[3] + m1*t[7] + m2*t[11] + m3*t[15])
+	}
+}
+
+// pixel is a level of fixed point with 2×shrinkBits fraction bits,
+// floored and clamped to a byte.
+func pixel(v int64) uint8 {
+	return uint8(min(255, max(0, v>>(2*shrinkBits))))
 }
 
 // findRST advances past the next RST restart marker that matches expectedRST.

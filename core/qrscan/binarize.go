@@ -1,0 +1,138 @@
+package qrscan
+
+import "github.com/makiuchi-d/gozxing"
+
+// hybridBits is gozxing's HybridBinarizer (zxing's local-threshold
+// binarizer) over a plane, bit for bit (TestHybridAsGozxing), without its
+// cost: gozxing sets one bit at a time through a method call and allocates
+// a row of black points per block row and a new matrix per call; here a
+// block's eight pixels of a row become a byte of bits, and the black
+// points, the bits and the matrix are the caller's to reuse (bin).
+//
+// The rule, as zxing's: the plane is cut into 8×8 blocks (the last row and
+// column of blocks moved back to end at the edge, so they overlap the one
+// before); a block's black point is the mean of its pixels, or, where
+// they span no more than 24 levels (flat), half its minimum, or its
+// neighbours' black point if its minimum is under that; a pixel is black
+// if it is at most the mean black point of the 5×5 blocks around its
+// block, in any block that covers it.
+type hybridBits struct {
+	points []int32
+	words  []uint32
+	row    *gozxing.BitArray
+	mats   []*gozxing.BitMatrix // by size, the most recent first
+}
+
+// maxMats bounds the matrices a hybridBits keeps: the half and full
+// planes, and zoom's windows.
+const maxMats = 4
+
+// matrix returns a w×h bit matrix that the caller overwrites row by row.
+func (hb *hybridBits) matrix(w, h int) *gozxing.BitMatrix {
+	for i, m := range hb.mats {
+		if m.GetWidth() == w && m.GetHeight() == h {
+			copy(hb.mats[1:i+1], hb.mats[:i])
+			hb.mats[0] = m
+			return m
+		}
+	}
+	m, _ := gozxing.NewBitMatrix(w, h)
+	if len(hb.mats) < maxMats {
+		hb.mats = append(hb.mats, nil)
+	}
+	copy(hb.mats[1:], hb.mats)
+	hb.mats[0] = m
+	return m
+}
+
+// binarize returns p's bits, as gozxing's HybridBinarizer would; planes
+// under 40 pixels a side go to gozxing's global histogram, as there.
+// The matrix is valid until the next call.
+func (hb *hybridBits) binarize(p plane) (*gozxing.BitMatrix, error) {
+	const blk, minRange = 8, 24
+	w, h := p.w, p.h
+	if w < 5*blk || h < 5*blk {
+		return binarize(p, global)
+	}
+	sw, sh := (w+blk-1)/blk, (h+blk-1)/blk
+	if cap(hb.points) < sw*sh {
+		hb.points = make([]int32, sw*sh)
+	}
+	bp := hb.points[:sw*sh]
+	pix := p.pix
+	for by := range sh {
+		y0 := min(by*blk, h-blk)
+		for bx := range sw {
+			x0 := min(bx*blk, w-blk)
+			sum, lo, hi := int32(0), uint8(255), uint8(0)
+			for y := y0; y < y0+blk; y++ {
+				r := (*[blk]uint8)(pix[y*w+x0:])
+				sum += int32(r[0]) + int32(r[1]) + int32(r[2]) + int32(r[3]) + int32(r[4]) + int32(r[5]) + int32(r[6]) + int32(r[7])
+				lo = min(lo, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
+				hi = max(hi, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
+			}
+			avg := sum >> 6
+			if hi-lo <= minRange {
+				avg = int32(lo) / 2
+				if by > 0 && bx > 0 {
+					nb := (bp[(by-1)*sw+bx] + 2*bp[by*sw+bx-1] + bp[(by-1)*sw+bx-1]) / 4
+					if int32(lo) < nb {
+						avg = nb
+					}
+				}
+			}
+			bp[by*sw+bx] = avg
+		}
+	}
+	rowWords := (w + 31) / 32
+	if cap(hb.words) < rowWords*h {
+		hb.words = make([]uint32, rowWords*h)
+	}
+	words := hb.words[:rowWords*h]
+	clear(words)
+	for by := range sh {
+		y0 := min(by*blk, h-blk)
+		top := clampInt(by, 2, sh-3)
+		for bx := range sw {
+			x0 := min(bx*blk, w-blk)
+			left := clampInt(bx, 2, sw-3)
+			sum := int32(0)
+			for z := top - 2; z <= top+2; z++ {
+				r := bp[z*sw+left-2 : z*sw+left+3]
+				sum += r[0] + r[1] + r[2] + r[3] + r[4]
+			}
+			th := uint8(sum / 25) // a mean of black points, each at most 255
+			wi, shift := x0/32, uint(x0%32)
+			for y := y0; y < y0+blk; y++ {
+				r := (*[blk]uint8)(pix[y*w+x0:])
+				bits := b2u(r[0] <= th) | b2u(r[1] <= th)<<1 | b2u(r[2] <= th)<<2 | b2u(r[3] <= th)<<3 |
+					b2u(r[4] <= th)<<4 | b2u(r[5] <= th)<<5 | b2u(r[6] <= th)<<6 | b2u(r[7] <= th)<<7
+				bits <<= shift
+				o := y*rowWords + wi
+				words[o] |= uint32(bits)
+				if hi := uint32(bits >> 32); hi != 0 {
+					words[o+1] |= hi
+				}
+			}
+		}
+	}
+	m := hb.matrix(w, h)
+	if hb.row == nil || hb.row.GetSize() < w {
+		hb.row = gozxing.NewBitArray(w)
+	}
+	for y := range h {
+		for i, v := range words[y*rowWords : (y+1)*rowWords] {
+			hb.row.SetBulk(32*i, v)
+		}
+		m.SetRow(y, hb.row)
+	}
+	return m, nil
+}
+
+// b2u is 1 for true, 0 for false (the compiler makes it a SETcc).
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
