@@ -1,5 +1,6 @@
 // Package bankfake serves fakes of the banks' slip verification APIs
-// (KBank, SCB) over TLS with a client-certificate check, speaking each
+// (KBank, SCB, and the aggregator RDCW) over TLS, with a
+// client-certificate check where the bank has one, speaking each
 // bank's wire format exactly as the connectors' package docs describe it,
 // for the connectors' tests and end-to-end tests. Each fake counts the
 // lookups it received and injects faults on request.
