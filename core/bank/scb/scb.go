@@ -204,7 +204,7 @@ func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank
 			if err != nil {
 				return nil, err
 			}
-			req.Body = upstream.NoBody() // not replayable: see NoBody
+			upstream.Unreplayable(req)
 			req.Header.Set("authorization", "Bearer "+token)
 			req.Header.Set("requestUId", rqUID)
 			req.Header.Set("resourceOwnerId", c.key)

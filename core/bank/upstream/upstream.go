@@ -160,12 +160,18 @@ func CheckLookup(bankCode, transRef string) error {
 	return slip.Bank{BankCode: bankCode, TransRef: transRef}.Validate()
 }
 
-// NoBody returns a request body of no bytes that makes a GET not
-// replayable: net/http resends a replayable request on its own when a
-// reused connection breaks after the request was written, which for a
-// billed lookup would be a second bill. The transport probes the body,
-// finds it empty and sends no body and no Content-Length, as for any GET.
-func NoBody() io.ReadCloser { return io.NopCloser(empty{}) }
+// Unreplayable makes req, a GET without a body, one net/http never sends
+// again on its own: it resends a replayable request when a reused
+// connection breaks after the request was written, which for a billed
+// lookup would be a second bill. A body of no bytes that is not
+// http.NoBody makes it unreplayable; "identity" says it has no length to
+// find, so the transport sends it as any GET (no body, no Content-Length)
+// without first probing the body, a probe that gives up after 200 ms on a
+// busy machine and sends the GET chunked.
+func Unreplayable(req *http.Request) {
+	req.Body = io.NopCloser(empty{})
+	req.TransferEncoding = []string{"identity"}
+}
 
 type empty struct{}
 
