@@ -145,10 +145,12 @@ func TestTimeoutsOpenCircuitOnlyAcrossServices(t *testing.T) {
 		{"two services' timeouts, nothing answered", []string{"svc-a", "svc-c"}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// The lookups' deadline is real: a short one.
+			// The lookups' deadline is real: short, and long enough for ten
+			// lookups' TLS handshakes at once under the race detector on a
+			// busy machine (1 s was not).
 			r := newRig(t, func(c *kbank.Config) {
 				c.Limits = upstream.Limits{MaxConcurrent: 64}
-				c.Timeout = time.Second
+				c.Timeout = 3 * time.Second
 			})
 			arrived := make(chan string, 10*len(tc.services))
 			r.fake.Slow(slowRef, arrived)
