@@ -49,16 +49,29 @@ const (
 
 // historyPrefix is the start of every key of a branch's entries.
 func historyPrefix(serviceID, branchID string) []byte {
-	return []byte(serviceID + "\x00" + branchID + "\x00")
+	return appendHistoryPrefix(nil, serviceID, branchID)
 }
 
-func (v *Verification) key() []byte {
-	k := historyPrefix(v.ServiceID, v.BranchID)
-	k = binary.BigEndian.AppendUint64(k, uint64(v.At.UnixMilli()))
-	return append(k, v.SlipKey...)
+func appendHistoryPrefix(dst []byte, serviceID, branchID string) []byte {
+	dst = append(append(dst, serviceID...), 0)
+	return append(append(dst, branchID...), 0)
 }
 
-func (v *Verification) encode() []byte {
+// appendKey appends v's key to dst.
+func (v *Verification) appendKey(dst []byte) []byte {
+	dst = appendHistoryPrefix(dst, v.ServiceID, v.BranchID)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(v.At.UnixMilli()))
+	return append(dst, v.SlipKey...)
+}
+
+// maxSize bounds the length of v's key and value together.
+func (v *Verification) maxSize() int {
+	return len(v.ServiceID) + len(v.BranchID) + 2 + 8 + len(v.SlipKey) +
+		9 + 3*binary.MaxVarintLen64 + len(v.ReceivingBank) + len(v.Remark) + len(v.JobID)
+}
+
+// appendValue appends v's value to dst.
+func (v *Verification) appendValue(dst []byte) []byte {
 	var flags byte
 	if v.Duplicate {
 		flags |= histDuplicate
@@ -72,12 +85,11 @@ func (v *Verification) encode() []byte {
 			flags |= histDateMatched
 		}
 	}
-	b := make([]byte, 0, 16+len(v.ReceivingBank)+len(v.Remark)+len(v.JobID))
-	b = append(b, flags)
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(v.Amount))
-	b = appendString(b, v.ReceivingBank)
-	b = appendString(b, v.Remark)
-	return appendString(b, v.JobID)
+	dst = append(dst, flags)
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(v.Amount))
+	dst = appendString(dst, v.ReceivingBank)
+	dst = appendString(dst, v.Remark)
+	return appendString(dst, v.JobID)
 }
 
 var errBadHistory = errors.New("store: history entry does not decode")
@@ -109,52 +121,53 @@ func decodeVerification(prefix, k, v []byte) (Verification, error) {
 	return out, nil
 }
 
-// record adds v to the history in tx. Two entries of one branch for one
-// slip in the same millisecond take the next free ones.
-func (v *Verification) record(tx *bolt.Tx) error {
+// list adds the entry v to the history in tx as key and value (its
+// appendKey and appendValue), which must stay unchanged until tx commits
+// (key takes the next millisecond while taken). Two entries of one
+// branch for one slip in the same millisecond take the next free ones.
+// When slip records expire, it first removes up to historyPruned entries
+// of the branch whose slip record is gone, oldest first, so the history
+// is kept as long as the slips are. One cursor serves both.
+func (s *Store) list(tx *bolt.Tx, v *Verification, key, value []byte) error {
 	b, err := tx.CreateBucketIfNotExists(bucketHistory)
 	if err != nil {
 		return err
 	}
-	k := v.key()
-	at := len(k) - len(v.SlipKey) - 8
-	for b.Get(k) != nil {
-		binary.BigEndian.PutUint64(k[at:], binary.BigEndian.Uint64(k[at:])+1)
+	prefix := key[:len(v.ServiceID)+len(v.BranchID)+2] // historyPrefix
+	c := b.Cursor()
+	if s.slipAges { // slip records expire: so do the entries of those gone
+		slips := tx.Bucket(bucketSlips)
+		for max, k := historyPruned, seek(c, prefix); max > 0 && bytes.HasPrefix(k, prefix); k = seek(c, prefix) {
+			if liveEntry(slips, v.ServiceID, prefix, k) {
+				break
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			max--
+		}
 	}
-	return b.Put(k, v.encode())
+	at := len(prefix) // the time in key
+	for k := seek(c, key); bytes.Equal(k, key); k = seek(c, key) {
+		binary.BigEndian.PutUint64(key[at:], binary.BigEndian.Uint64(key[at:])+1)
+	}
+	return b.Put(key, value)
 }
 
-// prune removes, oldest first, up to max entries of a branch whose slip
-// record is gone (SLIP_SLIP_RETENTION removed it), so the history is kept
-// as long as the slips are: each verification that adds an entry removes
-// up to max expired ones of its branch.
-func pruneHistory(tx *bolt.Tx, serviceID, branchID string, max int) error {
-	b := tx.Bucket(bucketHistory)
-	if b == nil {
-		return nil
-	}
-	prefix := historyPrefix(serviceID, branchID)
-	c := b.Cursor()
-	for k, _ := c.Seek(prefix); max > 0 && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-		if liveEntry(tx, serviceID, prefix, k) {
-			return nil
-		}
-		if err := c.Delete(); err != nil {
-			return err
-		}
-		max--
-	}
-	return nil
+func seek(c *bolt.Cursor, k []byte) []byte {
+	k, _ = c.Seek(k)
+	return k
 }
 
 // liveEntry reports whether the slip record of the history entry with key
 // k is the one it was made with: kept, and first verified no later than
 // the entry (a slip forgotten and verified anew has a later record).
-func liveEntry(tx *bolt.Tx, serviceID string, prefix, k []byte) bool {
+func liveEntry(slips *bolt.Bucket, serviceID string, prefix, k []byte) bool {
 	if len(k) < len(prefix)+8 {
 		return false
 	}
-	raw := tx.Bucket(bucketSlips).Get(slipRecordKey(serviceID, string(k[len(prefix)+8:])))
+	var kb [keyRoom]byte // bbolt's Get keeps no key: on the stack
+	raw := slips.Get(append(append(append(kb[:0], serviceID...), 0), k[len(prefix)+8:]...))
 	first, ok := recordFirstAt(raw)
 	return ok && first*1000 <= int64(binary.BigEndian.Uint64(k[len(prefix):]))
 }
@@ -202,6 +215,7 @@ func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
 		if b == nil {
 			return nil
 		}
+		slips := tx.Bucket(bucketSlips)
 		var heads []*historyHead
 		var last Cursor // the last entry read
 		for _, br := range historyBranches(b, q.ServiceID, q.BranchID) {
@@ -230,7 +244,7 @@ func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
 			if err != nil {
 				return err
 			}
-			if q.selects(&v) && (!s.slipAges || liveEntry(tx, q.ServiceID, h.prefix, h.k)) {
+			if q.selects(&v) && (!s.slipAges || liveEntry(slips, q.ServiceID, h.prefix, h.k)) {
 				out = append(out, v)
 			}
 			last = Cursor{AtMs: h.ms(), BranchID: h.branch, SlipKey: v.SlipKey}

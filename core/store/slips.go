@@ -22,8 +22,14 @@ type SlipRecord struct {
 	Job string `json:"job,omitempty"`
 }
 
-// ageKey is the key of the record stored under key in bucketSlipsByAge.
-func (r *SlipRecord) ageKey(key []byte) []byte { return timeKey(r.FirstAt*1000, string(key)) }
+// ageKey is the key of the record stored under key in bucketSlipsByAge
+// (timeKey of its FirstAt).
+func (r *SlipRecord) ageKey(key []byte) []byte { return r.appendAgeKey(nil, key) }
+
+// appendAgeKey appends ageKey(key) to dst.
+func (r *SlipRecord) appendAgeKey(dst, key []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(dst, uint64(r.FirstAt*1000)), key...)
+}
 
 // FirstSeenBy reports whether job first recorded the slip.
 func (r *SlipRecord) FirstSeenBy(job string) bool { return job != "" && r.Job == job }
@@ -48,7 +54,7 @@ func SlipKey(kind string, parts ...string) string {
 const slipRecordV1 = 1
 
 // encode appends the binary form of r to dst. A record is written on every
-// new slip: no reflection, one allocation.
+// new slip: no reflection, and no allocation in a dst of maxSize room.
 func (r *SlipRecord) encode(dst []byte) []byte {
 	dst = append(dst, slipRecordV1)
 	dst = binary.AppendVarint(dst, r.FirstAt)
@@ -58,6 +64,15 @@ func (r *SlipRecord) encode(dst []byte) []byte {
 		dst = appendString(dst, b)
 	}
 	return append(dst, r.Result...)
+}
+
+// maxSize bounds the length of r's encoding.
+func (r *SlipRecord) maxSize() int {
+	n := 1 + 3*binary.MaxVarintLen64 + len(r.Job) + len(r.Result)
+	for _, b := range r.Branches {
+		n += binary.MaxVarintLen64 + len(b)
+	}
+	return n
 }
 
 func appendString(dst []byte, s string) []byte {

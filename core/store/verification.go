@@ -22,7 +22,9 @@ type Snapshot struct {
 	// verified it (or when no slip was asked for).
 	Slip  *SlipRecord
 	Usage Usage
-	// Conditions are the branch's default conditions.
+	// Conditions are the branch's default conditions, read by Snapshot;
+	// Apply's snapshot leaves them zero: they are not part of the
+	// decision. Shared with other snapshots: never change what they point to.
 	Conditions Conditions
 	// At is the snapshot's time: the period its counters are of, and, in
 	// Apply, the time of the verification's record and usage event.
@@ -41,13 +43,15 @@ func (s *Snapshot) QuotaLeft() bool {
 func (s *Store) Snapshot(serviceID, branchID, slipKey string) (Snapshot, error) {
 	var snap Snapshot
 	err := s.db.View(func(tx *bolt.Tx) (err error) {
-		snap, err = s.snapshot(tx, serviceID, branchID, slipKey)
+		snap, err = s.snapshot(tx, serviceID, branchID, slipKey, true)
 		return err
 	})
 	return snap, err
 }
 
-func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string) (Snapshot, error) {
+// snapshot reads a Snapshot in tx, with the branch's default conditions
+// when conditions is set.
+func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string, conditions bool) (Snapshot, error) {
 	snap := Snapshot{At: s.now()}
 	sv, err := s.records.service(tx, serviceID)
 	if err != nil {
@@ -62,19 +66,33 @@ func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string) (Snap
 	}
 	snap.Service, snap.Branch = sv.At(snap.At), *br
 	if slipKey != "" {
-		if raw := tx.Bucket(bucketSlips).Get(slipRecordKey(serviceID, slipKey)); raw != nil {
+		var kb [keyRoom]byte // bbolt's Get keeps no key: on the stack
+		if raw := tx.Bucket(bucketSlips).Get(appendSlipRecordKey(kb[:0], serviceID, slipKey)); raw != nil {
 			if snap.Slip, err = decodeSlipRecord(raw); err != nil {
 				return snap, err
 			}
 		}
 	}
 	snap.Usage = periodUsage(tx, &snap.Service, branchID, snap.At)
-	snap.Conditions, err = conditionsOf(tx, branchID)
+	if conditions {
+		snap.Conditions, err = s.records.branchConditions(tx, branchID)
+	}
 	return snap, err
 }
 
+// keyRoom is the room of the stack buffers keys are built in for reads:
+// a longer key is built on the heap.
+const keyRoom = 192
+
 func slipRecordKey(serviceID, slipKey string) []byte {
-	return []byte(serviceID + "\x00" + slipKey)
+	return appendSlipRecordKey(nil, serviceID, slipKey)
+}
+
+// appendSlipRecordKey appends the key of a service's record of slipKey to
+// dst.
+func appendSlipRecordKey(dst []byte, serviceID, slipKey string) []byte {
+	dst = append(append(dst, serviceID...), 0)
+	return append(dst, slipKey...)
 }
 
 // Effect is what a verification writes once it is decided.
@@ -93,13 +111,15 @@ type Effect struct {
 	Usage func(charged bool, at time.Time) Message
 	// Nonce is the signed request's, claimed with the effect.
 	Nonce Nonce
-	// History, when set, is the verification's entry in the branch's
-	// history; Apply sets its time, service, branch and slip key.
-	History *Verification
+	// Listed adds the verification to its branch's history, as History
+	// describes it; Apply sets History's time, service, branch and slip
+	// key.
+	Listed  bool
+	History Verification
 }
 
 // historyPruned is how many expired history entries of its branch a
-// verification's write removes at most (see pruneHistory).
+// verification's write removes at most (see Store.list).
 const historyPruned = 2
 
 var errNoResult = errors.New("store: a new slip record needs a result")
@@ -112,7 +132,7 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(Snapshot)
 	var snap Snapshot
 	err := s.writeOp(func(tx *bolt.Tx) error {
 		var err error
-		if snap, err = s.snapshot(tx, serviceID, branchID, slipKey); err != nil {
+		if snap, err = s.snapshot(tx, serviceID, branchID, slipKey, false); err != nil {
 			return err
 		}
 		e, err := decide(snap)
@@ -143,36 +163,57 @@ func (s *Store) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) err
 			return err
 		}
 	}
-	if h := e.History; h != nil {
-		if s.slipAges { // slip records expire: so do the entries of those gone
-			if err := pruneHistory(tx, snap.Service.ID, snap.Branch.ID, historyPruned); err != nil {
-				return err
-			}
-		}
-		h.At, h.ServiceID, h.BranchID, h.SlipKey = snap.At, snap.Service.ID, snap.Branch.ID, slipKey
-		if err := h.record(tx); err != nil {
-			return err
-		}
-	}
-	key := slipRecordKey(snap.Service.ID, slipKey)
-	rec := snap.Slip
+	rec, fresh := snap.Slip, false // the record to write (nil: none); fresh: a new one
 	switch {
 	case rec != nil && rec.VerifiedBy(snap.Branch.ID):
-		return nil
+		rec = nil
 	case rec != nil:
 		rec = &SlipRecord{FirstAt: rec.FirstAt, Branches: append(slices.Clip(rec.Branches), snap.Branch.ID), Result: rec.Result, Job: rec.Job}
 	case e.Result == nil:
 		return errNoResult
 	default:
-		rec = &SlipRecord{FirstAt: snap.At.Unix(), Branches: []string{snap.Branch.ID}, Result: e.Result, Job: e.JobID}
-		if s.slipAges {
-			if err := tx.Bucket(bucketSlipsByAge).Put(rec.ageKey(key), nil); err != nil {
-				return err
-			}
+		rec, fresh = &SlipRecord{FirstAt: snap.At.Unix(), Branches: []string{snap.Branch.ID}, Result: e.Result, Job: e.JobID}, true
+	}
+	h := &e.History
+	h.At, h.ServiceID, h.BranchID, h.SlipKey = snap.At, snap.Service.ID, snap.Branch.ID, slipKey
+	// One allocation holds every key and value this write puts: bbolt
+	// keeps a value until the transaction commits (so none is reused) and
+	// copies a key.
+	size := 0
+	if rec != nil {
+		size += 2*(len(snap.Service.ID)+1+len(slipKey)) + 8 + rec.maxSize()
+	}
+	if e.Listed {
+		size += h.maxSize()
+	}
+	buf := make([]byte, 0, size)
+	if e.Listed {
+		var key, val []byte
+		key, buf = split(h.appendKey(buf))
+		val, buf = split(h.appendValue(buf))
+		if err := s.list(tx, h, key, val); err != nil {
+			return err
 		}
 	}
-	return tx.Bucket(bucketSlips).Put(key, rec.encode(make([]byte, 0, 64+len(rec.Result))))
+	if rec == nil {
+		return nil
+	}
+	var key, val []byte
+	key, buf = split(appendSlipRecordKey(buf, snap.Service.ID, slipKey))
+	if fresh && s.slipAges {
+		var age []byte
+		age, buf = split(rec.appendAgeKey(buf, key))
+		if err := tx.Bucket(bucketSlipsByAge).Put(age, nil); err != nil {
+			return err
+		}
+	}
+	val, _ = split(rec.encode(buf))
+	return tx.Bucket(bucketSlips).Put(key, val)
 }
+
+// split returns b capped at its length, and the empty rest of its array to
+// append the next slice to: what is appended there never overwrites b.
+func split(b []byte) (taken, rest []byte) { return b[:len(b):len(b)], b[len(b):] }
 
 // enqueueUsage adds a usage event to the outbox. The event of an attempt
 // that consumed quota always goes in, in the transaction that consumed it,
@@ -193,8 +234,25 @@ func (s *Store) enqueueUsage(tx *bolt.Tx, m Message, billable bool) error {
 // used only while its record's bytes are what they were when it was
 // decoded, so a record changed by any writer is decoded anew.
 type decoded struct {
-	services recordCache[Service]
-	branches recordCache[Branch]
+	services   recordCache[Service]
+	branches   recordCache[Branch]
+	conditions recordCache[Conditions] // the branches' defaults, read on every v2 verification
+}
+
+// branchConditions returns the default conditions of a branch
+// (conditionsOf), decoded once while unchanged.
+func (d *decoded) branchConditions(tx *bolt.Tx, branchID string) (Conditions, error) {
+	b := tx.Bucket(bucketConditions)
+	if b == nil {
+		return Conditions{}, nil
+	}
+	c, err := d.conditions.read(b, branchID)
+	if errors.Is(err, ErrNotFound) {
+		return Conditions{}, nil
+	} else if err != nil {
+		return Conditions{}, err
+	}
+	return *c, nil
 }
 
 func (d *decoded) service(tx *bolt.Tx, id string) (*Service, error) {

@@ -342,8 +342,6 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 	}
 	f := k.facts(got.slip)
 	got.matched = cond.match(f, snap.At)
-	entry := &store.Verification{Amount: f.amount, ReceivingBank: f.receivingBank, AmountMatched: got.matched.Amount,
-		DateMatched: got.matched.Date, Remark: r.Remark, JobID: r.JobID}
 	snap, err = v.Store.Apply(r.ServiceID, r.BranchID, key, func(now store.Snapshot) (store.Effect, error) {
 		if d = Decide(now, r); d.Refuse != 0 {
 			return store.Effect{}, refusal(d.Refuse, now.Slip, k)
@@ -351,8 +349,9 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		if d.Lookup && got.encoded == nil {
 			return store.Effect{}, errStaleDecision
 		}
-		entry.Duplicate = d.Duplicate
-		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID, Nonce: r.Nonce, History: entry,
+		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID, Nonce: r.Nonce,
+			Listed: true, History: store.Verification{Amount: f.amount, ReceivingBank: f.receivingBank, Duplicate: d.Duplicate,
+				AmountMatched: got.matched.Amount, DateMatched: got.matched.Date, Remark: r.Remark, JobID: r.JobID},
 			Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, k.name, api.OutcomeOK, charged, at) }}, nil
 	})
 	if err != nil {
