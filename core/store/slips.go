@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -40,11 +41,18 @@ func (r *SlipRecord) VerifiedBy(branch string) bool { return slices.Contains(r.B
 // SlipKey returns the key under which a service remembers a slip: kind
 // ("bank" or "wallet") and the slip's identity within its kind.
 func SlipKey(kind string, parts ...string) string {
-	k := kind
+	n := len(kind)
 	for _, p := range parts {
-		k += "/" + p
+		n += 1 + len(p)
 	}
-	return k
+	var k strings.Builder // one allocation: every verification makes one
+	k.Grow(n)
+	k.WriteString(kind)
+	for _, p := range parts {
+		k.WriteByte('/')
+		k.WriteString(p)
+	}
+	return k.String()
 }
 
 // slipRecordV1 starts a slip record in its binary form: the version byte,

@@ -342,16 +342,17 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 	}
 	f := k.facts(got.slip)
 	got.matched = cond.match(f, snap.At)
+	enc, m := got.encoded, got.matched // what the write reads of got, so got is not captured
 	snap, err = v.Store.Apply(r.ServiceID, r.BranchID, key, func(now store.Snapshot) (store.Effect, error) {
 		if d = Decide(now, r); d.Refuse != 0 {
 			return store.Effect{}, refusal(d.Refuse, now.Slip, k)
 		}
-		if d.Lookup && got.encoded == nil {
+		if d.Lookup && enc == nil {
 			return store.Effect{}, errStaleDecision
 		}
-		return store.Effect{Charge: d.Charge, Result: got.encoded, JobID: r.JobID, Nonce: r.Nonce,
+		return store.Effect{Charge: d.Charge, Result: enc, JobID: r.JobID, Nonce: r.Nonce,
 			Listed: true, History: store.Verification{Amount: f.amount, ReceivingBank: f.receivingBank, Duplicate: d.Duplicate,
-				AmountMatched: got.matched.Amount, DateMatched: got.matched.Date, Remark: r.Remark, JobID: r.JobID},
+				AmountMatched: m.Amount, DateMatched: m.Date, Remark: r.Remark, JobID: r.JobID},
 			Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, k.name, api.OutcomeOK, charged, at) }}, nil
 	})
 	if err != nil {
