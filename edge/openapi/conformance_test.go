@@ -108,6 +108,17 @@ type req struct {
 	header       []string
 }
 
+// b2b sends a request signed with the full B2B client's key and checks
+// its answer as do does.
+func (st *stack) b2b(t *testing.T, method, path string, body any, status int, code string) map[string]any {
+	t.Helper()
+	var b []byte
+	if body != nil {
+		b = js(body)
+	}
+	return st.do(t, req{method: method, path: path, body: b, header: signed(clientFull, secretFull, method, path, b, 0, "")}, status, code)
+}
+
 // do sends r, then checks the answer against the document: the status is
 // documented, the body validates, the documented headers are sent, and
 // the status and code are the ones expected.
@@ -407,11 +418,7 @@ func TestConformance(t *testing.T) {
 
 		b2b := func(method, path string, body any, status int, code string) map[string]any {
 			t.Helper()
-			var b []byte
-			if body != nil {
-				b = js(body)
-			}
-			return st.do(t, req{method: method, path: path, body: b, header: signed(clientFull, secretFull, method, path, b, 0, "")}, status, code)
+			return st.b2b(t, method, path, body, status, code)
 		}
 		b2b("GET", "/b2b/verifications", nil, 200, "")
 		b2b("GET", "/b2b/verifications?branchId=br-main&isDuplicate=false&amountMin=1", nil, 200, "")
@@ -578,11 +585,7 @@ func TestConformance(t *testing.T) {
 	t.Run("b2b", func(t *testing.T) {
 		b2b := func(method, path string, body any, status int, code string) map[string]any {
 			t.Helper()
-			var b []byte
-			if body != nil {
-				b = js(body)
-			}
-			return st.do(t, req{method: method, path: path, body: b, header: signed(clientFull, secretFull, method, path, b, 0, "")}, status, code)
+			return st.b2b(t, method, path, body, status, code)
 		}
 		b2b("GET", "/b2b/branches", nil, 200, "")
 		d := b2b("POST", "/b2b/branches", map[string]any{"name": "Siam Square", "ipAllow": []string{"10.0.0.0/8", "*"},
