@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -26,17 +27,28 @@ var Topics = []string{TopicUsage, TopicJobs, TopicResults, TopicWebhookOutcomes,
 // UsageEvent records one verification attempt (slip.usage). Billable is true
 // when the attempt consumed one unit of quota; finance counts billable events
 // once per EventID however often one is delivered.
+//
+// Amount and SendingBank are set on a billable event only: the slip the
+// attempt was charged for, its amount in satang (THB × 100, exact) and the
+// code of its sending bank (the 3 digits of its QR payload, "004"; empty for
+// a wallet slip, which names no bank). An attempt charged nothing (a refusal,
+// an error, a free repeat of a slip the branch verified before) carries
+// neither, so the amounts of a service's events add up to the THB of the
+// slips it paid to verify; events written before these fields read as 0
+// and "".
 type UsageEvent struct {
-	EventID    string    `json:"eventId"`
-	OccurredAt time.Time `json:"occurredAt"`
-	ServiceID  string    `json:"serviceId"`
-	BranchID   string    `json:"branchId"`
-	Kind       string    `json:"kind"`    // "bank" or "wallet"
-	API        string    `json:"api"`     // "v1" or "v2"
-	Mode       string    `json:"mode"`    // "sync" or "async"
-	Outcome    string    `json:"outcome"` // "success" or the v2 error code
-	Billable   bool      `json:"billable"`
-	JobID      string    `json:"jobId,omitempty"` // async attempts
+	EventID     string    `json:"eventId"`
+	OccurredAt  time.Time `json:"occurredAt"`
+	ServiceID   string    `json:"serviceId"`
+	BranchID    string    `json:"branchId"`
+	Kind        string    `json:"kind"`    // "bank" or "wallet"
+	API         string    `json:"api"`     // "v1" or "v2"
+	Mode        string    `json:"mode"`    // "sync" or "async"
+	Outcome     string    `json:"outcome"` // "success" or the v2 error code
+	Billable    bool      `json:"billable"`
+	Amount      int64     `json:"amount,omitempty"`      // satang
+	SendingBank string    `json:"sendingBank,omitempty"` // bank code
+	JobID       string    `json:"jobId,omitempty"`       // async attempts
 }
 
 // AppendJSON appends e as encoding/json writes it, without reflection: a
@@ -56,6 +68,14 @@ func (e *UsageEvent) AppendJSON(b []byte) []byte {
 	}
 	b = jsonw.Field(b, "billable", false)
 	b = jsonw.Bool(b, e.Billable)
+	if e.Amount != 0 {
+		b = jsonw.Field(b, "amount", false)
+		b = strconv.AppendInt(b, e.Amount, 10)
+	}
+	if e.SendingBank != "" {
+		b = jsonw.Field(b, "sendingBank", false)
+		b = jsonw.String(b, e.SendingBank)
+	}
 	if e.JobID != "" {
 		b = jsonw.Field(b, "jobId", false)
 		b = jsonw.String(b, e.JobID)

@@ -197,7 +197,10 @@ func (v *Verifier) Bank(ctx context.Context, r Request) (_ BankResult, err error
 		duplicate: func(s RawSlip, firstAt string) any {
 			return BankDuplicate{Payload: s.Payload, Slip: s.Slip, FirstVerifiedAt: firstAt}
 		},
-		facts: func(s RawSlip) facts { return facts{s.Amount.Amount, s.Date, s.Receiver.Bank.ID} },
+		facts: func(s RawSlip) facts {
+			return facts{amount: s.Amount.Amount, date: s.Date, receivingBank: s.Receiver.Bank.ID}
+		},
+		sendingBank: p.BankCode,
 	})
 	if err != nil {
 		return BankResult{}, err
@@ -265,15 +268,21 @@ type kind[T any] struct {
 	name      string                           // api.KindBank or api.KindWallet
 	lookup    func(context.Context) (T, error) // asks the bank
 	duplicate func(s T, firstAt string) any    // the data of a v1 duplicate_slip
-	facts     func(s T) facts                  // what the conditions and the history read of it
+	facts     func(s T) facts                  // what the conditions, the history and the usage event read of it
+	// sendingBank is the code in the slip's QR payload, part of its key, so
+	// a slip answered from its record has the one it was verified with; ""
+	// for a wallet slip. A field, not read by facts: a closure over the
+	// payload would cost an allocation per verification.
+	sendingBank string
 }
 
-// facts are what a verification's conditions and its history entry read
-// of a slip.
+// facts are what a verification's conditions, its history entry and its
+// usage event read of a slip.
 type facts struct {
 	amount        float64
 	date          string // RFC 3339
 	receivingBank string // its code; "" for a wallet slip
+	sendingBank   string // kind.sendingBank
 }
 
 // settled is a verification's verified slip: as the service remembers it
@@ -341,6 +350,7 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		got.slip = seen.slip
 	}
 	f := k.facts(got.slip)
+	f.sendingBank = k.sendingBank
 	got.matched = cond.match(f, snap.At)
 	enc, m := got.encoded, got.matched // what the write reads of got, so got is not captured
 	snap, err = v.Store.Apply(r.ServiceID, r.BranchID, key, func(now store.Snapshot) (store.Effect, error) {
@@ -353,7 +363,9 @@ func settleOnce[T any](ctx context.Context, v *Verifier, r Request, key string, 
 		return store.Effect{Charge: d.Charge, Result: enc, JobID: r.JobID, Nonce: r.Nonce,
 			Listed: true, History: store.Verification{Amount: f.amount, ReceivingBank: f.receivingBank, Duplicate: d.Duplicate,
 				AmountMatched: m.Amount, DateMatched: m.Date, Remark: r.Remark, JobID: r.JobID},
-			Usage: func(charged bool, at time.Time) store.Message { return v.usage(r, k.name, api.OutcomeOK, charged, at) }}, nil
+			Usage: func(charged bool, at time.Time) store.Message {
+				return v.usage(r, k.name, api.OutcomeOK, charged, at, f)
+			}}, nil
 	})
 	if err != nil {
 		var e *api.Error
@@ -437,7 +449,7 @@ func (v *Verifier) report(ctx context.Context, r Request, kind string, reported 
 	}
 	// A full outbox drops the event and counts it (store.OutboxStats): the
 	// verification's answer does not wait for room to report it.
-	_ = v.Store.Emit(v.usage(r, kind, outcome, false, v.now()))
+	_ = v.Store.Emit(v.usage(r, kind, outcome, false, v.now(), facts{}))
 }
 
 func (v *Verifier) now() time.Time {
@@ -448,8 +460,11 @@ func (v *Verifier) now() time.Time {
 }
 
 // usage returns the usage event of an attempt at time at as an outbox
-// message.
-func (v *Verifier) usage(r Request, kind, outcome string, billable bool, at time.Time) store.Message {
+// message. A billable attempt was charged for the slip of facts f, and its
+// event alone carries that slip's amount (in satang) and sending bank: an
+// attempt charged nothing, a free repeat of the branch's own slip included,
+// adds no THB to the ledger, so a slip counts once per charge.
+func (v *Verifier) usage(r Request, kind, outcome string, billable bool, at time.Time, f facts) store.Message {
 	mode := api.ModeSync
 	if r.JobID != "" {
 		mode = api.ModeAsync
@@ -458,7 +473,10 @@ func (v *Verifier) usage(r Request, kind, outcome string, billable bool, at time
 		EventID: uuid.NewString(), OccurredAt: at.UTC(), ServiceID: r.ServiceID, BranchID: r.BranchID,
 		Kind: kind, API: r.Version.String(), Mode: mode, Outcome: outcome, Billable: billable, JobID: r.JobID,
 	}
-	return store.Message{Topic: api.TopicUsage, Key: r.ServiceID, Value: ev.AppendJSON(make([]byte, 0, 256))}
+	if billable {
+		ev.Amount, ev.SendingBank = int64(satang(f.amount)), f.sendingBank
+	}
+	return store.Message{Topic: api.TopicUsage, Key: r.ServiceID, Value: ev.AppendJSON(make([]byte, 0, 320))} // a billable event fits if its service and branch ids take up to 78 bytes (31 with a job id)
 }
 
 // Admit refuses a verification the caller could not make now: an unknown
