@@ -154,13 +154,13 @@ func (s *Store) Insert(ctx context.Context, rows *Rows) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.into("usage_events")+" (event_id, occurred_at, service_id, branch_id, kind, api, mode, outcome, billable, job_id, inserted_at)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.into("usage_events")+" (event_id, occurred_at, service_id, branch_id, kind, api, mode, outcome, billable, job_id, amount, sending_bank, inserted_at)")
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare insert: %w", err)
 	}
 	defer b.Abort() // a no-op after Send
 	for i, col := range []any{rows.EventID, rows.OccurredAt, rows.ServiceID, rows.BranchID, rows.Kind, rows.API, rows.Mode, rows.Outcome, rows.Billable, rows.JobID,
-		rows.stamp.column(rows.Len())} {
+		rows.Amount, rows.SendingBank, rows.stamp.column(rows.Len())} {
 		if err := b.Column(i).Append(col); err != nil {
 			return fmt.Errorf("clickhouse: append column %d: %w", i, err)
 		}

@@ -16,7 +16,8 @@ import (
 // tables of the cluster s names, on the server s is connected to, which
 // must be the one that held it and a replica of the cluster. The old
 // tables are renamed into database <db>_single (their views, which hold
-// no data, are dropped), the cluster's schema is created, and each old
+// no data, are dropped) and migrated to the last version there, the
+// cluster's schema is created, and each old
 // partition is attached to the replicated table (which sends it to the
 // other replicas) and then dropped from the old table. Run again after an
 // interruption it goes on where it stopped; a partition attached but not
@@ -64,6 +65,14 @@ func (s *Store) MoveToCluster(ctx context.Context, w io.Writer) error {
 	oldTables, err := s.engines(ctx, old)
 	if err != nil {
 		return err
+	}
+	if len(oldTables) > 0 {
+		// The old tables at the cluster's version, so that their
+		// partitions fit the replicated tables (a ledger last migrated by
+		// an older usage, or set aside by one).
+		if err := schema.Migrate(ctx, s.conn, old, ""); err != nil {
+			return fmt.Errorf("move: migrate %s: %w", old, err)
+		}
 	}
 	for _, t := range schema.Tables() {
 		if _, ok := oldTables[t]; !ok || t == "schema_migrations" {

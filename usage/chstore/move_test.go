@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,13 +12,14 @@ import (
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/ledgertest"
+	"github.com/slipverify/slipverify/usage/schema"
 )
 
-// TestMoveToCluster: a ledger made on one server, some events in it twice
-// (a retried batch), with billing anchors and audit records, is moved into
-// a cluster that server joined; through the other replica every event,
-// billable period and audit record counts once, and moving again changes
-// nothing.
+// TestMoveToCluster: a ledger made on one server by an older usage (before
+// amounts), its events in it twice (a retried batch), with billing anchors
+// and audit records, is moved into a cluster that server joined; through
+// the other replica every event, billable period and audit record counts
+// once, and moving again changes nothing.
 func TestMoveToCluster(t *testing.T) {
 	cl := clickhouse.StartTestCluster(t)
 	ctx := context.Background()
@@ -26,19 +28,38 @@ func TestMoveToCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer single.Close()
-	if err := single.Migrate(ctx); err != nil {
+	// Made by a usage before migration 4 (events without amounts), moved
+	// by this one: the old tables are migrated before their partitions
+	// are attached.
+	all := schema.Migrations
+	schema.Migrations = all[:slices.IndexFunc(all, func(m schema.Migration) bool { return m.Version == 4 })]
+	err = single.Migrate(ctx)
+	schema.Migrations = all
+	if err != nil {
 		t.Fatal(err)
 	}
-	var rows chstore.Rows
 	var events []api.UsageEvent
 	at := time.Now().UTC()
 	for i := range 4000 {
 		e := ledgertest.Event(i, fmt.Sprintf("svc-%d", i%3), fmt.Sprintf("br-%d", i%7), at.Add(-time.Duration(i%90)*24*time.Hour))
+		e.Amount, e.SendingBank = 0, ""
 		events = append(events, e)
-		rows.Append(&e)
 	}
 	for range 2 {
-		if err := single.Insert(ctx, &rows); err != nil {
+		b, err := single.Conn().PrepareBatch(ctx, "INSERT INTO slip.usage_events (event_id, occurred_at, service_id, branch_id, kind, api, mode, outcome, billable, job_id)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			billable := uint8(0)
+			if e.Billable {
+				billable = 1
+			}
+			if err := b.Append(e.EventID, e.OccurredAt, e.ServiceID, e.BranchID, e.Kind, e.API, e.Mode, e.Outcome, billable, e.JobID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Send(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,17 +12,19 @@ import (
 // INSERT sends, so appending an event copies no row structs and the insert
 // converts nothing. Kind, API and Mode hold the Enum8 values of the schema.
 type Rows struct {
-	EventID    []string
-	OccurredAt []time.Time
-	ServiceID  []string
-	BranchID   []string
-	Kind       []int8
-	API        []int8
-	Mode       []int8
-	Outcome    []string
-	Billable   []uint8
-	JobID      []string
-	stamp      stamp // inserted_at, the same for every attempt
+	EventID     []string
+	OccurredAt  []time.Time
+	ServiceID   []string
+	BranchID    []string
+	Kind        []int8
+	API         []int8
+	Mode        []int8
+	Outcome     []string
+	Billable    []uint8
+	JobID       []string
+	Amount      []int64 // satang
+	SendingBank []string
+	stamp       stamp // inserted_at, the same for every attempt
 }
 
 // Len is the number of events in r.
@@ -31,7 +33,7 @@ func (r *Rows) Len() int { return len(r.EventID) }
 // Reset empties r, keeping its capacity.
 func (r *Rows) Reset() {
 	*r = Rows{r.EventID[:0], r.OccurredAt[:0], r.ServiceID[:0], r.BranchID[:0], r.Kind[:0], r.API[:0], r.Mode[:0],
-		r.Outcome[:0], r.Billable[:0], r.JobID[:0], r.stamp}
+		r.Outcome[:0], r.Billable[:0], r.JobID[:0], r.Amount[:0], r.SendingBank[:0], r.stamp}
 	r.stamp.reset()
 }
 
@@ -69,6 +71,10 @@ func (r *Rows) Append(e *api.UsageEvent) error {
 	field("branchId", e.BranchID, true)
 	field("outcome", e.Outcome, true)
 	field("jobId", e.JobID, false)
+	field("sendingBank", e.SendingBank, false)
+	if e.Amount < 0 {
+		bad("amount: negative")
+	}
 	kind, ok1 := kinds[e.Kind]
 	if !ok1 {
 		bad("kind: not bank or wallet")
@@ -98,6 +104,8 @@ func (r *Rows) Append(e *api.UsageEvent) error {
 	r.Outcome = append(r.Outcome, e.Outcome)
 	r.Billable = append(r.Billable, billable)
 	r.JobID = append(r.JobID, e.JobID)
+	r.Amount = append(r.Amount, e.Amount)
+	r.SendingBank = append(r.SendingBank, e.SendingBank)
 	return nil
 }
 

@@ -14,9 +14,10 @@ import (
 // concurrent use: one fetching goroutine owns it.
 //
 // The fast path reads the flat JSON object core writes (each field once,
-// strings without escapes or non-ASCII bytes, occurredAt in UTC as RFC 3339)
-// without reflection, and takes service, branch, kind, API, mode and outcome
-// from a table of the strings seen before, so a valid event costs one
+// strings without escapes or non-ASCII bytes, occurredAt in UTC as RFC 3339,
+// amount as plain decimal digits) without reflection, and takes service,
+// branch, kind, API, mode, outcome and sending bank from a table of the
+// strings seen before, so a valid event costs one
 // allocation (its event id). Anything else (other fields, escapes, null,
 // another time zone, a malformed message) goes the slow path,
 // encoding/json, so every message decodes to what encoding/json makes of
@@ -45,7 +46,8 @@ func (d *Decoder) Decode(value []byte, rows *chstore.Rows) error {
 
 // usageFields are the JSON names of api.UsageEvent, by field index of the
 // fast path.
-var usageFields = [...]string{"eventId", "occurredAt", "serviceId", "branchId", "kind", "api", "mode", "outcome", "billable", "jobId"}
+var usageFields = [...]string{"eventId", "occurredAt", "serviceId", "branchId", "kind", "api", "mode", "outcome", "billable", "jobId",
+	"amount", "sendingBank"}
 
 const (
 	fieldEventID = iota
@@ -58,6 +60,8 @@ const (
 	fieldOutcome
 	fieldBillable
 	fieldJobID
+	fieldAmount
+	fieldSendingBank
 )
 
 // fast decodes v into d.event when v is in the shape core writes, and
@@ -87,11 +91,16 @@ func (d *Decoder) fast(v []byte) bool {
 			return false
 		}
 		seen |= 1 << f
-		if f == fieldBillable {
+		switch f {
+		case fieldBillable:
 			if i, ok = d.bool(v, i); !ok {
 				return false
 			}
-		} else {
+		case fieldAmount:
+			if i, ok = d.amount(v, i); !ok {
+				return false
+			}
+		default:
 			s, j, ok := plainString(v, i)
 			if !ok || !d.set(f, s) {
 				return false
@@ -136,8 +145,30 @@ func (d *Decoder) set(f int, s []byte) bool {
 		e.Outcome = d.intern(s)
 	case fieldJobID:
 		e.JobID = string(s)
+	case fieldSendingBank:
+		e.SendingBank = d.intern(s)
 	}
 	return true
+}
+
+// amount reads the number at v[i:] into d.event.Amount when it is a plain
+// run of up to 18 decimal digits without a leading zero (what core writes,
+// and within int64); false leaves anything else (a sign, a fraction, an
+// exponent) to the slow path.
+func (d *Decoder) amount(v []byte, i int) (int, bool) {
+	var n int64
+	j := i
+	for ; j < len(v) && '0' <= v[j] && v[j] <= '9'; j++ {
+		if j-i == 18 {
+			return i, false
+		}
+		n = n*10 + int64(v[j]-'0')
+	}
+	if j == i || v[i] == '0' && j-i > 1 {
+		return i, false
+	}
+	d.event.Amount = n
+	return j, true
 }
 
 // bool reads the literal true or false at v[i:] into d.event.Billable.

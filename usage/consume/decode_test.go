@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,18 @@ var decodeSeeds = []string{
 	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true}x`,
 	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","billable":truex}`,
 	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c",}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"async","outcome":"success","billable":true,"amount":150075,"sendingBank":"004","jobId":"job-1"}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"wallet","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":0}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":999999999999999999,"sendingBank":"014"}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":9223372036854775807}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":9223372036854775808}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":-150075}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":1500.75}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":15e3}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":0150}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":"150","sendingBank":4}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":150,"amount":250,"sendingBank":"\u0030\u0030\u0034"}`,
+	`{"eventId":"3f1c2a4e-9b7d-4c1e-8a2b-0d9e8f7a6b5c","occurredAt":"2026-11-22T10:00:00Z","serviceId":"svc-a","branchId":"br-1","kind":"bank","api":"v2","mode":"sync","outcome":"success","billable":true,"amount":null,"sendingBank":"` + strings.Repeat("0", 129) + `"}`,
 	`{}`, `{`, `[]`, `null`, `""`, ``,
 }
 

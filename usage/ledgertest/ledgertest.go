@@ -74,18 +74,21 @@ func Open(tb testing.TB, addrs string) *chstore.Store {
 }
 
 // Event returns a valid usage event of service and branch; every fourth is
-// a wallet, every third v1, every fifth an error that consumed nothing.
+// a wallet, every third v1, every fifth an error that consumed nothing. A
+// billable one carries an amount, as core writes it: 1.00 to 9,999.99 THB
+// by i, from sending bank 004 (a wallet: none).
 func Event(i int, service, branch string, at time.Time) api.UsageEvent {
 	e := api.UsageEvent{EventID: uuid.NewString(), OccurredAt: at, ServiceID: service, BranchID: branch,
-		Kind: api.KindBank, API: "v2", Mode: api.ModeSync, Outcome: api.OutcomeOK, Billable: true}
+		Kind: api.KindBank, API: "v2", Mode: api.ModeSync, Outcome: api.OutcomeOK, Billable: true,
+		Amount: 100 + int64(i)*7919%999900, SendingBank: "004"}
 	if i%4 == 0 {
-		e.Kind = api.KindWallet
+		e.Kind, e.SendingBank = api.KindWallet, ""
 	}
 	if i%3 == 0 {
 		e.API = "v1"
 	}
 	if i%5 == 0 {
-		e.Outcome, e.Billable = "SLIP_NOT_FOUND", false
+		e.Outcome, e.Billable, e.Amount, e.SendingBank = "SLIP_NOT_FOUND", false, 0, ""
 	}
 	return e
 }
@@ -130,6 +133,7 @@ type Counts struct {
 	Billable uint64 // distinct billable events
 	Rows     uint64 // rows in usage_events, duplicates included
 	Rollup   uint64 // billable events by the daily rollup
+	Satang   int64  // the THB of the billable events, in satang, by thb_daily
 }
 
 // Count reads the ledger's counts.
@@ -141,6 +145,10 @@ func Count(ctx context.Context, st *chstore.Store) (Counts, error) {
 		return c, err
 	}
 	err = st.Conn().QueryRow(ctx, "SELECT sum(billable) FROM slip.billable_daily").Scan(&c.Rollup)
+	if err != nil {
+		return c, err
+	}
+	err = st.Conn().QueryRow(ctx, "SELECT sum(satang) FROM slip.thb_daily").Scan(&c.Satang)
 	return c, err
 }
 
@@ -159,6 +167,7 @@ func Want(events []api.UsageEvent) Counts {
 	for _, e := range events {
 		if e.Billable {
 			c.Billable++
+			c.Satang += e.Amount
 		}
 	}
 	c.Rollup = c.Billable
@@ -173,10 +182,11 @@ func WaitCounts(tb testing.TB, st *chstore.Store, want Counts, timeout time.Dura
 	var err error
 	ok := Eventually(timeout, func() bool {
 		last, err = Count(context.Background(), st)
-		return err == nil && last.Events == want.Events && last.Billable == want.Billable && last.Rollup == want.Rollup
+		return err == nil && last.Events == want.Events && last.Billable == want.Billable && last.Rollup == want.Rollup &&
+			last.Satang == want.Satang
 	})
 	if !ok {
-		tb.Fatalf("ledger counts %+v (err %v), want events %d billable %d", last, err, want.Events, want.Billable)
+		tb.Fatalf("ledger counts %+v (err %v), want events %d billable %d satang %d", last, err, want.Events, want.Billable, want.Satang)
 	}
 	return last
 }
@@ -195,7 +205,7 @@ func Eventually(timeout time.Duration, cond func() bool) bool {
 
 // String renders counts for messages.
 func (c Counts) String() string {
-	return fmt.Sprintf("events %d, billable %d, rows %d, rollup %d", c.Events, c.Billable, c.Rows, c.Rollup)
+	return fmt.Sprintf("events %d, billable %d, rows %d, rollup %d, satang %d", c.Events, c.Billable, c.Rows, c.Rollup, c.Satang)
 }
 
 // Audit returns a valid audit record of service: a plan change by an

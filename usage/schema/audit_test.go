@@ -33,12 +33,7 @@ func TestAuditSchemaUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows chstore.Rows
-	e := ledgertest.Event(1, "s", "b", time.Now())
-	rows.Append(&e)
-	if err := old.Insert(ctx, &rows); err != nil {
-		t.Fatal(err)
-	}
+	insertBeforeAmount(t, old.Conn(), "old", ledgertest.Event(1, "s", "b", time.Now()))
 	if err := old.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -17,13 +17,14 @@ import (
 // TestClusterSchema: on a cluster of two replicas the schema comes up on
 // both from empty (migrated through the first), and again over itself
 // from both at once; events inserted through one replica are counted
-// through the other, by the ledger and the finance views alike.
+// through the other, by the ledger and the finance views alike (THB
+// included); migration 4, which adds columns, runs again harmlessly.
 func TestClusterSchema(t *testing.T) {
 	_, st := ledgertest.ClusterLedger(t)
 	ctx := context.Background()
 	want := []string{"audit_events", "audit_events_local", "audit_rejects", "audit_rejects_local", "billable_by_period", "billable_daily",
 		"schema_migrations", "schema_migrations_local", "service_anchor_history", "service_anchor_history_local",
-		"service_anchors", "service_anchors_local", "usage_daily", "usage_daily_local", "usage_daily_mv",
+		"service_anchors", "service_anchors_local", "thb_daily", "usage_daily", "usage_daily_local", "usage_daily_mv",
 		"usage_events", "usage_events_local", "usage_rejects", "usage_rejects_local"}
 	last := schema.Migrations[len(schema.Migrations)-1].Version
 	check := func(when string) {
@@ -87,4 +88,24 @@ func TestClusterSchema(t *testing.T) {
 	if want := ledgertest.Want(events).Billable; billable != want {
 		t.Errorf("billable_by_period on the second replica: %d, want %d", billable, want)
 	}
+
+	// Migration 4 run again (interrupted before its record, or by two
+	// processes): its ALTERs and the Distributed table made again change
+	// nothing, and each replica's tables have the amount.
+	all := schema.Migrations
+	i := slices.IndexFunc(all, func(m schema.Migration) bool { return m.Version == 4 })
+	schema.Migrations = append(all[:len(all):len(all)], schema.Migration{Version: 99, Name: "migration 4 again", Statements: all[i].Statements})
+	err := st[1].Migrate(ctx)
+	schema.Migrations = all
+	if err != nil {
+		t.Fatalf("migration 4 run again through the second replica: %v", err)
+	}
+	for i, s := range st {
+		var n uint64
+		err := s.Conn().QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = 'slip' AND table IN ('usage_events', 'usage_events_local') AND name IN ('amount', 'sending_bank')").Scan(&n)
+		if err != nil || n != 4 {
+			t.Errorf("replica %d: %d of the amount columns of usage_events and usage_events_local (%v), want 4", i+1, n, err)
+		}
+	}
+	ledgertest.WaitCounts(t, st[0], ledgertest.Want(events), time.Minute)
 }

@@ -15,9 +15,11 @@ package schema
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -32,25 +34,7 @@ type Migration struct {
 // one does: add the next.
 var Migrations = []Migration{
 	{1, "usage events, daily rollup, service anchors, rejects, finance views", []Statement{
-		// usage_events is the ledger: one row per delivered event. A
-		// retried batch writes its rows again; ReplacingMergeTree folds
-		// rows of one event_id (the sort key ends in it) in the
-		// background, and every finance query counts distinct event_ids
-		// (or reads FINAL), so a retry never counts twice.
-		table("usage_events", "ReplacingMergeTree", `(
-			event_id    String,
-			occurred_at DateTime,
-			service_id  String,
-			branch_id   String,
-			kind        Enum8('bank' = 1, 'wallet' = 2),
-			api         Enum8('v1' = 1, 'v2' = 2),
-			mode        Enum8('sync' = 1, 'async' = 2),
-			outcome     String,
-			billable    UInt8,
-			job_id      String,
-			inserted_at DateTime DEFAULT now()
-		)`, `PARTITION BY toYYYYMM(occurred_at)
-		ORDER BY (service_id, branch_id, event_id)`),
+		usageEvents,
 		// usage_daily holds, per Bangkok day, service, branch, kind, API
 		// version and mode, the set of event ids (attempts) and of
 		// billable event ids, as exact-distinct states: merging them counts
@@ -206,7 +190,49 @@ var Migrations = []Migration{
 		)
 		GROUP BY service_id, branch_id, period_start`),
 	}},
+	{4, "amount and sending bank of billable events; THB per day", []Statement{
+		// A billable event's amount in satang and its sending bank's code
+		// (api.UsageEvent); every other event, and every row from before,
+		// reads 0 and ''.
+		addColumns(usageEvents, "amount Int64 DEFAULT 0", "sending_bank String DEFAULT ''"),
+		// thb_daily: the THB of the billable verifications per service,
+		// branch and Bangkok day, each event once however many of its rows
+		// were inserted (grouped by event_id: no aggregate state of 18.16
+		// sums an amount once per distinct event, so it reads the ledger,
+		// not the rollup). billable counts them, without_amount those
+		// written before events carried an amount.
+		sql(`CREATE VIEW IF NOT EXISTS {db}.thb_daily{cluster} AS
+		SELECT day, service_id, branch_id, count() AS billable, sum(amount) AS satang,
+			toDecimal64(satang, 2) / 100 AS thb, countIf(amount = 0) AS without_amount
+		FROM (
+			SELECT service_id, branch_id, event_id, toDate(any(occurred_at), 'Asia/Bangkok') AS day, any(amount) AS amount
+			FROM {db}.usage_events
+			WHERE billable = 1
+			GROUP BY service_id, branch_id, event_id
+		)
+		GROUP BY day, service_id, branch_id`),
+	}},
 }
+
+// usageEvents (migration 1; migration 4 adds columns) is the ledger: one
+// row per delivered event. A retried batch writes its rows again;
+// ReplacingMergeTree folds rows of one event_id (the sort key ends in it)
+// in the background, and every finance query counts distinct event_ids (or
+// reads FINAL), so a retry never counts twice.
+var usageEvents = table("usage_events", "ReplacingMergeTree", `(
+	event_id    String,
+	occurred_at DateTime,
+	service_id  String,
+	branch_id   String,
+	kind        Enum8('bank' = 1, 'wallet' = 2),
+	api         Enum8('v1' = 1, 'v2' = 2),
+	mode        Enum8('sync' = 1, 'async' = 2),
+	outcome     String,
+	billable    UInt8,
+	job_id      String,
+	inserted_at DateTime DEFAULT now()
+)`, `PARTITION BY toYYYYMM(occurred_at)
+ORDER BY (service_id, branch_id, event_id)`)
 
 // schemaMigrations records the applied versions.
 var schemaMigrations = table("schema_migrations", "MergeTree",
@@ -247,7 +273,7 @@ func Migrate(ctx context.Context, conn driver.Conn, db, cluster string) error {
 		}
 		for i, st := range mg.Statements {
 			for _, q := range st.render(m) {
-				if err := conn.Exec(ctx, q); err != nil {
+				if err := conn.Exec(ctx, q); err != nil && !(st.alter != "" && columnExists(err)) {
 					return fmt.Errorf("schema: migration %d (%s), statement %d: %w", mg.Version, mg.Name, i+1, err)
 				}
 			}
@@ -320,6 +346,11 @@ type Statement struct {
 	// For a table: its name, engine (with its arguments) and definition
 	// (columns, then what follows the engine).
 	table, engine, columns, tail string
+	// For columns added to a ledger table: its name, each column's
+	// definition, and every column it then has.
+	alter string
+	add   []string
+	all   string
 }
 
 // sql is a step of plain SQL.
@@ -328,6 +359,34 @@ func sql(q string) Statement { return Statement{sql: q} }
 // table is the step that creates a ledger table.
 func table(name, engine, columns, tail string) Statement {
 	return Statement{table: name, engine: engine, columns: columns, tail: tail}
+}
+
+// addColumns is the step that adds columns (each "name type DEFAULT
+// value") to the ledger table t, made by an earlier step.
+//
+// On one server it is an ALTER per column. On a cluster the ALTER of
+// table_local runs ON CLUSTER (one replica runs it, ZooKeeper takes it to
+// the others), and the Distributed table, which ClickHouse cannot ALTER
+// there when the cluster's shard is replicated, is made again ON CLUSTER
+// with every column named, so a replica that was away and recreates it
+// before its table_local has the new columns still gets them all. Nothing
+// writes through a Distributed table (WriteTable), so it holds no data to
+// lose.
+//
+// 18.16 has no ADD COLUMN IF NOT EXISTS: Migrate takes the server's "column
+// already exists" as this step done (a migration run again, or by two
+// processes at once).
+func addColumns(t Statement, cols ...string) Statement {
+	before := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(t.columns), ")"))
+	all := before + ",\n\t" + strings.Join(cols, ",\n\t") + "\n)"
+	return Statement{alter: t.table, add: cols, all: all}
+}
+
+// columnExists reports whether err is the server's refusal to add a column
+// a table already has, on one server or from a replica of ON CLUSTER.
+func columnExists(err error) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex) && ex.Code == 44 && strings.Contains(ex.Message, "column with this name already exists")
 }
 
 // mode is where a migration runs: the database, and the cluster (empty:
@@ -339,6 +398,18 @@ func (st Statement) render(m mode) []string {
 	vars := strings.NewReplacer("{db}", m.db, "{cluster}", "", "{local}", "")
 	if m.cluster != "" {
 		vars = strings.NewReplacer("{db}", m.db, "{cluster}", " ON CLUSTER "+m.cluster, "{local}", localSuffix)
+	}
+	if st.alter != "" {
+		var out []string
+		for _, c := range st.add {
+			out = append(out, fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s", WriteTable(m.db, m.cluster, st.alter), vars.Replace("{cluster}"), c))
+		}
+		if m.cluster != "" {
+			name := m.db + "." + st.alter
+			out = append(out, fmt.Sprintf("DROP TABLE IF EXISTS %s ON CLUSTER %s", name, m.cluster),
+				fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s ON CLUSTER %s %s ENGINE = Distributed(%s, %s, %s)", name, m.cluster, st.all, m.cluster, m.db, st.alter+localSuffix))
+		}
+		return out
 	}
 	if st.table == "" {
 		return []string{vars.Replace(st.sql)}
