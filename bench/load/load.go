@@ -52,6 +52,11 @@ type Outcome struct {
 	// generator's lag, not as the server's send→answer time (nor, in the
 	// closed loop, as latency).
 	Prep time.Duration
+	// Part names the part of a mixed request function the request went to
+	// (mixed: the scenario it drew), so a run records each part's counts
+	// and latency apart (Result.Parts); "" when the function has no parts.
+	// Like Code, a constant or interned string.
+	Part string
 }
 
 // Func sends one request and reports its outcome. It must honour ctx.
@@ -246,8 +251,30 @@ type Result struct {
 	// code says ("202 unreadable body" is a failure).
 	Codes    map[string]uint64
 	Failures map[string]uint64
-	Windows  []*Window // one a second, by completion time
-	Steps    []*Step
+	// Parts holds, by Outcome.Part, what the requests of each part of a
+	// mixed request function recorded (nil when no outcome named a part).
+	Parts   map[string]*Part
+	Windows []*Window // one a second, by completion time
+	Steps   []*Step
+}
+
+// Part is what the requests of one part of a mixed request function
+// recorded: their counts, and their latency measured as Result.Latency is
+// (from the time each was due).
+type Part struct {
+	OK, Fail  atomic.Uint64
+	Latency   hist.Histogram
+	OKLatency hist.Histogram
+}
+
+func (p *Part) record(ok bool, lat time.Duration) {
+	p.Latency.Record(lat)
+	if ok {
+		p.OK.Add(1)
+		p.OKLatency.Record(lat)
+	} else {
+		p.Fail.Add(1)
+	}
 }
 
 // recorder is the shared state of a running run.
@@ -259,16 +286,53 @@ type recorder struct {
 	// where a request completes within the step it was sent in).
 	spans   []*Step
 	windows []atomic.Pointer[Window]
-	codesMu sync.Mutex
-	codes   map[string]*codeCount
-	codesRO atomic.Pointer[map[string]*codeCount] // copy-on-write snapshot for lock-free lookups
+	codes   named[codeCount]
+	parts   named[Part]
 }
 
 func newRecorder(start time.Time, seconds int) *recorder {
-	r := &recorder{start: start, res: &Result{Start: start}, windows: make([]atomic.Pointer[Window], seconds), codes: map[string]*codeCount{}}
-	empty := map[string]*codeCount{}
-	r.codesRO.Store(&empty)
-	return r
+	return &recorder{start: start, res: &Result{Start: start}, windows: make([]atomic.Pointer[Window], seconds)}
+}
+
+// named holds a value per name, made when the name is first seen. Lookups
+// are the hot path: a map lookup in an immutable snapshot, no lock; the
+// slow path (a name seen first) copies the snapshot under the lock.
+type named[V any] struct {
+	mu sync.Mutex
+	m  map[string]*V
+	ro atomic.Pointer[map[string]*V]
+}
+
+// get returns the value of name, made on first use.
+func (n *named[V]) get(name string) *V {
+	if ro := n.ro.Load(); ro != nil {
+		if v, ok := (*ro)[name]; ok {
+			return v
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.m[name]
+	if !ok {
+		if n.m == nil {
+			n.m = map[string]*V{}
+		}
+		v = new(V)
+		n.m[name] = v
+		snap := make(map[string]*V, len(n.m))
+		for k, x := range n.m {
+			snap[k] = x
+		}
+		n.ro.Store(&snap)
+	}
+	return v
+}
+
+// all returns every value by name; call it once recording has stopped.
+func (n *named[V]) all() map[string]*V {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.m
 }
 
 // codeCount counts the outcomes of one code, successful and failed apart:
@@ -283,26 +347,8 @@ func (c *codeCount) add(ok bool) {
 	}
 }
 
-// counter returns the counter of code; the fast path is a map lookup in an
-// immutable snapshot, the slow path (a code seen first) copies it.
-func (r *recorder) counter(code string) *codeCount {
-	if c, ok := (*r.codesRO.Load())[code]; ok {
-		return c
-	}
-	r.codesMu.Lock()
-	defer r.codesMu.Unlock()
-	c, ok := r.codes[code]
-	if !ok {
-		c = new(codeCount)
-		r.codes[code] = c
-		snap := make(map[string]*codeCount, len(r.codes))
-		for k, v := range r.codes {
-			snap[k] = v
-		}
-		r.codesRO.Store(&snap)
-	}
-	return c
-}
+// counter returns the counter of code.
+func (r *recorder) counter(code string) *codeCount { return r.codes.get(code) }
 
 func (r *recorder) window(end time.Time) *Window {
 	sec := int(end.Sub(r.start) / time.Second)
@@ -324,6 +370,9 @@ func (r *recorder) window(end time.Time) *Window {
 func (r *recorder) record(o Outcome, lat time.Duration, end time.Time, step *Step) {
 	r.res.Latency.Record(lat)
 	r.counter(o.Code).add(o.OK)
+	if o.Part != "" {
+		r.parts.get(o.Part).record(o.OK, lat)
+	}
 	w := r.window(end)
 	if w != nil {
 		w.Latency.Record(lat)
@@ -375,7 +424,7 @@ func (r *recorder) finish(last time.Time) *Result {
 	res := r.res
 	res.Elapsed = last.Sub(r.start)
 	res.Codes, res.Failures = map[string]uint64{}, map[string]uint64{}
-	for code, c := range r.codes {
+	for code, c := range r.codes.all() {
 		ok, fail := c.ok.Load(), c.fail.Load()
 		if ok+fail > 0 {
 			res.Codes[code] = ok + fail
@@ -383,6 +432,9 @@ func (r *recorder) finish(last time.Time) *Result {
 		if fail > 0 {
 			res.Failures[code] = fail
 		}
+	}
+	if parts := r.parts.all(); len(parts) > 0 {
+		res.Parts = parts
 	}
 	for _, st := range res.Steps {
 		res.OK += st.OK.Load()

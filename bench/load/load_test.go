@@ -442,6 +442,52 @@ func TestFailuresByOutcome(t *testing.T) {
 	}
 }
 
+// TestParts runs a mixed request function whose part "image" answers in
+// 40 ms and fails one request in four, and whose part "payload" answers in
+// 2 ms: each part's counts and latency are recorded apart, from each
+// request's due time as the run's own are; a function without parts
+// records none.
+func TestParts(t *testing.T) {
+	s, _ := NewSchedule(Stage{Duration: time.Second, From: 100, To: 100})
+	clk := NewManualClock(time.Unix(1_800_000_000, 0))
+	res, err := Run(context.Background(), Plan{Schedule: s, Clock: clk, MaxInFlight: 1}, func(_ context.Context, r Request) Outcome {
+		if r.Seq%10 == 0 {
+			clk.Advance(40 * time.Millisecond)
+			if r.Seq%40 == 0 {
+				return Outcome{Code: "500", Part: "image"}
+			}
+			return Outcome{Code: "200", OK: true, Part: "image"}
+		}
+		clk.Advance(2 * time.Millisecond)
+		return Outcome{Code: "200", OK: true, Part: "payload"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, pay := res.Parts["image"], res.Parts["payload"]
+	if len(res.Parts) != 2 || img == nil || pay == nil {
+		t.Fatalf("parts %v", res.Parts)
+	}
+	if img.OK.Load() != 7 || img.Fail.Load() != 3 || pay.OK.Load() != 90 || pay.Fail.Load() != 0 {
+		t.Errorf("image %d ok %d failed, payload %d ok %d failed; want 7/3 and 90/0", img.OK.Load(), img.Fail.Load(), pay.OK.Load(), pay.Fail.Load())
+	}
+	if img.Latency.Count() != 10 || img.OKLatency.Count() != 7 || img.Latency.Quantile(0) < 40*time.Millisecond {
+		t.Errorf("image latency: %d recorded, %d ok, min %v; want 10, 7, at least 40 ms", img.Latency.Count(), img.OKLatency.Count(), img.Latency.Quantile(0))
+	}
+	// One slot: a payload due right after an image waits for it, so the
+	// payloads' p99 holds that wait and their p50 does not.
+	if p50 := pay.Latency.Quantile(.5); p50 < 2*time.Millisecond || p50 > 3*time.Millisecond {
+		t.Errorf("payload p50 %v, want about 2 ms", p50)
+	}
+	if n := img.Latency.Count() + pay.Latency.Count(); n != res.Latency.Count() {
+		t.Errorf("parts recorded %d latencies, the run %d", n, res.Latency.Count())
+	}
+	res, _ = Run(context.Background(), Plan{Schedule: s, Clock: clk}, func(context.Context, Request) Outcome { return Outcome{Code: "200", OK: true} })
+	if res.Parts != nil {
+		t.Errorf("a function without parts recorded parts %v", res.Parts)
+	}
+}
+
 // TestRecordAllocs checks that counting a completion allocates nothing
 // once its code and second were seen, in the open loop (which looks up the
 // step by completion time) and the closed loop.
@@ -458,8 +504,13 @@ func TestRecordAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { rec.record(o, time.Millisecond, start.Add(1500*time.Millisecond), steps[0]) }); n != 0 {
 		t.Errorf("open loop: %v allocations", n)
 	}
-	if steps[1].Done.Load() != 101 {
-		t.Errorf("completions at 1.5 s counted %d times in the second step, want 101", steps[1].Done.Load())
+	o.Part = "payload"
+	rec.record(o, time.Millisecond, start.Add(1500*time.Millisecond), steps[0])
+	if n := testing.AllocsPerRun(100, func() { rec.record(o, time.Millisecond, start.Add(1500*time.Millisecond), steps[0]) }); n != 0 {
+		t.Errorf("with a part: %v allocations", n)
+	}
+	if steps[1].Done.Load() != 203 { // 101 open-loop records, then 102 with a part
+		t.Errorf("completions at 1.5 s counted %d times in the second step, want 203", steps[1].Done.Load())
 	}
 }
 

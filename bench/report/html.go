@@ -21,6 +21,7 @@ func (r *Report) WriteHTML(path string) error {
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"num":           num,
+	"capitalize":    capitalize,
 	"slotWait":      func(s *Scenario) string { return capitalize(slotWait(s)) },
 	"errShare":      errShare,
 	"overTime":      overTime,
@@ -30,6 +31,17 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"statuses":      func(cb *Callbacks) string { return countList(statusCounts(cb)) },
 	"span":          func(s *Scenario) float64 { return max(s.Callbacks.Seconds, s.Elapsed) },
 	"settleSummary": func(r *Report) string { return r.settleSummary() },
+	"kindRows": func(r *Report) [][]string {
+		var rows [][]string
+		for _, s := range r.Scenarios {
+			if s.Pending == "" {
+				rows = append(rows, kindRows(s)...)
+			}
+		}
+		return rows
+	},
+	"kindHeader": func() []string { return kindHeader },
+	"kindNotes":  kindNotes,
 	"capacity": func(r *Report) string {
 		var b strings.Builder
 		r.Capacity.Print(&b)
@@ -55,6 +67,11 @@ Numbers from a shared machine are noisy: compare ratios between runs, not absolu
 <tr><td><a href="#{{.Name}}">{{.Name}}</a></td><td>{{.Load}}</td><td>{{printf "%.0f" .Throughput}}</td><td>{{printf "%.0f" .Verifications}}</td><td>{{num .Latency.P50}}</td><td>{{num .Latency.P90}}</td><td>{{num .Latency.P99}}</td><td>{{num .Latency.P999}}</td><td>{{num .Latency.Max}}</td><td>{{num .OKLatency.P50}}</td><td>{{num .OKLatency.P99}}</td><td>{{errShare .}}</td></tr>{{end}}{{end}}
 </table>
 <p class="about">p50 … max: every completed request, refusals included; ok p50 and ok p99: successful requests only.</p>
+{{with kindRows .}}<h3>By kind</h3>
+<p class="about">A mix's pictures (image) and payloads apart, each kind's latency over its own requests. Core's CPU per verification of each kind is derived from the mix's scenarios run on their own (each scenario's section says which).</p>
+<table><tr>{{range kindHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
 {{with settleSummary .}}<p>Settling: {{.}}.</p>{{end}}
 {{if .Capacity}}<h2>Capacity model</h2><pre>{{capacity .}}</pre>{{end}}
 {{range .Notes}}<p class="about">{{.}}</p>{{end}}
@@ -65,6 +82,7 @@ Successful requests only: p50 {{num .OKLatency.P50}} ms, p90 {{num .OKLatency.P9
 Send→answer p50 {{num .Service.P50}} ms, p99 {{num .Service.P99}} ms; generator lag p50 {{num .Lag.P50}} ms, p99 {{num .Lag.P99}} ms.
 {{with slotWait .}}{{.}}.{{end}}
 {{with codes .}}Errors: {{.}}.{{end}}
+{{range kindNotes .}}<br>{{capitalize .}}.{{end}}
 {{if .Duplicates}}Answered as duplicates: {{.Duplicates}} of {{.OK}} successful.{{end}}
 {{with .Callbacks}}<br>Callbacks: {{.Stats.Delivered}} of {{.Stats.Expected}} delivered, {{.Stats.Succeeded}} successful ({{.Missing}} missing, {{.Stats.Repeats}} repeats, {{.Stats.BadSig}} bad signatures); submit→callback p50 {{num .Latency.P50}} ms, p99 {{num .Latency.P99}} ms, max {{num .Latency.Max}} ms.
 {{with statuses .}}By status: {{.}}.{{end}}{{end}}

@@ -179,6 +179,12 @@ type Scenario struct {
 	// PerCore is successful verifications per CPU-second of each tier: the
 	// throughput one fully busy core of it sustains at this mix.
 	PerCore map[string]float64 `json:"perCore,omitempty"`
+	// Kinds are the scenario's kinds of verification apart, when it mixes
+	// them (SetKinds; mixed: images and payloads), and CoreCPUExplained
+	// the share of the core CPU it used that their derived costs add up
+	// to (DeriveKindCPU; 0: not known).
+	Kinds            []Kind  `json:"kinds,omitempty"`
+	CoreCPUExplained float64 `json:"coreCpuExplained,omitempty"`
 }
 
 // Settle is the wait after a scenario until the stack was settled

@@ -26,6 +26,7 @@ func (r *Report) Table(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\np50 … max ms: every completed request, refusals included; ok p50, ok p99: successful requests only.")
+	r.kindTable(w)
 	if sum := r.settleSummary(); sum != "" {
 		fmt.Fprintf(w, "settling: %s.\n", sum)
 	}
@@ -63,6 +64,9 @@ func (r *Report) Table(w io.Writer) {
 			}
 			line += "\n  CPU: " + strings.Join(cpu, ", ")
 		}
+		for _, n := range kindNotes(s) {
+			line += "\n  " + n
+		}
 		if cb := s.Callbacks; cb != nil {
 			line += fmt.Sprintf("\n  callbacks: %d of %d delivered, %d successful (%d missing, %d repeats, %d bad signatures); submit→callback p50 %s p99 %s max %s ms",
 				cb.Stats.Delivered, cb.Stats.Expected, cb.Stats.Succeeded, cb.Missing, cb.Stats.Repeats, cb.Stats.BadSig, num(cb.Latency.P50), num(cb.Latency.P99), num(cb.Latency.Max))
@@ -86,6 +90,27 @@ func (r *Report) Table(w io.Writer) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nnote: %s\n", n)
 	}
+}
+
+// kindTable writes the kinds of the scenarios that mix them, one line
+// each, or nothing when none does.
+func (r *Report) kindTable(w io.Writer) {
+	var rows [][]string
+	for _, s := range r.Scenarios {
+		if s.Pending == "" {
+			rows = append(rows, kindRows(s)...)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nby kind: a mix's pictures (image) and payloads apart, each kind's latency over its own requests; core CPU per verification derived from the mix's scenarios run on their own (see each scenario below):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(kindHeader, "\t")+"\t")
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	tw.Flush()
 }
 
 func limitRange(s *Scenario) (lo, hi int32) {
@@ -168,6 +193,24 @@ func Compare(w io.Writer, old, new *Report) {
 			{"p99.9 ms", o.Latency.P999, n.Latency.P999},
 			{"ok p99 ms", o.OKLatency.P99, n.OKLatency.P99},
 			{"errors %", pct(o), pct(n)},
+		}
+		// A mix's kinds, each in both runs: the change of a kind is not
+		// hidden in the mix's whole (a few pictures are most of its core CPU).
+		for _, nk := range n.Kinds {
+			for _, ok := range o.Kinds {
+				if ok.Name != nk.Name {
+					continue
+				}
+				rows = append(rows, []struct {
+					metric   string
+					old, new float64
+				}{
+					{nk.Name + " verif/s", ok.Verifications, nk.Verifications},
+					{nk.Name + " p50 ms", ok.Latency.P50, nk.Latency.P50},
+					{nk.Name + " p99 ms", ok.Latency.P99, nk.Latency.P99},
+					{nk.Name + " core µs/verif", ok.CoreCPU, nk.CoreCPU},
+				}...)
+			}
 		}
 		changed := changedMeaning(old.Version, new.Version, o, n)
 		for _, r := range rows {

@@ -51,6 +51,10 @@ type Scenario struct {
 	// Units is how many verifications one request carries (a batch carries
 	// many); 1 when unset.
 	Units func(env *Env) int
+	// Kind is what its requests ask core to read: KindImage (a picture
+	// to scan) or KindPayload (the QR payload itself) when unset. A mix
+	// reports its kinds apart, and the capacity model plans them apart.
+	Kind  string
 	build func(ctx context.Context, env *Env) (load.Func, error)
 }
 
@@ -84,7 +88,7 @@ func init() {
 		{Name: "bank-v2", About: "v2 bank verify by QR payload, Bearer key, a new slip each request", build: bankV2},
 		{Name: "bank-v2-signed", About: "v2 bank verify by QR payload, HMAC-signed request (fresh nonce and timestamp)", build: bankV2Signed},
 		{Name: "bank-v1", About: "v1 bank verify (POST /verify, JSON payload, checkDuplicate)", build: bankV1},
-		{Name: "bank-image", About: "v2 bank verify by image upload (multipart), slip pictures of phone sizes, a new slip each request", build: bankImage},
+		{Name: "bank-image", About: "v2 bank verify by image upload (multipart), slip pictures of phone sizes, a new slip each request", Kind: KindImage, build: bankImage},
 		{Name: "wallet-v2", About: "v2 wallet verify by QR payload", build: walletV2},
 		{Name: "duplicates", About: "v2 bank verify where 9 requests in 10 draw one of 50 slips of the branch's own pool and the 10th is new; a slot's first draw is new too, so fewer than 90 % repeat: the answers that say isDuplicate are counted (200 duplicate)", build: duplicates},
 		{Name: "overload", About: "v2 bank verify on the overload service, beyond what the stack sustains: the adaptive limit sheds load (429, Retry-After, X-RateLimit-Limit dropping)", build: overload},
@@ -93,6 +97,22 @@ func init() {
 		{Name: "async-batch", About: "async batch submit of BatchSize slips; one callback per slip", Async: true, build: asyncBatch,
 			Units: func(env *Env) int { return batchSize(env) }},
 	}
+}
+
+// The kinds of verification: core's cost of one differs by far (a picture
+// costs a scan, tens of times a payload's whole verification).
+const (
+	KindPayload = "payload"
+	KindImage   = "image"
+)
+
+// KindOf returns the kind of the scenario called name (KindPayload for
+// names it does not know: the mix's parts are checked by ReadMix).
+func KindOf(name string) string {
+	if s, err := Get(name); err == nil && s.Kind != "" {
+		return s.Kind
+	}
+	return KindPayload
 }
 
 // All returns every scenario.
@@ -460,7 +480,9 @@ func ReadMix(path string) (MixFile, error) {
 }
 
 // mixed sends each request as one of the file's scenarios, chosen by a hash
-// of its sequence number in proportion to the weights. Every part sees the
+// of its sequence number in proportion to the weights; its outcome names
+// that scenario (load.Outcome.Part), so the run records each part apart
+// and the report its kinds (pictures, payloads) apart. Every part sees the
 // run's sequence numbers and marks its slips with a letter of its own, so
 // their slips stay distinct; a part's share of them is sparse, so what it
 // counts per branch grows more slowly than in a run of its own (in a short
@@ -480,6 +502,7 @@ func mixed(ctx context.Context, env *Env) (load.Func, error) {
 	}
 	slices.Sort(names)
 	var parts []load.Func
+	var used []string // the scenario of each part
 	var cum []uint64
 	var total uint64
 	for _, n := range names {
@@ -492,7 +515,7 @@ func mixed(ctx context.Context, env *Env) (load.Func, error) {
 			return nil, err
 		}
 		total += uint64(m.Weights[n])
-		parts, cum = append(parts, f), append(cum, total)
+		parts, cum, used = append(parts, f), append(cum, total), append(used, n)
 	}
 	return func(ctx context.Context, r load.Request) load.Outcome {
 		x := mix64(r.Seq) % total
@@ -502,6 +525,8 @@ func mixed(ctx context.Context, env *Env) (load.Func, error) {
 			}
 			return 1
 		})
-		return parts[i](ctx, r)
+		o := parts[i](ctx, r)
+		o.Part = used[i]
+		return o
 	}, nil
 }

@@ -130,6 +130,7 @@ func TestReadMix(t *testing.T) {
 type edgeStub struct {
 	ln      *fasthttputil.InmemoryListener
 	bad     atomic.Int64
+	uploads atomic.Int64             // multipart requests (pictures)
 	signers map[string]*authn.Signer // by branch key
 	service map[string]string        // by branch key
 
@@ -161,6 +162,9 @@ func newStub(tb testing.TB, seed *tenant.Seed) *edgeStub {
 			s.bad.Add(1)
 		}
 		ctx.Response.Header.Set("X-RateLimit-Limit", "5000")
+		if strings.HasPrefix(string(h.ContentType()), "multipart/") {
+			s.uploads.Add(1)
+		}
 		if !s.track {
 			ctx.SetBodyString(`{"success":true,"data":{}}`)
 			return
@@ -224,6 +228,39 @@ func TestSyncScenarios(t *testing.T) {
 	}
 	if _, err := (&Scenario{Name: "x", Async: true}).Build(t.Context(), env); err == nil {
 		t.Error("an async scenario was built without a webhook receiver")
+	}
+}
+
+// TestMixedParts runs a mix of one picture to three payloads: every
+// outcome names the scenario it drew, the parts' counts are the pictures
+// and payloads the edge received, in about the file's proportions, and
+// KindOf sorts the parts into images and payloads.
+func TestMixedParts(t *testing.T) {
+	env, stub := stubEnv(t)
+	env.Mix = filepath.Join(t.TempDir(), "mix.json")
+	if err := os.WriteFile(env.Mix, []byte(`{"name":"t","weights":{"bank-v2":3,"bank-image":1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := Get("mixed")
+	f, err := sc.Build(t.Context(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := load.Run(context.Background(), load.Plan{Workers: []int{4}, Requests: 400}, f)
+	if err != nil || res.OK != 400 {
+		t.Fatalf("%v: ok %d, codes %v", err, res.OK, res.Codes)
+	}
+	img, pay := res.Parts["bank-image"], res.Parts["bank-v2"]
+	if len(res.Parts) != 2 || img == nil || pay == nil {
+		t.Fatalf("parts %v, want bank-image and bank-v2", res.Parts)
+	}
+	if n := img.OK.Load(); int64(n) != stub.uploads.Load() || n < 60 || n > 140 || n+pay.OK.Load() != 400 {
+		t.Errorf("bank-image part %d, bank-v2 part %d; the edge received %d pictures of 400 requests, want about 100", n, pay.OK.Load(), stub.uploads.Load())
+	}
+	for name, want := range map[string]string{"bank-image": KindImage, "bank-v2": KindPayload, "duplicates": KindPayload, "wallet-v2": KindPayload} {
+		if got := KindOf(name); got != want {
+			t.Errorf("KindOf(%s) = %s, want %s", name, got, want)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/bench/load"
 	"github.com/slipverify/slipverify/bench/report"
 	"github.com/slipverify/slipverify/bench/scenario"
 	"github.com/slipverify/slipverify/bench/stack"
@@ -128,3 +130,61 @@ func TestAsyncVerifications(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+// TestRunnerMixKinds runs a mix of bank-v2 and bank-image against a
+// trivial edge: the runner reports its pictures and payloads apart, each
+// kind's requests adding up to the run's; with the mix's scenarios run on
+// their own in the same report (core charged 1 CPU-second for each run),
+// each kind gets core's CPU per verification of its scenario.
+func TestRunnerMixKinds(t *testing.T) {
+	seed, err := tenant.Read(filepath.Join("..", "seed.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte(`{"success":true,"data":{}}`))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	mix := filepath.Join(t.TempDir(), "mix.json")
+	if err := os.WriteFile(mix, []byte(`{"name":"t","weights":{"bank-v2":4,"bank-image":1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := scenario.NewClient(ln.Addr().String(), 64)
+	defer client.CloseIdle()
+	var reads atomic.Int64
+	cpu := func() stack.CPU { return stack.CPU{"core": time.Duration(reads.Add(1)-1) * time.Second} }
+	r := &Runner{Env: &scenario.Env{Client: client, Seed: seed, Run: scenario.RunID(), Mix: mix}, CPU: cpu}
+	rep := &report.Report{Version: report.Version}
+	for _, name := range []string{"mixed", "bank-v2", "bank-image"} {
+		sc, _ := scenario.Get(name)
+		out, err := r.Run(context.Background(), "", sc, load.Plan{Workers: []int{4}, Requests: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Scenarios = append(rep.Scenarios, out)
+	}
+	rep.DeriveKindCPU()
+	m := rep.Find("mixed")
+	if m.OK != 200 || len(m.Kinds) != 2 || m.Kinds[0].Name != scenario.KindImage || m.Kinds[1].Name != scenario.KindPayload {
+		t.Fatalf("mixed: ok %d, kinds %+v", m.OK, m.Kinds)
+	}
+	img, pay := m.Kinds[0], m.Kinds[1]
+	if img.OK+pay.OK != 200 || img.OK < 20 || img.OK > 60 || img.Latency.Count != img.Requests {
+		t.Errorf("images %d, payloads %d of 200 requests, want about 40 images", img.OK, pay.OK)
+	}
+	for _, k := range m.Kinds {
+		own := rep.Find(map[string]string{"image": "bank-image", "payload": "bank-v2"}[k.Name])
+		if want := 1e6 / own.PerCore["core"]; !near(k.CoreCPU, want) || !strings.HasPrefix(k.CoreCPUSource, "derived: "+own.Name) {
+			t.Errorf("%s: core %v µs from %q, want %s's %v µs", k.Name, k.CoreCPU, k.CoreCPUSource, own.Name, want)
+		}
+	}
+	if rep.Find("bank-v2").Kinds != nil {
+		t.Error("a scenario of one kind reports kinds")
+	}
+}

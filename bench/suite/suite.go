@@ -98,6 +98,12 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 		}
 	}
 	out := report.FromResult(name, sc.About, mode, describe(plan), sc.VerificationsPer(r.Env), res)
+	if len(res.Parts) > 0 {
+		// A mix: its pictures and payloads apart (their core CPU is
+		// derived once the report holds its parts' own runs,
+		// Report.DeriveKindCPU).
+		out.SetKinds(res.Parts, scenario.KindOf)
+	}
 	if sc.Async {
 		r.callbacks(out, res.Start)
 	}
@@ -251,7 +257,11 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 	r := &Runner{Env: env, CPU: st.CPU, Alive: st.Exited, Settle: StackSettler(st), Log: o.Log}
 	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: o.Command, Host: Host(), Target: st.Edge,
 		Settling: r.Settle.Describe()}
-	if err := standard(ctx, r, rep, o); err != nil {
+	err = standard(ctx, r, rep, o)
+	// The mix's kinds cost core what its scenarios cost on their own,
+	// which run after it.
+	rep.DeriveKindCPU()
+	if err != nil {
 		return rep, err
 	}
 	if err := st.Stop(); err != nil {
@@ -453,9 +463,11 @@ func Host() report.Host {
 }
 
 // Model runs the capacity model with the per-core numbers a report
-// measured: edge and core sync from bank-v2 peak (else bank-v2, else
-// mixed), core async and the dispatcher from async-single, usage from the
-// first of those that measured it. A number in already has a source when
+// measured: edge from bank-v2 peak (else bank-v2, else mixed), core's
+// payloads from bank-v2 peak (else bank-v2: not mixed, whose pictures the
+// model counts apart), core's pictures from bank-image, core async and the
+// dispatcher from async-single, usage from the first of bank-v2 peak,
+// bank-v2, mixed and async-single that measured it. A number in already has a source when
 // the user gave it (in.Source names it, "given" for loadgen's flags): it
 // wins over the measured one, for every tier. in's own values also stand
 // where the report measured nothing.
@@ -477,7 +489,12 @@ func Model(rep *report.Report, in capacity.Input) *capacity.Output {
 	}
 	if s := pick("bank-v2 peak", "bank-v2", "mixed"); s != nil {
 		measured(s, "edge", &in.PerCore.Edge, &in.Source.Edge)
+	}
+	if s := pick("bank-v2 peak", "bank-v2"); s != nil {
 		measured(s, "core", &in.PerCore.CoreSync, &in.Source.CoreSync)
+	}
+	if s := pick("bank-image"); s != nil {
+		measured(s, "core", &in.PerCore.CoreImage, &in.Source.CoreImage)
 	}
 	if s := pick("async-single"); s != nil {
 		measured(s, "core", &in.PerCore.CoreAsync, &in.Source.CoreAsync)

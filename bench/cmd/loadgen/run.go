@@ -94,6 +94,7 @@ func capacityFlags(fs *flag.FlagSet) *capacity.Input {
 	fs.Float64Var(&in.Target, "target", in.Target, "capacity model: verifications/s to plan for")
 	fs.Float64Var(&in.AsyncShare, "async", in.AsyncShare, "capacity model: share of verifications submitted async (0..1)")
 	fs.Float64Var(&in.BatchSize, "batch-size", in.BatchSize, "capacity model: mean slips per async submit")
+	fs.Float64Var(&in.ImageShare, "image-share", in.ImageShare, "capacity model: share of verifications, sync and async, sent as a picture of the slip (0..1; the default is the production mix's, bench/profiles/production.json)")
 	fs.Float64Var(&in.CoresPerInstance, "cores", in.CoresPerInstance, "capacity model: cores per instance")
 	fs.Float64Var(&in.Utilisation, "utilisation", in.Utilisation, "capacity model: planned CPU share at the target (0..1]")
 	fs.IntVar(&in.MinInstances, "min-instances", in.MinInstances, "capacity model: least instances of each tier")
@@ -103,10 +104,11 @@ func capacityFlags(fs *flag.FlagSet) *capacity.Input {
 // perCoreFlags adds overrides of the per-core numbers; set ones win over
 // measured ones.
 func perCoreFlags(fs *flag.FlagSet, in *capacity.Input) func() {
-	var edge, coreSync, coreAsync, disp, usage float64
+	var edge, coreSync, coreImage, coreAsync, disp, usage float64
 	d := capacity.DefaultPerCore
 	fs.Float64Var(&edge, "edge-per-core", 0, fmt.Sprintf("edge requests/s per core (default: measured, else %.0f)", d.Edge))
-	fs.Float64Var(&coreSync, "core-per-core", 0, fmt.Sprintf("core sync verifications/s per core (default: measured, else %.0f)", d.CoreSync))
+	fs.Float64Var(&coreSync, "core-per-core", 0, fmt.Sprintf("core sync verifications/s by payload per core (default: measured by bank-v2, else %.0f)", d.CoreSync))
+	fs.Float64Var(&coreImage, "core-image-per-core", 0, fmt.Sprintf("core sync verifications/s by picture per core (default: measured by bank-image, else %.0f)", d.CoreImage))
 	fs.Float64Var(&coreAsync, "core-async-per-core", 0, fmt.Sprintf("core async verifications/s per core (default: measured, else %.0f)", d.CoreAsync))
 	fs.Float64Var(&disp, "dispatcher-per-core", 0, fmt.Sprintf("dispatcher callbacks/s per core (default: measured, else %.0f, assumed)", d.Dispatcher))
 	fs.Float64Var(&usage, "usage-per-core", 0, fmt.Sprintf("usage events/s per core (default: measured, else %.0f, assumed)", d.Usage))
@@ -118,6 +120,7 @@ func perCoreFlags(fs *flag.FlagSet, in *capacity.Input) func() {
 		}
 		set(edge, &in.PerCore.Edge, &in.Source.Edge)
 		set(coreSync, &in.PerCore.CoreSync, &in.Source.CoreSync)
+		set(coreImage, &in.PerCore.CoreImage, &in.Source.CoreImage)
 		set(coreAsync, &in.PerCore.CoreAsync, &in.Source.CoreAsync)
 		set(disp, &in.PerCore.Dispatcher, &in.Source.Dispatcher)
 		set(usage, &in.PerCore.Usage, &in.Source.Usage)
@@ -291,6 +294,7 @@ func cmdRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	rep := single("loadgen run "+strings.Join(args, " "), *addr, s)
+	rep.DeriveKindCPU() // says, for a mix, that its scenarios' own runs are not in this report
 	rep.Table(out)
 	if *jsonOut != "" {
 		if err := rep.WriteJSON(*jsonOut); err != nil {

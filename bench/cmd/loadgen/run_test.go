@@ -50,6 +50,7 @@ func TestCommandErrors(t *testing.T) {
 	f("usage: loadgen compare", "compare", "one.json")
 	f("no such file", "compare", filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json"))
 	f("target must be positive", "capacity", "-target", "0")
+	f("image share must be between 0 and 1", "capacity", "-image-share", "1.2")
 	f("rates and quota", "seed", "-rate", "0")
 }
 
@@ -58,6 +59,16 @@ func TestCommands(t *testing.T) {
 	if err := run(context.Background(), []string{"capacity", "-target", "5000", "-async", "0.2"}, &out, &out); err != nil ||
 		!strings.Contains(out.String(), "Capacity for 5000 verifications/s, 20 % async") {
 		t.Errorf("capacity: %v\n%s", err, out.String())
+	}
+	// The share of pictures moves core's cores: 5,000 sync verifications,
+	// 3,000 payloads or 50 pictures a core-second: 5000 × (0.98/3000 +
+	// 0.02/50) = 3.63 cores with 2 % pictures, 1.67 with none.
+	for share, cores := range map[string]string{"0.02": "3.63", "0": "1.67"} {
+		out.Reset()
+		err := run(context.Background(), []string{"capacity", "-async", "0", "-image-share", share, "-core-per-core", "3000", "-core-image-per-core", "50"}, &out, &out)
+		if err != nil || !regexp.MustCompile(`(?m)^  core +5000 verifications/s +\d+ +`+regexp.QuoteMeta(cores)+` +1  payload given; `).MatchString(out.String()) {
+			t.Errorf("capacity with %s pictures: %v, want core at %s cores:\n%s", share, err, cores, out.String())
+		}
 	}
 	out.Reset()
 	if err := run(context.Background(), []string{"list"}, &out, &out); err != nil || !strings.Contains(out.String(), "async-batch") {
@@ -75,6 +86,7 @@ func TestCapacityFlagsWin(t *testing.T) {
 	rep := &report.Report{Version: report.Version, Scenarios: []*report.Scenario{
 		{Name: "bank-v2 peak", PerCore: map[string]float64{"edge": 9000, "core": 1500, "usage": 30000}},
 		{Name: "async-single", PerCore: map[string]float64{"core": 700, "dispatcher": 1600}},
+		{Name: "bank-image", PerCore: map[string]float64{"core": 40}},
 	}}
 	path := filepath.Join(t.TempDir(), "bench.json")
 	if err := rep.WriteJSON(path); err != nil {
@@ -82,7 +94,7 @@ func TestCapacityFlagsWin(t *testing.T) {
 	}
 	var out strings.Builder
 	err := run(context.Background(), []string{"capacity", "-from", path, "-edge-per-core", "1000", "-core-per-core", "100",
-		"-core-async-per-core", "50", "-dispatcher-per-core", "10", "-usage-per-core", "10"}, &out, &out)
+		"-core-image-per-core", "5", "-core-async-per-core", "50", "-dispatcher-per-core", "10", "-usage-per-core", "10"}, &out, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +108,8 @@ func TestCapacityFlagsWin(t *testing.T) {
 	}
 	// Without flags the measured numbers are used.
 	out.Reset()
-	if err := run(context.Background(), []string{"capacity", "-from", path}, &out, &out); err != nil || !strings.Contains(out.String(), "measured: bank-v2 peak") {
+	if err := run(context.Background(), []string{"capacity", "-from", path}, &out, &out); err != nil || !strings.Contains(out.String(), "measured: bank-v2 peak") ||
+		!regexp.MustCompile(`(?m)^  picture, sync +80 +40 +2\.00  measured: bank-image$`).MatchString(out.String()) {
 		t.Errorf("%v\n%s", err, out.String())
 	}
 }
