@@ -62,8 +62,8 @@ bench-go: ## run the Go benchmarks with allocations
 
 # FUZZ lists each fuzz test as package:Target.
 FUZZ := core/slip:FuzzParse core/slip:FuzzEncode core/server:FuzzVerifyBody \
-	core/promptpay:FuzzPayload core/egress:FuzzHostClassification \
-	core/qrscan:FuzzScan edge/authn:FuzzSignedHeaders edge/nonce:FuzzParseUUID core/iplist:FuzzParse core/iplist:FuzzClientIP \
+	core/promptpay:FuzzPayload core/lib/egress:FuzzHostClassification \
+	core/qrscan:FuzzScan edge/authn:FuzzSignedHeaders edge/nonce:FuzzParseUUID core/lib/iplist:FuzzParse core/lib/iplist:FuzzClientIP \
 	core/bank/httpbank:FuzzDecodeReply usage/consume:FuzzDecode
 
 fuzz: ## run each fuzz test for FUZZTIME (default 2m)

@@ -27,7 +27,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/core/lib/iplist"
 	"github.com/slipverify/slipverify/edge/authcache"
 	"github.com/slipverify/slipverify/edge/gateway"
 	"github.com/slipverify/slipverify/edge/nonce"

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/slipverify/slipverify/core/jsonw"
+	"github.com/slipverify/slipverify/core/lib/jsonw"
 )
 
 // Kafka topics (ARCHITECTURE.md); the key of each topic's records is named

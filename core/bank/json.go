@@ -1,6 +1,6 @@
 package bank
 
-import "github.com/slipverify/slipverify/core/jsonw"
+import "github.com/slipverify/slipverify/core/lib/jsonw"
 
 // AppendJSON appends s as encoding/json writes it, without reflection: a
 // slip is encoded on every verification of a new one. TestSlipJSON holds

@@ -12,12 +12,12 @@ import (
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/route"
 	"github.com/slipverify/slipverify/core/bank/upstream"
-	"github.com/slipverify/slipverify/core/egress"
-	"github.com/slipverify/slipverify/core/envflag"
 	"github.com/slipverify/slipverify/core/jobs"
-	"github.com/slipverify/slipverify/core/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/egress"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
 	"github.com/slipverify/slipverify/core/seed"
-	"github.com/slipverify/slipverify/core/stream"
 )
 
 // Config is core's configuration.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 func TestValidateReportsEveryProblem(t *testing.T) {

@@ -28,7 +28,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/lib/egress"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/verify"

@@ -25,13 +25,13 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
-	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/jobs"
+	"github.com/slipverify/slipverify/core/lib/egress"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/store"
-	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/core/verify"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slipverify/slipverify/core/lib/stream"
 	"github.com/slipverify/slipverify/core/store"
-	"github.com/slipverify/slipverify/core/stream"
 )
 
 // Publisher sends core's outbox to Kafka in order and acks what the broker

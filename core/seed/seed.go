@@ -14,7 +14,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
-	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/core/lib/iplist"
 	"github.com/slipverify/slipverify/core/receiver"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/store"

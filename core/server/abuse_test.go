@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestCompressedBodyRefused: a gzipped multipart form is refused unread,

@@ -11,8 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/egress"
 	"github.com/slipverify/slipverify/core/jobs"
+	"github.com/slipverify/slipverify/core/lib/egress"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/server"
 	"github.com/slipverify/slipverify/core/verify"

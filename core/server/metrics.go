@@ -8,7 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/profiling"
+	"github.com/slipverify/slipverify/core/lib/profiling"
 	"github.com/slipverify/slipverify/core/verify"
 )
 

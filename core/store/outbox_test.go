@@ -13,9 +13,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/store"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // clock is a settable test clock.

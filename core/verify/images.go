@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/lib/egress"
 	"github.com/slipverify/slipverify/core/qrscan"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
-	"github.com/slipverify/slipverify/core/jsonw"
+	"github.com/slipverify/slipverify/core/lib/jsonw"
 	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/store"

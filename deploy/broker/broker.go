@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
 )
 
 // Config is the broker's configuration.

@@ -5,8 +5,8 @@ import (
 	"crypto/tls"
 	"testing"
 
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // StartTest runs a broker in memory with the platform's topics on a free

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/lib/envflag"
 )
 
 // Settings is the dev stack program's configuration (deploy/cmd/clickhouse).

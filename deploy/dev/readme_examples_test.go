@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // exampleREADMEs are the READMEs whose `sh make-run` blocks run against

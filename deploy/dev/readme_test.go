@@ -2,8 +2,10 @@ package dev_test
 
 import (
 	"flag"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,7 +13,7 @@ import (
 	"unicode"
 
 	core "github.com/slipverify/slipverify/core/config"
-	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/lib/envflag"
 	"github.com/slipverify/slipverify/deploy/broker"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	dispatcher "github.com/slipverify/slipverify/dispatcher/config"
@@ -177,4 +179,58 @@ func anchors(text string) []string {
 		}, strings.TrimSpace(h)))
 	}
 	return out
+}
+
+// TestREADMEPackageTables: each tier's README lists its packages as the
+// tree holds them, in the first column of its "Packages" tables: every
+// package it names exists, and every package of the tier is named, itself
+// or through a folder above it (core/bank names its connectors in prose).
+func TestREADMEPackageTables(t *testing.T) {
+	for _, tier := range []string{"core", "edge", "dispatcher", "usage"} {
+		text, err := os.ReadFile("../../" + tier + "/README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section, _ := strings.Cut(string(text), "\n## Packages\n")
+		section, _, _ = strings.Cut(section, "\n## ")
+		var named []string
+		for _, line := range strings.Split(section, "\n") {
+			cells := strings.Split(line, "|")
+			if len(cells) < 3 {
+				continue
+			}
+			for _, m := range pkgName.FindAllStringSubmatch(cells[1], -1) {
+				named = append(named, m[1])
+			}
+		}
+		if len(named) == 0 {
+			t.Errorf("%s/README.md: no package table", tier)
+			continue
+		}
+		for _, p := range named {
+			if files, _ := filepath.Glob("../../" + p + "/*.go"); len(files) == 0 {
+				t.Errorf("%s/README.md names %s, which holds no Go files", tier, p)
+			}
+		}
+		filepath.WalkDir("../../"+tier, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() || !goPackage(p) || strings.Contains(p, "/internal") || strings.Contains(p, "/testdata") {
+				return err
+			}
+			pkg := strings.TrimPrefix(p, "../../")
+			if !slices.ContainsFunc(named, func(n string) bool { return pkg == n || strings.HasPrefix(pkg, n+"/") }) {
+				t.Errorf("%s/README.md: package %s is in no row of its package table", tier, pkg)
+			}
+			return nil
+		})
+	}
+}
+
+// pkgName is a package path in backquotes in a README table's first cell.
+var pkgName = regexp.MustCompile("`([a-z]+(?:/[a-z0-9]+)*)`")
+
+// goPackage reports whether dir holds a Go file that is not a test: a
+// package every tier's README must name.
+func goPackage(dir string) bool {
+	files, _ := filepath.Glob(dir + "/*.go")
+	return slices.ContainsFunc(files, func(f string) bool { return !strings.HasSuffix(f, "_test.go") })
 }

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // demoKey is the seed's main branch key (deploy/dev/seed.json).

@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/deploy/faults/tcpproxy"
 	"github.com/slipverify/slipverify/edge/authn"

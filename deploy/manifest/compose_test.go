@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/lib/envflag"
 )
 
 type composeFile struct {

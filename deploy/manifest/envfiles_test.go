@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/lib/envflag"
 	"github.com/slipverify/slipverify/deploy/broker"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	core "github.com/slipverify/slipverify/core/config"
-	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/lib/envflag"
 	dispatcher "github.com/slipverify/slipverify/dispatcher/config"
 	edge "github.com/slipverify/slipverify/edge/config"
 	usage "github.com/slipverify/slipverify/usage/config"

@@ -15,9 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/slipverify/slipverify/core/bank/bankfake"
+	"github.com/slipverify/slipverify/core/lib/testnet"
+	"github.com/slipverify/slipverify/core/lib/tlsfiles"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
-	"github.com/slipverify/slipverify/core/tlsfiles"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/usage/chstore"

@@ -13,10 +13,10 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/egress"
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/lib/egress"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
 )
 
 // MaxWorkers bounds SLIP_DISPATCHER_WORKERS: the consumer allocates its

@@ -30,7 +30,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/egress"
+	"github.com/slipverify/slipverify/core/lib/egress"
 )
 
 // Poster delivers one webhook; *egress.Client is the one the dispatcher

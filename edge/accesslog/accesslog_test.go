@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // syncBuffer is a writer tests read while the log's goroutine writes.

@@ -20,7 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/iplist"
+	"github.com/slipverify/slipverify/core/lib/iplist"
 	"github.com/slipverify/slipverify/edge/authn"
 )
 

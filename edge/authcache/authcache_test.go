@@ -15,7 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestInvalidateDuringLookup: a request that comes after Invalidate does

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/iplist"
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/iplist"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
 )
 
 // Config is the edge's configuration.

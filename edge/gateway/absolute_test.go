@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestAbsoluteFormAnyTarget: a request target in absolute form is answered

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestAccessLog: every answer, forwarded or the edge's own, carries an

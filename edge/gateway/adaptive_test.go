@@ -12,7 +12,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestAdaptiveLimitIgnoresClients: only core's own overload signal lowers

@@ -10,7 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestBearerPathAllocs: an accepted Bearer request on a rate-limited route,

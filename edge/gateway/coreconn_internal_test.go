@@ -12,7 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/edge/config"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 const seed = "testdata/seed.json"

@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/edge/config"
 	"github.com/slipverify/slipverify/edge/gateway"

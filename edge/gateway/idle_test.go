@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/promptpay"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // bigSlipPNG is a picture of the slip QR code of transRef at the size of a

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestEncodedPathsKeepTheirRoute: a path whose percent-encoded slashes or

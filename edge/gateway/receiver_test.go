@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestReceiverChecks: v2 bank verification checks the receiver against the

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // TestCrossEdgeReplay: copies of one signed request sent to two edges at

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestOneSpellingOfCredentials: the edge takes one spelling of each

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // clock is a fake clock, safe for concurrent use.

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/edge/authn"
 	"github.com/slipverify/slipverify/edge/openapi"
 )

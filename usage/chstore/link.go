@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/tlsfiles"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/tlsfiles"
 )
 
 // TLS is the ledger link's TLS settings.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank/bankfake"
-	"github.com/slipverify/slipverify/core/testnet"
-	"github.com/slipverify/slipverify/core/tlsfiles"
+	"github.com/slipverify/slipverify/core/lib/testnet"
+	"github.com/slipverify/slipverify/core/lib/tlsfiles"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/ledgertest"

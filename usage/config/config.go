@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
 	"github.com/slipverify/slipverify/usage/chstore"
 )
 

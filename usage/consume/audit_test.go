@@ -9,7 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/lib/stream"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/ledgertest"
 )

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/bank/bankfake"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/reconcile"

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/bank/bankfake"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 func TestMain(m *testing.M) { testnet.Main(m) }

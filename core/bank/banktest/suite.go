@@ -13,7 +13,7 @@ import (
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/bankfake"
 	"github.com/slipverify/slipverify/core/bank/upstream"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // Fake is a bank's fake (package bankfake) as the suite drives it.

@@ -15,7 +15,7 @@ import (
 	"github.com/slipverify/slipverify/core/bank/banktest"
 	"github.com/slipverify/slipverify/core/bank/kbank"
 	"github.com/slipverify/slipverify/core/bank/upstream"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // rig is a connector, the fake it asks and its clock, for the tests of

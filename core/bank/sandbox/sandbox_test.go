@@ -17,7 +17,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/banktest"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/synthetic.json")

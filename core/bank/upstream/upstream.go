@@ -35,8 +35,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/slipverify/slipverify/core/bank"
+	"github.com/slipverify/slipverify/core/lib/tlsfiles"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/tlsfiles"
 )
 
 // MaxReplySize is the largest reply body, in bytes, read from a bank; a

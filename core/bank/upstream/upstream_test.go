@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/bank"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 type clock = testnet.Clock

@@ -2,7 +2,7 @@
 // holds all state in bbolt. Only the edge reaches it.
 package main
 
-import "github.com/slipverify/slipverify/core/envflag"
+import "github.com/slipverify/slipverify/core/lib/envflag"
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"

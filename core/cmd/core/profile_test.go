@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestProfile runs core in this process (no broker: its publisher and

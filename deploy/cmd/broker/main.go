@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/lib/envflag"
 	"github.com/slipverify/slipverify/deploy/broker"
 )
 

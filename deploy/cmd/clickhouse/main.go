@@ -15,7 +15,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/slipverify/slipverify/core/envflag"
+	"github.com/slipverify/slipverify/core/lib/envflag"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // echo starts a server that answers each line with the line, until the

@@ -15,10 +15,10 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/egress"
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/lib/egress"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
 	"github.com/slipverify/slipverify/dispatcher/config"
 	"github.com/slipverify/slipverify/dispatcher/deliver"
 )

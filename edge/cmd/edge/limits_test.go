@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 )
 
 // send makes one request with the main branch's Bearer key through the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestMetrics scrapes the edge's metrics listener after known traffic: the

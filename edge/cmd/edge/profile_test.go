@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // TestProfileOnMetricsListenerOnly runs the edge in this process, its core a

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/edge/openapi"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/edge/nonce"
 )
 

@@ -40,8 +40,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
 	"github.com/slipverify/slipverify/edge/nonce"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipverify/slipverify/core/stream"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/stream"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/deploy/broker"
 	"github.com/slipverify/slipverify/edge/nonce"
 )

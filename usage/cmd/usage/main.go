@@ -4,7 +4,7 @@
 // ledger with core's quota counters (`usage reconcile`).
 package main
 
-import "github.com/slipverify/slipverify/core/envflag"
+import "github.com/slipverify/slipverify/core/lib/envflag"
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"

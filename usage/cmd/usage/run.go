@@ -16,9 +16,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/stream"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
 	"github.com/slipverify/slipverify/usage/chstore"
 	"github.com/slipverify/slipverify/usage/config"
 	"github.com/slipverify/slipverify/usage/consume"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
-	"github.com/slipverify/slipverify/core/testnet"
 	"github.com/slipverify/slipverify/usage/ledgertest"
 	"github.com/slipverify/slipverify/usage/reconcile"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/slipverify/slipverify/core/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
 )
 
 // Brokers splits a comma-separated SLIP_KAFKA_ADDR.

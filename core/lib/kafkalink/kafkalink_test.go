@@ -11,10 +11,10 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slipverify/slipverify/core/bank/bankfake"
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/stream"
-	"github.com/slipverify/slipverify/core/testnet"
-	"github.com/slipverify/slipverify/core/tlsfiles"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
+	"github.com/slipverify/slipverify/core/lib/testnet"
+	"github.com/slipverify/slipverify/core/lib/tlsfiles"
 	"github.com/slipverify/slipverify/deploy/broker"
 )
 

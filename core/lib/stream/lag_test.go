@@ -9,9 +9,9 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank/bankfake"
-	"github.com/slipverify/slipverify/core/kafkalink"
-	"github.com/slipverify/slipverify/core/stream"
-	"github.com/slipverify/slipverify/core/tlsfiles"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/stream"
+	"github.com/slipverify/slipverify/core/lib/tlsfiles"
 	"github.com/slipverify/slipverify/deploy/broker"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/slipverify/slipverify/core/envflag"
-	"github.com/slipverify/slipverify/core/tlsfiles"
+	"github.com/slipverify/slipverify/core/lib/envflag"
+	"github.com/slipverify/slipverify/core/lib/tlsfiles"
 )
 
 // The SASL mechanisms SLIP_KAFKA_SASL_MECHANISM takes.

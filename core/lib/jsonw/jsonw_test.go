@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/slipverify/slipverify/core/jsonw"
+	"github.com/slipverify/slipverify/core/lib/jsonw"
 )
 
 func FuzzString(f *testing.F) {

@@ -11,7 +11,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/slipverify/slipverify/core/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/kafkalink"
 )
 
 // Lag measures a consumer group's lag on a topic from the brokers: the

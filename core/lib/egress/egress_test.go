@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/testnet"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 )
 
 // The tests run real listeners. Every test server listens on 127.0.0.1:P,
