@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/server/fields"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -20,7 +21,7 @@ const maxMaxAge = 366 * 24 * time.Hour
 
 // conditions reads the condition fields of f, adding each failing one to
 // fe. A field that is null is not set.
-func conditions(f fields, fe *api.FieldErrors) store.Conditions {
+func conditions(f fields.Set, fe *api.FieldErrors) store.Conditions {
 	var c store.Conditions
 	c.AmountMin = amountField(f, fe, "amountMin")
 	c.AmountMax = amountField(f, fe, "amountMax")
@@ -32,8 +33,8 @@ func conditions(f fields, fe *api.FieldErrors) store.Conditions {
 	if c.DateFrom != nil && c.DateTo != nil && c.DateFrom.After(*c.DateTo) {
 		fe.Add("dateFrom", "must not be after dateTo")
 	}
-	if f.has("maxAge") && !f.null("maxAge") {
-		s, ok := f.str("maxAge")
+	if f.Has("maxAge") && !f.Null("maxAge") {
+		s, ok := f.Str("maxAge")
 		d, err := time.ParseDuration(s)
 		switch {
 		case !ok || err != nil || d <= 0 || d > maxMaxAge:
@@ -50,11 +51,11 @@ func conditions(f fields, fe *api.FieldErrors) store.Conditions {
 // amountField reads an amount: positive, in satang (at most two decimal
 // places: rounded, 100.004 would match a slip of 100.00); nil when absent
 // or null.
-func amountField(f fields, fe *api.FieldErrors, name string) *float64 {
-	if !f.has(name) || f.null(name) {
+func amountField(f fields.Set, fe *api.FieldErrors, name string) *float64 {
+	if !f.Has(name) || f.Null(name) {
 		return nil
 	}
-	n, ok := f.number(name)
+	n, ok := f.Number(name)
 	switch {
 	case !ok || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n):
 		fe.Add(name, "must be a positive number")
@@ -68,11 +69,11 @@ func amountField(f fields, fe *api.FieldErrors, name string) *float64 {
 
 // dateField reads an RFC 3339 date-time with its offset; nil when absent
 // or null.
-func dateField(f fields, fe *api.FieldErrors, name string) *time.Time {
-	if !f.has(name) || f.null(name) {
+func dateField(f fields.Set, fe *api.FieldErrors, name string) *time.Time {
+	if !f.Has(name) || f.Null(name) {
 		return nil
 	}
-	s, ok := f.str(name)
+	s, ok := f.Str(name)
 	t, err := time.Parse(time.RFC3339, s)
 	if !ok || err != nil {
 		fe.Add(name, "must be an RFC 3339 date-time with its offset, such as 2026-11-22T10:00:00+07:00")
@@ -102,7 +103,7 @@ func conditionsView(c store.Conditions) ConditionsView {
 
 // getConditions answers GET /b2b/branches/:branch/conditions.
 func (s *Server) getConditions(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	cond, err := s.store.BranchConditions(c.serviceID, param(ctx, "branch"))
+	cond, err := s.store.BranchConditions(c.serviceID, fields.Param(ctx, "branch"))
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
@@ -113,17 +114,16 @@ func (s *Server) getConditions(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 // replaces the branch's defaults (a field left out or null unsets it; {}
 // removes them all).
 func (s *Server) putConditions(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	f, err := jsonFields(ctx.PostBody())
+	var fe api.FieldErrors
+	f, err := fields.Body(ctx, &fe, conditionFields...)
 	if err != nil {
 		return nil, err
 	}
-	var fe api.FieldErrors
-	f.only(&fe, conditionFields...)
 	cond := conditions(f, &fe)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	if err := s.store.SetBranchConditions(c.serviceID, param(ctx, "branch"), cond, tenantChange(ctx, c)); err != nil {
+	if err := s.store.SetBranchConditions(c.serviceID, fields.Param(ctx, "branch"), cond, tenantChange(ctx, c)); err != nil {
 		return nil, manageError(err, "branch")
 	}
 	return conditionsView(cond), nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/server/fields"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/store"
 )
@@ -46,7 +47,7 @@ type Reread struct {
 // event. A reference that is no slip's is SLIP_NOT_FOUND, as one never
 // verified.
 func (s *Server) reread(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	ref := param(ctx, "ref")
+	ref := fields.Param(ctx, "ref")
 	if (slip.Bank{BankCode: "000", TransRef: ref}).Validate() != nil {
 		return nil, api.E(api.SlipNotFound)
 	}
@@ -166,16 +167,16 @@ func (s *Server) history(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 const headerNextCursor = "X-Next-Cursor"
 
 // historyQuery reads the parameters of a history listing.
-func historyQuery(f fields, c caller) (store.HistoryQuery, error) {
+func historyQuery(f fields.Set, c caller) (store.HistoryQuery, error) {
 	q := store.HistoryQuery{ServiceID: c.serviceID, BranchID: c.branchID, Limit: defaultHistoryPage}
 	allowed := historyFields
 	if c.clientID != "" { // /b2b: the service's, or one branch's
 		allowed, q.BranchID = append(historyFields[:len(historyFields):len(historyFields)], "branchId"), ""
 	}
 	var fe api.FieldErrors
-	f.only(&fe, allowed...)
-	if f.has("branchId") {
-		q.BranchID, _ = f.str("branchId")
+	f.Only(&fe, allowed...)
+	if f.Has("branchId") {
+		q.BranchID, _ = f.Str("branchId")
 		if q.BranchID == "" {
 			fe.Add("branchId", "must be a branch id")
 		}
@@ -185,27 +186,27 @@ func historyQuery(f fields, c caller) (store.HistoryQuery, error) {
 			*dst = *t
 		}
 	}
-	if f.has("isDuplicate") {
-		if b, ok := f.boolean("isDuplicate"); ok {
+	if f.Has("isDuplicate") {
+		if b, ok := f.Boolean("isDuplicate"); ok {
 			q.Duplicate = &b
 		} else {
 			fe.Add("isDuplicate", "must be true or false")
 		}
 	}
 	q.AmountMin, q.AmountMax = amountField(f, &fe, "amountMin"), amountField(f, &fe, "amountMax")
-	if f.has("remark") {
-		r, _ := f.str("remark")
+	if f.Has("remark") {
+		r, _ := f.Str("remark")
 		q.Remark = &r
 	}
-	if f.has("limit") {
-		n, ok := f.integer("limit")
+	if f.Has("limit") {
+		n, ok := f.Integer("limit")
 		if !ok || n < 1 || n > maxHistoryPage {
 			fe.Add("limit", "must be a whole number from 1 to "+strconv.Itoa(maxHistoryPage))
 		}
 		q.Limit = int(n)
 	}
-	if f.has("cursor") {
-		raw, _ := f.str("cursor")
+	if f.Has("cursor") {
+		raw, _ := f.Str("cursor")
 		cur, ok := decodeCursor(raw)
 		if !ok {
 			fe.Add("cursor", "must be a nextCursor of an earlier page")

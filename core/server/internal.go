@@ -32,6 +32,16 @@ func (s *Server) branchAuth(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	return a, nil
 }
 
+// KeySeen reports when an edge last fetched the record of the branch key
+// of digest, since core started.
+func (s *Server) KeySeen(digest string) (time.Time, bool) {
+	t, ok := s.keysSeen.Load(digest)
+	if !ok {
+		return time.Time{}, false
+	}
+	return t.(time.Time), true
+}
+
 // secrets opens a client's signing secret and, during a rotation's
 // overlap, its previous one.
 func (s *Server) secrets(c *store.B2BClient) (string, *api.PreviousSecret, error) {

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/url"
@@ -22,6 +20,7 @@ import (
 	"github.com/slipverify/slipverify/core/lib/iplist"
 	"github.com/slipverify/slipverify/core/receiver"
 	"github.com/slipverify/slipverify/core/secret"
+	"github.com/slipverify/slipverify/core/server/fields"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -39,7 +38,7 @@ func (s *Server) manageRoutes(r *router.Router) {
 	r.POST("/b2b/branches/{branch}/quota/adjust", b2b(s.adjustQuota))
 	r.POST("/b2b/branches/{branch}/quota/reset", b2b(s.resetQuota))
 	r.POST("/b2b/branches/{branch}/key/rotate", b2b(func(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-		return rotateBranchKey(s, ctx, c.serviceID, tenantChange(ctx, c))
+		return s.RotateBranchKey(ctx, c.serviceID, tenantChange(ctx, c))
 	}))
 	r.GET("/b2b/bank-accounts", b2b(s.listAccounts))
 	r.POST("/b2b/bank-accounts", b2b(s.createAccount))
@@ -59,8 +58,8 @@ type withStatus struct {
 	data   any
 }
 
-// created marks data answered with 201 Created.
-func created(data any) withStatus { return withStatus{fasthttp.StatusCreated, data} }
+// Created marks data answered with 201 Created.
+func Created(data any) withStatus { return withStatus{fasthttp.StatusCreated, data} }
 
 // accepted marks data answered with 202 Accepted.
 func accepted(data any) withStatus { return withStatus{fasthttp.StatusAccepted, data} }
@@ -100,8 +99,9 @@ func quotaRecord(q store.BranchQuota) QuotaRecord {
 		UsedQuota: q.Usage.Branch.Used, TotalUsedQuota: q.Usage.Branch.Total}
 }
 
-func (s *Server) view(c caller, b store.Branch) (BranchView, error) {
-	q, err := s.store.Quota(c.serviceID, b.ID)
+// BranchView shows branch b of service serviceID.
+func (s *Server) BranchView(serviceID string, b store.Branch) (BranchView, error) {
+	q, err := s.store.Quota(serviceID, b.ID)
 	if err != nil {
 		return BranchView{}, manageError(err, "branch")
 	}
@@ -116,7 +116,7 @@ func (s *Server) listBranches(_ *fasthttp.RequestCtx, c caller) (any, error) {
 	}
 	out := make([]BranchView, 0, len(list))
 	for _, b := range list {
-		v, err := s.view(c, b)
+		v, err := s.BranchView(c.serviceID, b)
 		if err != nil {
 			return nil, err
 		}
@@ -126,11 +126,11 @@ func (s *Server) listBranches(_ *fasthttp.RequestCtx, c caller) (any, error) {
 }
 
 func (s *Server) getBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	b, err := s.store.Branch(c.serviceID, param(ctx, "branch"))
+	b, err := s.store.Branch(c.serviceID, fields.Param(ctx, "branch"))
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
-	return s.view(c, b)
+	return s.BranchView(c.serviceID, b)
 }
 
 // branchFields are the fields of branch create and PATCH.
@@ -142,28 +142,28 @@ const maxIPAllow = 1000
 
 // applyBranch validates the branch fields of f and applies them to b,
 // naming every failing field.
-func (s *Server) applyBranch(f fields, b *store.Branch) error {
+func (s *Server) applyBranch(f fields.Set, b *store.Branch) error {
 	var fe api.FieldErrors
-	f.only(&fe, branchFields...)
-	if f.has("name") {
-		n, ok := f.str("name")
+	f.Only(&fe, branchFields...)
+	if f.Has("name") {
+		n, ok := f.Str("name")
 		if !ok || strings.TrimSpace(n) == "" || utf8.RuneCountInString(n) > 100 {
 			fe.Add("name", "must be a string of 1 to 100 characters")
-		} else if p := api.NameProblem(n); p != "" {
-			fe.Add("name", p)
+		} else {
+			fields.Name(&fe, "name", n)
 		}
 		b.Name = n
 	}
-	if f.has("active") {
-		a, ok := f.boolean("active")
+	if f.Has("active") {
+		a, ok := f.Boolean("active")
 		if !ok {
 			fe.Add("active", "must be a boolean")
 		}
 		b.Active = a
 	}
-	if f.has("ipAllow") {
+	if f.Has("ipAllow") {
 		var list []string
-		if err := jsonInto(f, "ipAllow", &list); err != nil || len(list) == 0 {
+		if err := f.Into("ipAllow", &list); err != nil || len(list) == 0 {
 			fe.Add("ipAllow", `must be a non-empty array of addresses, CIDR ranges or "*"`)
 		}
 		if len(list) > maxIPAllow {
@@ -177,10 +177,10 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 		}
 		b.IPAllow = list
 	}
-	if f.has("webhookUrl") {
-		if f.null("webhookUrl") {
+	if f.Has("webhookUrl") {
+		if f.Null("webhookUrl") {
 			b.WebhookURL = nil
-		} else if u, ok := f.str("webhookUrl"); !ok || !httpsURL(u) {
+		} else if u, ok := f.Str("webhookUrl"); !ok || !httpsURL(u) {
 			fe.Add("webhookUrl", "must be an https URL or null")
 		} else if utf8.RuneCountInString(u) > maxURL {
 			fe.Add("webhookUrl", urlTooLong)
@@ -195,16 +195,16 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 			b.WebhookURL = &u
 		}
 	}
-	if f.has("webhookSecret") {
-		if f.null("webhookSecret") {
+	if f.Has("webhookSecret") {
+		if f.Null("webhookSecret") {
 			b.WebhookSecret = nil
-		} else if sec, ok := f.str("webhookSecret"); !ok || len(sec) < 16 || len(sec) > 256 {
+		} else if sec, ok := f.Str("webhookSecret"); !ok || len(sec) < 16 || len(sec) > 256 {
 			fe.Add("webhookSecret", "must be a string of 16 to 256 characters or null")
 		} else {
 			b.WebhookSecret = s.box.Seal(sec, secret.WebhookLabel(b.ID))
 		}
 	}
-	if f.has("limitQuota") {
+	if f.Has("limitQuota") {
 		l, err := limitField(f, "limitQuota")
 		if err != "" {
 			fe.Add("limitQuota", err)
@@ -215,15 +215,15 @@ func (s *Server) applyBranch(f fields, b *store.Branch) error {
 }
 
 func (s *Server) createBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	f, err := jsonFields(ctx.PostBody())
+	f, err := fields.JSON(ctx.PostBody())
 	if err != nil {
 		return nil, err
 	}
 	key := uuid.NewString()
-	b := store.Branch{ID: "br-" + randomHex(6), ServiceID: c.serviceID, Active: true, IPAllow: []string{"*"},
+	b := store.Branch{ID: "br-" + RandomHex(6), ServiceID: c.serviceID, Active: true, IPAllow: []string{"*"},
 		KeyDigest: store.Digest(key)}
-	if !f.has("name") {
-		f.json["name"] = []byte(`""`) // reported as a missing name
+	if !f.Has("name") {
+		f.Put("name", []byte(`""`)) // reported as a missing name
 	}
 	if err := s.applyBranch(f, &b); err != nil {
 		return nil, err
@@ -231,26 +231,26 @@ func (s *Server) createBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err := s.store.CreateBranch(b, tenantChange(ctx, c)); err != nil {
 		return nil, manageError(err, "branch")
 	}
-	v, err := s.view(c, b)
+	v, err := s.BranchView(c.serviceID, b)
 	v.Key = key
-	return created(v), err
+	return Created(v), err
 }
 
 func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	f, err := jsonFields(ctx.PostBody())
+	f, err := fields.JSON(ctx.PostBody())
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.store.UpdateBranch(c.serviceID, param(ctx, "branch"), tenantChange(ctx, c), func(b *store.Branch, u store.Usage) error {
-		if f.has("active") && b.Main {
-			if a, ok := f.boolean("active"); ok && !a {
+	b, err := s.store.UpdateBranch(c.serviceID, fields.Param(ctx, "branch"), tenantChange(ctx, c), func(b *store.Branch, u store.Usage) error {
+		if f.Has("active") && b.Main {
+			if a, ok := f.Boolean("active"); ok && !a {
 				return api.Errorf(api.Validation, "active: the main branch cannot be deactivated")
 			}
 		}
 		if err := s.applyBranch(f, b); err != nil {
 			return err
 		}
-		if f.has("limitQuota") {
+		if f.Has("limitQuota") {
 			return limitAboveUsed(b.LimitQuota, u.Branch.Used)
 		}
 		return nil
@@ -258,11 +258,11 @@ func (s *Server) patchBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
-	return s.view(c, b)
+	return s.BranchView(c.serviceID, b)
 }
 
 func (s *Server) deleteBranch(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	id := param(ctx, "branch")
+	id := fields.Param(ctx, "branch")
 	if err := s.store.DeleteBranch(c.serviceID, id, tenantChange(ctx, c)); err != nil {
 		return nil, manageError(err, "branch")
 	}
@@ -280,7 +280,7 @@ func tenantChange(ctx *fasthttp.RequestCtx, c caller) store.Change {
 }
 
 func (s *Server) getQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	q, err := s.store.Quota(c.serviceID, param(ctx, "branch"))
+	q, err := s.store.Quota(c.serviceID, fields.Param(ctx, "branch"))
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
@@ -291,7 +291,7 @@ func (s *Server) getQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 // changeQuota runs a quota change atomically with verifications and answers
 // the branch quota record.
 func (s *Server) changeQuota(ctx *fasthttp.RequestCtx, c caller, action string, change func(store.BranchQuota) (*int64, bool, error)) (any, error) {
-	q, err := s.store.ChangeQuota(c.serviceID, param(ctx, "branch"), action, tenantChange(ctx, c), change)
+	q, err := s.store.ChangeQuota(c.serviceID, fields.Param(ctx, "branch"), action, tenantChange(ctx, c), change)
 	if err != nil {
 		return nil, manageError(err, "branch")
 	}
@@ -299,14 +299,13 @@ func (s *Server) changeQuota(ctx *fasthttp.RequestCtx, c caller, action string, 
 }
 
 func (s *Server) putQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	f, err := jsonFields(ctx.PostBody())
+	var fe api.FieldErrors
+	f, err := fields.Body(ctx, &fe, "limitQuota")
 	if err != nil {
 		return nil, err
 	}
-	var fe api.FieldErrors
-	f.only(&fe, "limitQuota")
 	var limit *int64
-	if !f.has("limitQuota") {
+	if !f.Has("limitQuota") {
 		fe.Add("limitQuota", "is required: a number, or null to remove the branch's own limit")
 	} else if l, msg := limitField(f, "limitQuota"); msg != "" {
 		fe.Add("limitQuota", msg)
@@ -331,15 +330,14 @@ func limitAboveUsed(limit *int64, used int64) error {
 }
 
 func (s *Server) adjustQuota(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	f, err := jsonFields(ctx.PostBody())
+	var fe api.FieldErrors
+	f, err := fields.Body(ctx, &fe, "amount")
 	if err != nil {
 		return nil, err
 	}
-	var fe api.FieldErrors
-	f.only(&fe, "amount")
-	n, ok := f.integer("amount")
+	n, ok := f.Integer("amount")
 	if !ok || n == 0 {
-		f.want(&fe, "amount", "a non-zero whole number (positive adds to the limit, negative subtracts)")
+		f.Want(&fe, "amount", "a non-zero whole number (positive adds to the limit, negative subtracts)")
 	}
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -366,12 +364,12 @@ func noFields(ctx *fasthttp.RequestCtx) error {
 	if len(ctx.PostBody()) == 0 {
 		return nil
 	}
-	f, err := jsonFields(ctx.PostBody())
+	f, err := fields.JSON(ctx.PostBody())
 	if err != nil {
 		return err
 	}
 	var fe api.FieldErrors
-	f.only(&fe)
+	f.Only(&fe)
 	return fe.Err()
 }
 
@@ -420,7 +418,7 @@ var bankNumber = regexp.MustCompile(`^[0-9]{6,20}$`)
 // createAccount creates an account: under /b2b linked to the branches
 // given, under /bank-accounts linked to the calling branch.
 func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) {
-	f, err := jsonFields(ctx.PostBody())
+	f, err := fields.JSON(ctx.PostBody())
 	if err != nil {
 		return nil, err
 	}
@@ -429,33 +427,31 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 	if c.branchID == "" {
 		allowed = append(allowed, "branches")
 	}
-	f.only(&fe, allowed...)
-	a := store.BankAccount{ID: "acc-" + randomHex(6), ServiceID: c.serviceID, Active: true, Branches: []string{}}
-	code, ok := f.str("bankCode")
+	f.Only(&fe, allowed...)
+	a := store.BankAccount{ID: "acc-" + RandomHex(6), ServiceID: c.serviceID, Active: true, Branches: []string{}}
+	code, ok := f.Str("bankCode")
 	if !ok || code == "" {
-		f.want(&fe, "bankCode", "a code from GET /banks, as a string")
+		f.Want(&fe, "bankCode", "a code from GET /banks, as a string")
 	}
-	num, ok := f.str("bankNumber")
+	num, ok := f.Str("bankNumber")
 	if !ok || !bankNumber.MatchString(num) {
-		f.want(&fe, "bankNumber", "a string of 6 to 20 digits")
+		f.Want(&fe, "bankNumber", "a string of 6 to 20 digits")
 	}
-	if err := jsonInto(f, "name", &a.Name); err != nil || strings.TrimSpace(a.Name.TH) == "" {
-		f.want(&fe, "name", "{th, en?} with the Thai name")
+	if err := f.Into("name", &a.Name); err != nil || strings.TrimSpace(a.Name.TH) == "" {
+		f.Want(&fe, "name", "{th, en?} with the Thai name")
 	}
 	for _, n := range [][2]string{{"name.th", a.Name.TH}, {"name.en", a.Name.EN}} {
-		if p := api.NameProblem(n[1]); p != "" {
-			fe.Add(n[0], p)
-		}
+		fields.Name(&fe, n[0], n[1])
 	}
-	if f.has("type") {
-		if t, ok := f.str("type"); ok && receiver.ValidAccountType(t) {
+	if f.Has("type") {
+		if t, ok := f.Str("type"); ok && receiver.ValidAccountType(t) {
 			a.Type = t
 		} else {
 			fe.Add("type", "must be PERSONAL or JURISTIC")
 		}
 	}
-	if f.has("branches") {
-		if err := jsonInto(f, "branches", &a.Branches); err != nil {
+	if f.Has("branches") {
+		if err := f.Into("branches", &a.Branches); err != nil {
 			fe.Add("branches", "must be an array of branch ids")
 		}
 	}
@@ -475,7 +471,7 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 		}
 		return nil, manageError(err, "account")
 	}
-	return created(accountView(a)), nil
+	return Created(accountView(a)), nil
 }
 
 // linkAccount links or unlinks an account: under /b2b the path names the
@@ -487,17 +483,31 @@ func (s *Server) linkAccount(link bool) handler {
 		}
 		br := c.branchID
 		if br == "" {
-			br = param(ctx, "branch")
+			br = fields.Param(ctx, "branch")
 			if _, err := s.store.Branch(c.serviceID, br); err != nil {
 				return nil, manageError(err, "branch")
 			}
 		}
-		a, err := s.store.LinkAccount(c.serviceID, br, param(ctx, "account"), link, tenantChange(ctx, c))
+		a, err := s.store.LinkAccount(c.serviceID, br, fields.Param(ctx, "account"), link, tenantChange(ctx, c))
 		if err != nil {
 			return nil, manageError(err, "account")
 		}
 		return accountView(a), nil
 	}
+}
+
+// StoreError maps the store's errors to the catalog; what names the
+// record.
+func StoreError(err error, what string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return api.Errorf(api.NotFound, what+" not found")
+	case errors.Is(err, store.ErrExists):
+		return api.Errorf(api.Conflict, what+": the id or key is in use (ids of deleted records too are never reused)")
+	case errors.Is(err, store.ErrOverlapOpen):
+		return api.Errorf(api.Conflict, what+": the previous key's overlap is still open; revoke it first, or rotate with force")
+	}
+	return manageError(err, what)
 }
 
 // manageError maps store errors to the catalog; what names the missing kind.
@@ -521,24 +531,11 @@ func manageError(err error, what string) error {
 	return api.Internal(err)
 }
 
-func param(ctx *fasthttp.RequestCtx, name string) string {
-	v, _ := ctx.UserValue(name).(string)
-	return v
-}
-
-// jsonInto decodes field name into v, refusing a field v does not have
-// (an account's name with a misspelt "en").
-func jsonInto(f fields, name string, v any) error {
-	d := json.NewDecoder(bytes.NewReader(f.json[name]))
-	d.DisallowUnknownFields()
-	return d.Decode(v)
-}
-
-func limitField(f fields, name string) (*int64, string) {
-	if f.null(name) {
+func limitField(f fields.Set, name string) (*int64, string) {
+	if f.Null(name) {
 		return nil, ""
 	}
-	l, ok := f.integer(name)
+	l, ok := f.Integer(name)
 	if !ok || l < 0 {
 		return nil, "must be a whole number of 0 or more, or null"
 	}
@@ -570,7 +567,8 @@ func httpsURL(s string) bool {
 	return err == nil && u.Scheme == "https" && u.Host != ""
 }
 
-func randomHex(n int) string {
+// RandomHex returns n random bytes in hex: ids, keys and secrets.
+func RandomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/promptpay"
+	"github.com/slipverify/slipverify/core/server/fields"
 )
 
 // QR is the answer of POST /qr/generate: the EMVCo PromptPay payload and a
@@ -18,22 +19,21 @@ type QR struct {
 
 // generateQR answers POST /qr/generate {type: "promptpay", target, amount?}.
 func (s *Server) generateQR(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
-	f, err := jsonFields(ctx.PostBody())
+	var fe api.FieldErrors
+	f, err := fields.Body(ctx, &fe, "type", "target", "amount")
 	if err != nil {
 		return nil, err
 	}
-	var fe api.FieldErrors
-	f.only(&fe, "type", "target", "amount")
-	if kind, ok := f.str("type"); !ok || kind != "promptpay" {
+	if kind, ok := f.Str("type"); !ok || kind != "promptpay" {
 		fe.Add("type", `must be "promptpay"`)
 	}
-	target, ok := f.str("target")
+	target, ok := f.Str("target")
 	if !ok || target == "" {
 		fe.Add("target", "is required: a phone number, a national or tax ID, or an e-wallet ID")
 	}
 	var amount *float64
-	if f.has("amount") && !f.null("amount") {
-		if n, ok := f.number("amount"); ok {
+	if f.Has("amount") && !f.Null("amount") {
+		if n, ok := f.Number("amount"); ok {
 			amount = &n
 		} else {
 			fe.Add("amount", "must be a number")

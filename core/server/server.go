@@ -115,11 +115,11 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.GET(api.PathClientAuth+"{digest}", s.guard(api.V2, anyone, s.clientAuth))
 	r.GET(api.PathUsageCounters, s.guard(api.V2, anyone, s.usageCounters))
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
-		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.NotFound))
+		s.Respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.NotFound))
 	}
 	r.PanicHandler = func(ctx *fasthttp.RequestCtx, p any) {
 		s.log.Error("panic in handler", "path", string(ctx.Path()), "panic", p)
-		s.respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.InternalServerError))
+		s.Respond(ctx, versionOfPath(ctx.Path()), nil, api.E(api.InternalServerError))
 	}
 	return func(ctx *fasthttp.RequestCtx) {
 		n := s.inflight.Add(1)
@@ -158,11 +158,11 @@ func (s *Server) guard(v api.Version, who need, h handler) fasthttp.RequestHandl
 		c.clientID = string(ctx.Request.Header.Peek(api.HeaderB2BClient))
 		c.nonce = nonceOf(ctx)
 		if who == branch && (c.serviceID == "" || c.branchID == "") || who == service && (c.serviceID == "" || c.clientID == "") {
-			s.respond(ctx, v, nil, api.E(api.MissingAPIKey))
+			s.Respond(ctx, v, nil, api.E(api.MissingAPIKey))
 			return
 		}
 		data, err := h(ctx, c)
-		s.respond(ctx, v, data, err)
+		s.Respond(ctx, v, data, err)
 	}
 }
 
@@ -177,8 +177,8 @@ func nonceOf(ctx *fasthttp.RequestCtx) store.Nonce {
 	return store.Nonce{Value: n, At: time.Unix(sec, 0)}
 }
 
-// respond writes data, or err as the catalog renders it for version v.
-func (s *Server) respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err error) {
+// Respond writes data, or err as the catalog renders it for version v.
+func (s *Server) Respond(ctx *fasthttp.RequestCtx, v api.Version, data any, err error) {
 	ctx.SetContentType("application/json")
 	if id := ctx.Request.Header.Peek(api.HeaderRequestID); len(id) > 0 {
 		ctx.Response.Header.SetBytesV(api.HeaderRequestID, id)
@@ -246,7 +246,7 @@ var errNotEdge = api.Errorf(api.PermissionDenied, "this listener serves the edge
 // refuse answers a request without the edge's token.
 func (s *Server) refuse(ctx *fasthttp.RequestCtx, v api.Version) {
 	ctx.Response.Header.Set(api.HeaderTokenRefused, "1")
-	s.respond(ctx, v, nil, errNotEdge)
+	s.Respond(ctx, v, nil, errNotEdge)
 }
 
 // fromEdge reports whether the request carries the edge's token.
@@ -262,7 +262,7 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	data, err := map[string]string{"status": "ok", "tier": "core"}, s.store.Ping()
-	s.respond(ctx, api.V2, data, err)
+	s.Respond(ctx, api.V2, data, err)
 }
 
 func (s *Server) bankList(ctx *fasthttp.RequestCtx, _ caller) (any, error) {

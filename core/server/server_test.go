@@ -34,10 +34,7 @@ import (
 	"github.com/slipverify/slipverify/core/verify"
 )
 
-const (
-	edgeToken  = "test-edge-token-0123456789abcdef0123"
-	adminToken = "test-admin-token-0123456789abcdef01"
-)
+const edgeToken = "test-edge-token-0123456789abcdef0123"
 
 // clock is a settable test clock.
 type clock = testnet.Clock
@@ -47,14 +44,11 @@ func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, Tra
 
 // core is core's server on a real loopback listener with a fresh store.
 type core struct {
-	url string
-	// adminURL is the admin API's listener, with adminToken as its
-	// bootstrap token.
-	adminURL string
-	clock    *clock
-	store    *store.Store
-	handler  fasthttp.RequestHandler
-	srv      *fasthttp.Server
+	url     string
+	clock   *clock
+	store   *store.Store
+	handler fasthttp.RequestHandler
+	srv     *fasthttp.Server
 }
 
 var listed = sandbox.Slip{
@@ -135,8 +129,7 @@ func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Con
 	cs := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler))
 	h := cs.Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true} // as core/cmd/core serves
-	admin := cs.AdminServer(adminToken, nil)
-	return &core{url: listen(t, srv), adminURL: listen(t, admin), clock: c, store: st, handler: h, srv: srv}
+	return &core{url: listen(t, srv), clock: c, store: st, handler: h, srv: srv}
 }
 
 // listen serves srv on a loopback port until the test ends and returns its

@@ -17,6 +17,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
+	"github.com/slipverify/slipverify/core/admin"
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/httpbank"
@@ -174,7 +175,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "bank", cfg.Bank, "kafka", cfg.KafkaAddr, "version", version)
-	adminSrv := coreSrv.AdminServer(cfg.AdminToken, fastlog.Logger{Log: log})
+	adminSrv := admin.Server(admin.Core{Server: coreSrv, Store: st, Box: box, EdgeToken: cfg.EdgeToken}, cfg.AdminToken, fastlog.Logger{Log: log})
 	if cfg.Admin() {
 		aln, err := net.Listen("tcp", cfg.AdminAddr)
 		if err != nil {

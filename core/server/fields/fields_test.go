@@ -1,4 +1,4 @@
-package server
+package fields
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// FuzzJSONFields: the walk of jsonFields reads any valid object as
+// FuzzJSONFields: the walk of JSON reads any valid object as
 // encoding/json does (each field's name and value), refuses anything else,
 // and never panics.
 func FuzzJSONFields(f *testing.F) {
@@ -16,7 +16,7 @@ func FuzzJSONFields(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := jsonFields(body)
+		got, err := JSON(body)
 		var want map[string]json.RawMessage
 		if json.Unmarshal(body, &want) != nil || want == nil {
 			if err == nil {
@@ -40,13 +40,13 @@ func FuzzJSONFields(f *testing.F) {
 			// The fields read as encoding/json reads them.
 			var ws string
 			wsErr := json.Unmarshal(v, &ws)
-			if gs, ok := got.str(name); ok != (wsErr == nil && string(v) != "null") || ok && gs != ws {
-				t.Fatalf("%q: str(%s) = %q, %v; encoding/json: %q, %v", body, name, gs, ok, ws, wsErr)
+			if gs, ok := got.Str(name); ok != (wsErr == nil && string(v) != "null") || ok && gs != ws {
+				t.Fatalf("%q: Str(%s) = %q, %v; encoding/json: %q, %v", body, name, gs, ok, ws, wsErr)
 			}
 			var wn float64
 			wnErr := json.Unmarshal(v, &wn)
-			if gn, ok := got.number(name); ok != (wnErr == nil && string(v) != "null") || ok && gn != wn {
-				t.Fatalf("%q: number(%s) = %v, %v; encoding/json: %v, %v", body, name, gn, ok, wn, wnErr)
+			if gn, ok := got.Number(name); ok != (wnErr == nil && string(v) != "null") || ok && gn != wn {
+				t.Fatalf("%q: Number(%s) = %v, %v; encoding/json: %v, %v", body, name, gn, ok, wn, wnErr)
 			}
 		}
 	})

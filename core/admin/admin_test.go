@@ -1,11 +1,13 @@
-package server_test
+package admin_test
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,24 +17,92 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/core/admin"
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/bank/sandbox"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
+	"github.com/slipverify/slipverify/core/server"
+	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/verify"
 )
 
-// admin calls the admin API with token ("" for none) and returns the
-// status and the decoded envelope.
-func (c *core) admin(t *testing.T, token, method, path string, body any) (int, map[string]any) {
+const (
+	edgeToken  = "test-edge-token-0123456789abcdef0123"
+	adminToken = "test-admin-token-0123456789abcdef01"
+)
+
+// core is core's server and its admin API (adminToken its bootstrap
+// token) on loopback listeners, over a fresh store that holds service svc
+// with branches br-main and br-sub, and the sandbox bank.
+type core struct {
+	url, adminURL string
+	clock         *testnet.Clock
+}
+
+func startCore(t *testing.T, mutate func(*store.Records)) *core {
+	t.Helper()
+	c := &core{clock: testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.FixedZone("ICT", 7*3600)))}
+	st, err := store.Open(filepath.Join(t.TempDir(), "core.db"), c.clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := store.Records{
+		Services: []store.Service{{ID: "svc", Name: "Shop", State: store.StateActive, QuotaLimit: 1000, CycleAnchorDay: 1,
+			Rate: store.Rate{Bank: 10, Wallet: 10}}},
+		Branches: []store.Branch{
+			{ID: "br-main", ServiceID: "svc", Name: "Main", Main: true, Active: true, KeyDigest: store.Digest("k1")},
+			{ID: "br-sub", ServiceID: "svc", Name: "Sub", Active: true, KeyDigest: store.Digest("k2")},
+		},
+	}
+	if mutate != nil {
+		mutate(&r)
+	}
+	if _, err := st.InsertMissing(r); err != nil {
+		t.Fatal(err)
+	}
+	bank, err := sandbox.New(sandbox.Config{}, c.clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := secret.New(strings.Repeat("ab", 32))
+	cs := server.New(&verify.Verifier{Store: st, Upstream: bank}, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler))
+	adm := admin.Server(admin.Core{Server: cs, Store: st, Box: box, EdgeToken: edgeToken}, adminToken, nil)
+	// Idle connections would hold each Shutdown until the client's idle
+	// timeout: closed first (cleanups run last registered first).
+	for _, l := range []struct {
+		url *string
+		srv *fasthttp.Server
+	}{{&c.url, &fasthttp.Server{Handler: cs.Handler()}}, {&c.adminURL, adm}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go l.srv.Serve(ln)
+		t.Cleanup(func() { l.srv.Shutdown() })
+		*l.url = "http://" + ln.Addr().String()
+	}
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	return c
+}
+
+// send makes one request and returns its status and decoded JSON body;
+// header holds names and values in turn.
+func send(t testing.TB, method, url string, body any, header ...string) (int, map[string]any) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
 		raw, _ := json.Marshal(body)
 		r = bytes.NewReader(raw)
 	}
-	req, _ := http.NewRequest(method, c.adminURL+"/admin/v1"+path, r)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	req, _ := http.NewRequest(method, url, r)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -42,9 +112,20 @@ func (c *core) admin(t *testing.T, token, method, path string, body any) (int, m
 	raw, _ := io.ReadAll(res.Body)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("%s %s: not JSON: %s", method, path, raw)
+		t.Fatalf("%s %s: not JSON: %s", method, url, raw)
 	}
 	return res.StatusCode, m
+}
+
+// admin calls the admin API with token ("" for none) and returns the
+// status and the decoded envelope.
+func (c *core) admin(t *testing.T, token, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var auth []string
+	if token != "" {
+		auth = []string{"Authorization", "Bearer " + token}
+	}
+	return send(t, method, c.adminURL+"/admin/v1"+path, body, auth...)
 }
 
 // ok asserts a success and returns its data.
@@ -57,6 +138,59 @@ func (c *core) adminOK(t *testing.T, method, path string, body any) map[string]a
 	d, _ := m["data"].(map[string]any)
 	return d
 }
+
+// call is one request to core as the edge would forward it.
+type call struct {
+	method, path    string
+	branch, service string // identity headers; empty branch sends none, empty service is svc
+	body            any
+	header          []string // more headers, name then value
+}
+
+// answer is core's answer to a call.
+type answer struct {
+	status int
+	body   map[string]any
+}
+
+func (c *core) do(t testing.TB, k call) answer {
+	t.Helper()
+	header := append([]string{api.HeaderEdgeToken, edgeToken}, k.header...)
+	if k.branch != "" {
+		header = append(header, api.HeaderBranch, k.branch, api.HeaderService, cmp.Or(k.service, "svc"))
+	}
+	status, m := send(t, k.method, c.url+k.path, k.body, header...)
+	return answer{status, m}
+}
+
+// data asserts a 200 with data and returns its data.
+func (a answer) data(t testing.TB) map[string]any {
+	t.Helper()
+	d, _ := a.body["data"].(map[string]any)
+	if a.status != 200 || d == nil {
+		t.Fatalf("want 200 with data, got %d %v", a.status, a.body)
+	}
+	return d
+}
+
+// v2err asserts a v2 error body.
+func (a answer) v2err(t testing.TB, status int, code string) {
+	t.Helper()
+	if a.status != status || a.body["success"] != false || errCode(a.body) != code || get(a.body, "error", "message") == "" {
+		t.Errorf("want %d %s, got %d %v", status, code, a.status, a.body)
+	}
+}
+
+// get walks a decoded JSON value by keys.
+func get(v any, keys ...string) any {
+	for _, k := range keys {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
+
+func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, TransRef: ref}.Encode() }
 
 func errCode(m map[string]any) any { return get(m, "error", "code") }
 
