@@ -19,7 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/slipverify/slipverify/core/lib/jsonw"
 )
 
 // Config configures a Log. A zero field takes its default.
@@ -239,18 +240,23 @@ func (l *Log) run() {
 }
 
 // appendLine appends e as one JSON line in the shape of the tiers' slog
-// lines (time, level, msg, tier first).
+// lines (time, level, msg, tier first). Client-sent bytes (the method, the
+// path) may be anything: jsonw escapes quotes, backslashes, control
+// characters and line separators and writes invalid UTF-8 as U+FFFD, so a
+// line stays one valid JSON object that no request can break or forge. HTML
+// characters stay as they are (StringNoHTML): a log line is read, not put
+// in a page.
 func (l *Log) appendLine(b []byte, e *Entry) []byte {
 	b = append(b, `{"time":"`...)
 	b = e.Start.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","level":"INFO","msg":"access","tier":"`...)
 	b = append(b, l.cfg.Tier...)
 	b = append(b, `","id":`...)
-	b = appendString(b, e.ID)
+	b = jsonw.StringNoHTML(b, e.ID)
 	b = append(b, `,"method":`...)
-	b = appendString(b, e.Method)
+	b = jsonw.StringNoHTML(b, e.Method)
 	b = append(b, `,"path":`...)
-	b = appendString(b, e.Path)
+	b = jsonw.StringNoHTML(b, e.Path)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	if e.Code != "" {
@@ -279,47 +285,5 @@ func appendField(b []byte, name string, v []byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
-	return appendString(append(b, name...), v)
-}
-
-const hex = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Client-sent bytes (the method,
-// the path) may be anything: quotes, backslashes and control characters
-// are escaped and invalid UTF-8 becomes U+FFFD, so a line stays one valid
-// JSON object that no request can break or forge.
-func appendString(b []byte, s []byte) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			b = append(b, c)
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(b, '"')
+	return jsonw.StringNoHTML(append(b, name...), v)
 }

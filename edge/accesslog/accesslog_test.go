@@ -89,6 +89,7 @@ func TestHostileRequestParts(t *testing.T) {
 	paths := []string{
 		"/v2/verify/bank\n{\"msg\":\"access\",\"status\":200}",
 		`/a"b\c`, "/ctl\x00\x01\x1f\x7f\t\r", "/ไทย/ok", "/bad\xff\xfeutf8\xe0\x80", "/" + strings.Repeat("%", 3000),
+		"/ff\b\f\u2028\u2029<&>",
 	}
 	var w syncBuffer
 	l := New(&w, Config{FlushInterval: time.Hour})

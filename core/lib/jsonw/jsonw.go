@@ -1,7 +1,8 @@
 // Package jsonw appends JSON values to a buffer without reflection, byte
 // for byte as encoding/json writes them (HTML characters, U+2028 and
 // U+2029 escaped; invalid UTF-8 as U+FFFD): the types on core's hot path
-// write themselves with it, and a test holds both to the same bytes.
+// and the edge's access log write themselves with it, and a test holds
+// both string writers to encoding/json's bytes.
 package jsonw
 
 import (
@@ -12,13 +13,39 @@ import (
 
 const hex = "0123456789abcdef"
 
-// String appends s as a JSON string.
-func String(dst []byte, s string) []byte {
+// String appends s as a JSON string, as json.Marshal writes it.
+func String[S ~string | ~[]byte](dst []byte, s S) []byte {
+	return appendString(dst, s, &htmlSafe)
+}
+
+// StringNoHTML appends s as a JSON string as a json.Encoder with
+// SetEscapeHTML(false) writes it: as String, but <, > and & stay as they
+// are. It is for text people and log tools read and nobody pastes into a
+// page (the edge's access log, whose paths are the client's); the escaping
+// that JSON itself needs is the same, so a line cannot be broken or forged.
+func StringNoHTML[S ~string | ~[]byte](dst []byte, s S) []byte {
+	return appendString(dst, s, &safe)
+}
+
+// safe and htmlSafe tell which ASCII bytes stand in a JSON string as they
+// are, as encoding/json's tables of the same names do: not the quote, the
+// backslash or a control character, and for htmlSafe not <, > or & either.
+var safe, htmlSafe = func() (s, h [utf8.RuneSelf]bool) {
+	for b := byte(0x20); b < utf8.RuneSelf; b++ {
+		s[b] = b != '"' && b != '\\'
+		h[b] = s[b] && b != '<' && b != '>' && b != '&'
+	}
+	return s, h
+}()
+
+// appendString is encoding/json's string encoder, one rule for strings and
+// byte slices alike: keep holds the ASCII bytes written as they are.
+func appendString[S ~string | ~[]byte](dst []byte, s S, keep *[utf8.RuneSelf]bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			if keep[b] {
 				i++
 				continue
 			}
@@ -43,7 +70,9 @@ func String(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		c, size := utf8.DecodeRuneInString(s[i:])
+		// At most one rune's bytes: converting a byte slice's copies them
+		// to the stack, so neither kind of s allocates.
+		c, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		switch {
 		case c == utf8.RuneError && size == 1:
 			dst = append(dst, s[start:i]...)
