@@ -10,10 +10,10 @@
 package promptpay
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
+
+	"github.com/slipverify/slipverify/core/internal/golden"
 )
 
 // vector is one entry of testdata/vectors.json; gen.mjs documents the fields.
@@ -37,21 +37,7 @@ type vector struct {
 
 func loadVectors(tb testing.TB) []vector {
 	tb.Helper()
-	raw, err := os.ReadFile("testdata/vectors.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var file struct {
-		Promptparse string   `json:"promptparse"`
-		Vectors     []vector `json:"vectors"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		tb.Fatal(err)
-	}
-	if len(file.Vectors) < 40 {
-		tb.Fatalf("testdata/vectors.json has %d vectors; regenerate it", len(file.Vectors))
-	}
-	return file.Vectors
+	return golden.Vectors[vector](tb, "testdata/vectors.json", 40)
 }
 
 // TestVectors checks that Payload reproduces promptparse byte for byte, from

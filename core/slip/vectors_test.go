@@ -9,11 +9,11 @@
 package slip
 
 import (
-	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/slipverify/slipverify/core/internal/golden"
 )
 
 // vector is one entry of testdata/vectors.json; gen.mjs documents the fields.
@@ -52,21 +52,7 @@ type vector struct {
 
 func loadVectors(tb testing.TB) []vector {
 	tb.Helper()
-	raw, err := os.ReadFile("testdata/vectors.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var file struct {
-		Promptparse string   `json:"promptparse"`
-		Vectors     []vector `json:"vectors"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		tb.Fatal(err)
-	}
-	if len(file.Vectors) < 50 {
-		tb.Fatalf("testdata/vectors.json has %d vectors; regenerate it", len(file.Vectors))
-	}
-	return file.Vectors
+	return golden.Vectors[vector](tb, "testdata/vectors.json", 50)
 }
 
 func TestVectors(t *testing.T) {
