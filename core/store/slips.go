@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -191,3 +192,96 @@ func (s *Store) FindSlip(serviceID, ref string) (key string, rec *SlipRecord, er
 	})
 	return key, rec, err
 }
+
+func slipRecordKey(serviceID, slipKey string) []byte {
+	return appendSlipRecordKey(nil, serviceID, slipKey)
+}
+
+// appendSlipRecordKey appends the key of a service's record of slipKey to
+// dst.
+func appendSlipRecordKey(dst []byte, serviceID, slipKey string) []byte {
+	dst = append(append(dst, serviceID...), 0)
+	return append(dst, slipKey...)
+}
+
+// ExpireSlips removes up to max slip records first verified before cutoff:
+// a slip verified again after that is a new one, not a duplicate. It
+// returns how many it removed.
+func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
+	if !s.slipAges {
+		return 0, errNoSlipAges
+	}
+	return s.expireByAge(bucketSlipsByAge, cutoff, max, func(tx *bolt.Tx, key string) error {
+		return tx.Bucket(bucketSlips).Delete([]byte(key))
+	})
+}
+
+var errNoSlipAges = errors.New("store: opened without the slip records' index by age (Options.SlipAges)")
+
+// dropSlipAges empties bucketSlipsByAge and forgets that it was built, so
+// that a store opened with Options.SlipAges again builds it anew: records
+// written meanwhile have no entry in it.
+func dropSlipAges(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(slipsIndexed) == nil {
+		return nil // never built, or dropped already
+	}
+	if err := tx.DeleteBucket(bucketSlipsByAge); err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucket(bucketSlipsByAge); err != nil {
+		return err
+	}
+	return meta.Delete(slipsIndexed)
+}
+
+// slipsIndexed is the meta key of indexSlips's progress.
+var slipsIndexed = []byte("slips-indexed")
+
+// indexSlips builds bucketSlipsByAge for the slip records of a store
+// written before it, in transactions of indexChunk records (millions of
+// records in one would hold all their index pages in memory at once),
+// resuming where a start cut short left it: meta "slips-indexed" holds the
+// last record indexed, and is "done" at the end. A record that does not
+// decode is left out of the index (it is never expired), not fatal.
+func indexSlips(db *bolt.DB) error {
+	key := slipsIndexed
+	for {
+		done := false
+		err := db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			from := meta.Get(key)
+			if string(from) == "done" {
+				done = true
+				return nil
+			}
+			age, c := tx.Bucket(bucketSlipsByAge), tx.Bucket(bucketSlips).Cursor()
+			k, v := c.First()
+			if from != nil {
+				if k, v = c.Seek(from); k != nil && bytes.Equal(k, from) {
+					k, v = c.Next()
+				}
+			}
+			var last []byte
+			for n := 0; k != nil && n < indexChunk; k, v = c.Next() {
+				if rec, err := decodeSlipRecord(v); err == nil {
+					if err := age.Put(rec.ageKey(k), nil); err != nil {
+						return err
+					}
+				}
+				last, n = k, n+1
+			}
+			if k == nil {
+				done = true
+				return meta.Put(key, []byte("done"))
+			}
+			return meta.Put(key, bytes.Clone(last))
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// indexChunk is how many slip records indexSlips indexes a transaction.
+const indexChunk = 50_000

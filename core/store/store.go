@@ -9,8 +9,6 @@
 package store
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -484,12 +482,6 @@ func (s *Store) writeOp(fn func(tx *bolt.Tx) error, announced bool) error {
 	}
 }
 
-// Digest returns the hex SHA-256 under which a key is stored.
-func Digest(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
-
 func getJSON(b *bolt.Bucket, key string, v any) error {
 	raw := b.Get([]byte(key))
 	if raw == nil {
@@ -508,3 +500,6 @@ func putJSON(b *bolt.Bucket, key string, v any) error {
 
 // Ping reports whether the file can be read.
 func (s *Store) Ping() error { return s.db.View(func(*bolt.Tx) error { return nil }) }
+
+// Now is the store's clock: the time its records are written at.
+func (s *Store) Now() time.Time { return s.now() }

@@ -84,17 +84,6 @@ func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string, condi
 // a longer key is built on the heap.
 const keyRoom = 192
 
-func slipRecordKey(serviceID, slipKey string) []byte {
-	return appendSlipRecordKey(nil, serviceID, slipKey)
-}
-
-// appendSlipRecordKey appends the key of a service's record of slipKey to
-// dst.
-func appendSlipRecordKey(dst []byte, serviceID, slipKey string) []byte {
-	dst = append(append(dst, serviceID...), 0)
-	return append(dst, slipKey...)
-}
-
 // Effect is what a verification writes once it is decided.
 type Effect struct {
 	// Charge takes one unit of the branch's and the service's quota.
