@@ -13,8 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/slipverify/slipverify/core/seed"
-	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 )
 
 // Options shape a generated seed.
@@ -98,16 +97,16 @@ func Generate(o Options) ([]byte, error) {
 		s := string(h)
 		return s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
 	}
-	svc := func(id, name string, branches, planRate int) seed.Service {
-		s := seed.Service{
-			ID: id, Name: name, State: "active", Rate: store.Rate{Bank: planRate, Wallet: planRate},
-			B2BClients:   []seed.B2BClient{{Key: hexOf(32), Secret: "b2bsec_" + hexOf(24), Permissions: []string{"branch:read", "quota:read"}}},
-			BankAccounts: []seed.BankAccount{},
+	svc := func(id, name string, branches, planRate int) seedfile.Service {
+		s := seedfile.Service{
+			ID: id, Name: name, State: "active", Rate: seedfile.Rate{Bank: planRate, Wallet: planRate},
+			B2BClients:   []seedfile.B2BClient{{Key: hexOf(32), Secret: "b2bsec_" + hexOf(24), Permissions: []string{"branch:read", "quota:read"}}},
+			BankAccounts: []seedfile.BankAccount{},
 		}
 		s.Quota.Limit, s.Quota.CycleAnchorDay = o.Quota, 1
 		for i := range branches {
 			secret := "whsec_" + hexOf(16)
-			s.Branches = append(s.Branches, seed.Branch{
+			s.Branches = append(s.Branches, seedfile.Branch{
 				ID: fmt.Sprintf("%s-br%02d", id, i+1), Name: fmt.Sprintf("%s branch %d", name, i+1), Main: i == 0,
 				Key: uuid4(), Active: true, IPAllow: []string{"*"}, WebhookSecret: &secret,
 			})
@@ -115,7 +114,7 @@ func Generate(o Options) ([]byte, error) {
 		return s
 	}
 	// No scripted slips: every generated payload gets a synthetic slip.
-	f := seed.File{Sandbox: json.RawMessage(`{"slips":[],"notFound":[]}`)}
+	f := seedfile.File{Sandbox: json.RawMessage(`{"slips":[],"notFound":[]}`)}
 	for i := range o.Services {
 		f.Services = append(f.Services, svc(fmt.Sprintf("bench-%d", i+1), fmt.Sprintf("Bench shop %d", i+1), o.Branches, o.Rate))
 	}
@@ -129,7 +128,7 @@ func Generate(o Options) ([]byte, error) {
 // (the generator's address is not known in advance). A branch whose service
 // has no B2B client cannot sign; its Secret is empty.
 func Read(path string) (*Seed, error) {
-	f, err := seed.Read(path) // core's own reader: what it refuses, the bench refuses
+	f, err := seedfile.Read(path) // core's own reader and checks: what it refuses, the bench refuses
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/slipverify/slipverify/core/seed"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 )
 
 var update = flag.Bool("update", false, "rewrite bench/seed.json")
@@ -30,7 +30,7 @@ func TestCommittedSeed(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("bench/seed.json differs from Generate(DefaultOptions) (%v); run go test ./bench/tenant -update", err)
 	}
-	if _, err := seed.Read(path); err != nil {
+	if _, err := seedfile.Read(path); err != nil {
 		t.Fatalf("core refuses the bench seed: %v", err)
 	}
 	s, err := Read(path)
@@ -57,7 +57,7 @@ func TestGenerateOptions(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "seed.json")
 	os.WriteFile(path, raw, 0o600)
-	if _, err := seed.Read(path); err != nil {
+	if _, err := seedfile.Read(path); err != nil {
 		t.Fatalf("core refuses a small bench seed: %v", err)
 	}
 	if _, err := Generate(Options{}); err == nil {

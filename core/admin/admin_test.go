@@ -22,6 +22,7 @@ import (
 	"github.com/slipverify/slipverify/core/admin"
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank/sandbox"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
@@ -813,13 +814,13 @@ func TestInfoPlanAndContact(t *testing.T) {
 	os.WriteFile(seedFile, []byte(`{"services":[{"id":"svc-seeded","name":"Seeded","state":"active",
 	  "quota":{"limit":10,"cycleAnchorDay":1},"rate":{"bank":1,"wallet":1},"planName":"growth","contactEmail":"billing@seeded.example",
 	  "branches":[{"id":"br-seeded","name":"Main","main":true,"key":"046745d7-0d0a-43c1-ad0d-0d2bb1f9edc2","active":true}]}]}`), 0o600)
-	f, err := seed.Read(seedFile)
+	f, err := seedfile.Read(seedFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	box, _ := secret.New(strings.Repeat("ab", 32)) // the harness's
 	c := startCore(t, func(r *store.Records) {
-		s := f.Records(box)
+		s := seed.Records(f, box)
 		r.Services, r.Branches = append(r.Services, s.Services...), append(r.Branches, s.Branches...)
 	})
 	c.adminOK(t, "POST", "/services", onboard)

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/server"
@@ -103,7 +104,7 @@ func (a *admin) createClient(ctx *fasthttp.RequestCtx, ac caller) (any, error) {
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	c := seed.B2BClient{Name: probe.Name, Key: key, Secret: secretText, Permissions: probe.Permissions}.Record(a.Box, fields.Param(ctx, "s"))
+	c := seed.B2BClient(seedfile.B2BClient{Name: probe.Name, Key: key, Secret: secretText, Permissions: probe.Permissions}, a.Box, fields.Param(ctx, "s"))
 	c, err = a.Store.CreateClient(c, ac.change(""))
 	if err != nil {
 		return nil, server.StoreError(err, "service "+c.ServiceID)

@@ -6,7 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
-	"github.com/slipverify/slipverify/core/seed"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/store"
 )
 
@@ -18,18 +18,18 @@ func (a *admin) export(_ *fasthttp.RequestCtx, _ caller) (any, error) {
 	if err != nil {
 		return nil, api.Internal(err)
 	}
-	out := seed.File{Services: []seed.Service{}}
+	out := seedfile.File{Services: []seedfile.Service{}}
 	for _, sv := range list {
-		e := seed.Service{ID: sv.ID, Name: sv.Name, State: sv.State, UserBanned: sv.UserBanned, Rate: sv.Rate,
+		e := seedfile.Service{ID: sv.ID, Name: sv.Name, State: sv.State, UserBanned: sv.UserBanned, Rate: seedfile.Rate(sv.Rate),
 			PlanName: sv.PlanName, ContactEmail: sv.ContactEmail,
-			Branches: []seed.Branch{}, B2BClients: []seed.B2BClient{}, BankAccounts: []seed.BankAccount{}}
+			Branches: []seedfile.Branch{}, B2BClients: []seedfile.B2BClient{}, BankAccounts: []seedfile.BankAccount{}}
 		e.Quota.Limit, e.Quota.CycleAnchorDay = sv.QuotaLimit, sv.CycleAnchorDay
 		branches, err := a.Store.Branches(sv.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, api.Internal(err)
 		}
 		for _, b := range branches {
-			e.Branches = append(e.Branches, seed.Branch{ID: b.ID, Name: b.Name, Main: b.Main, Active: b.Active, IPAllow: b.IPAllow,
+			e.Branches = append(e.Branches, seedfile.Branch{ID: b.ID, Name: b.Name, Main: b.Main, Active: b.Active, IPAllow: b.IPAllow,
 				LimitQuota: b.LimitQuota, WebhookURL: b.WebhookURL})
 		}
 		clients, err := a.Store.Clients(sv.ID)
@@ -37,15 +37,15 @@ func (a *admin) export(_ *fasthttp.RequestCtx, _ caller) (any, error) {
 			return nil, api.Internal(err)
 		}
 		for _, c := range clients {
-			e.B2BClients = append(e.B2BClients, seed.B2BClient{Name: c.Name, Permissions: c.Permissions})
+			e.B2BClients = append(e.B2BClients, seedfile.B2BClient{Name: c.Name, Permissions: c.Permissions})
 		}
 		accounts, err := a.Store.Accounts(sv.ID, "")
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, api.Internal(err)
 		}
 		for _, acc := range accounts {
-			e.BankAccounts = append(e.BankAccounts, seed.BankAccount{ID: acc.ID, BankCode: acc.BankCode, BankNumber: acc.BankNumber,
-				Name: acc.Name, Type: acc.Type, Branches: acc.Branches})
+			e.BankAccounts = append(e.BankAccounts, seedfile.BankAccount{ID: acc.ID, BankCode: acc.BankCode, BankNumber: acc.BankNumber,
+				Name: seedfile.AccountName(acc.Name), Type: acc.Type, Branches: acc.Branches})
 		}
 		out.Services = append(out.Services, e)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/server"
@@ -134,9 +135,9 @@ func (a *admin) createService(ctx *fasthttp.RequestCtx, c caller) (any, error) {
 		return nil, err
 	}
 	branchKey, clientKey, secretText := uuid.NewString(), server.RandomHex(32), server.RandomHex(24)
-	main := seed.Branch{ID: sv.ID + "-main", Name: "Main", Main: true, Key: branchKey, Active: true}.Record(a.Box, sv.ID)
+	main := seed.Branch(seedfile.Branch{ID: sv.ID + "-main", Name: "Main", Main: true, Key: branchKey, Active: true}, a.Box, sv.ID)
 	main.KeyCreatedAt = &now
-	client := seed.B2BClient{Key: clientKey, Secret: secretText, Permissions: perms}.Record(a.Box, sv.ID)
+	client := seed.B2BClient(seedfile.B2BClient{Key: clientKey, Secret: secretText, Permissions: perms}, a.Box, sv.ID)
 	clientDigest := client.KeyDigest
 	if err := a.Store.CreateService(sv, main, client, c.change("")); err != nil {
 		return nil, server.StoreError(err, "service "+sv.ID)

@@ -16,8 +16,8 @@ import (
 	"github.com/slipverify/slipverify/core/lib/egress"
 	"github.com/slipverify/slipverify/core/lib/envflag"
 	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/lib/stream"
-	"github.com/slipverify/slipverify/core/seed"
 )
 
 // Config is core's configuration.
@@ -318,7 +318,7 @@ func (c Config) Limits() upstream.Limits {
 func (c Config) ValidateAll() error {
 	var seedErr error
 	if c.Seed != "" {
-		if _, err := seed.Read(c.Seed); err != nil {
+		if _, err := seedfile.Read(c.Seed); err != nil {
 			seedErr = fmt.Errorf("SLIP_SEED: %w", err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/slipverify/slipverify/core/api"
 )
 
 // Mode says what must match.
@@ -229,14 +231,12 @@ func Matches(party Party, acc Account, promptPay bool, mode Mode) bool {
 	return name && number
 }
 
-// Account types a bank account has (the matchedAccount of a v2 answer).
+// Account types a bank account has (core/api's, which also tells a valid
+// one: api.ValidAccountType).
 const (
-	Personal = "PERSONAL"
-	Juristic = "JURISTIC"
+	Personal = api.AccountPersonal
+	Juristic = api.AccountJuristic
 )
-
-// ValidAccountType reports whether t is Personal or Juristic.
-func ValidAccountType(t string) bool { return t == Personal || t == Juristic }
 
 // juristicMarks are the words that only a juristic person's name holds:
 // company, partnership, foundation, association and cooperative, in Thai and

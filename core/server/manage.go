@@ -18,7 +18,6 @@ import (
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/lib/iplist"
-	"github.com/slipverify/slipverify/core/receiver"
 	"github.com/slipverify/slipverify/core/secret"
 	"github.com/slipverify/slipverify/core/server/fields"
 	"github.com/slipverify/slipverify/core/store"
@@ -444,7 +443,7 @@ func (s *Server) createAccount(ctx *fasthttp.RequestCtx, c caller) (any, error) 
 		fields.Name(&fe, n[0], n[1])
 	}
 	if f.Has("type") {
-		if t, ok := f.Str("type"); ok && receiver.ValidAccountType(t) {
+		if t, ok := f.Str("type"); ok && api.ValidAccountType(t) {
 			a.Type = t
 		} else {
 			fe.Add("type", "must be PERSONAL or JURISTIC")

@@ -32,6 +32,7 @@ import (
 	"github.com/slipverify/slipverify/core/lib/egress"
 	"github.com/slipverify/slipverify/core/lib/fastlog"
 	"github.com/slipverify/slipverify/core/lib/kafkalink"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/lib/stream"
 	"github.com/slipverify/slipverify/core/outbox"
 	"github.com/slipverify/slipverify/core/qrscan"
@@ -70,9 +71,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	var sf seed.File
+	var sf seedfile.File
 	if cfg.Seed != "" {
-		if sf, err = seed.Read(cfg.Seed); err != nil {
+		if sf, err = seedfile.Read(cfg.Seed); err != nil {
 			return err
 		}
 	}
@@ -93,7 +94,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	defer st.Close()
-	if n, err := st.InsertMissing(sf.Records(box)); err != nil {
+	if n, err := st.InsertMissing(seed.Records(sf, box)); err != nil {
 		return fmt.Errorf("load seed: %w", err)
 	} else if cfg.Seed != "" {
 		log.Info("seed loaded", "file", cfg.Seed, "inserted", n)
@@ -246,7 +247,7 @@ func expire(ctx context.Context, j *jobs.Jobs, st *store.Store, slipRetention ti
 // list over several (package route). The sandbox takes its scripted slips
 // from the seed file. The bank upstreams' metrics (slip_core_bank_*) go to a
 // set registered with the metrics package.
-func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
+func connector(cfg config.Config, sf seedfile.File) (bank.Connector, error) {
 	routes, err := route.Parse(cfg.Bank, config.Upstreams)
 	if err != nil {
 		return nil, fmt.Errorf("SLIP_BANK: %w", err)
@@ -298,7 +299,7 @@ func connector(cfg config.Config, sf seed.File) (bank.Connector, error) {
 }
 
 // sandboxConnector returns the sandbox bank with the seed's script.
-func sandboxConnector(sf seed.File) (bank.Connector, error) {
+func sandboxConnector(sf seedfile.File) (bank.Connector, error) {
 	var sc sandbox.Config
 	if len(sf.Sandbox) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(sf.Sandbox))

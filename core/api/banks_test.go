@@ -1,4 +1,4 @@
-package bank
+package api
 
 import (
 	"encoding/json"
@@ -38,7 +38,7 @@ func TestBanksCatalog(t *testing.T) {
 			}
 		}
 	}
-	if !slices.IsSortedFunc(banks, func(a, b Info) int { return strings.Compare(a.Code, b.Code) }) {
+	if !slices.IsSortedFunc(banks, func(a, b BankInfo) int { return strings.Compare(a.Code, b.Code) }) {
 		t.Error("Banks() is not ordered by code")
 	}
 }
@@ -55,7 +55,7 @@ func isBOTCode(code string) bool {
 	return true
 }
 
-func TestLookup(t *testing.T) {
+func TestLookupBank(t *testing.T) {
 	tests := []struct {
 		code        string
 		wantOK      bool
@@ -77,28 +77,28 @@ func TestLookup(t *testing.T) {
 		{"promptpay", false, "", nil},
 	}
 	for _, tt := range tests {
-		got, ok := Lookup(tt.code)
+		got, ok := LookupBank(tt.code)
 		if ok != tt.wantOK {
-			t.Errorf("Lookup(%q) ok = %v, want %v", tt.code, ok, tt.wantOK)
+			t.Errorf("LookupBank(%q) ok = %v, want %v", tt.code, ok, tt.wantOK)
 			continue
 		}
 		if got.Short != tt.wantShort || !slices.Equal(got.ExtraVerify, tt.extraVerify) {
-			t.Errorf("Lookup(%q) = %+v, want short %q, extraVerify %q", tt.code, got, tt.wantShort, tt.extraVerify)
+			t.Errorf("LookupBank(%q) = %+v, want short %q, extraVerify %q", tt.code, got, tt.wantShort, tt.extraVerify)
 		}
 		if ok && got.Code != tt.code {
-			t.Errorf("Lookup(%q).Code = %q", tt.code, got.Code)
+			t.Errorf("LookupBank(%q).Code = %q", tt.code, got.Code)
 		}
 	}
 	for _, b := range Banks() {
-		got, ok := Lookup(b.Code)
+		got, ok := LookupBank(b.Code)
 		if !ok || got.Short != b.Short || got.NameEN != b.NameEN {
-			t.Errorf("Lookup(%q) = %+v, %v; Banks() has %+v", b.Code, got, ok, b)
+			t.Errorf("LookupBank(%q) = %+v, %v; Banks() has %+v", b.Code, got, ok, b)
 		}
 	}
 }
 
-func TestCatalogCannotBeChangedByCallers(t *testing.T) {
-	gsb, _ := Lookup("030")
+func TestBankCatalogCannotBeChangedByCallers(t *testing.T) {
+	gsb, _ := LookupBank("030")
 	gsb.ExtraVerify[0] = "CHANGED"
 	banks := Banks()
 	for i := range banks {
@@ -107,7 +107,7 @@ func TestCatalogCannotBeChangedByCallers(t *testing.T) {
 			banks[i].ExtraVerify[j] = "CHANGED"
 		}
 	}
-	again, _ := Lookup("030")
+	again, _ := LookupBank("030")
 	if again.NameEN != "Government Savings Bank" || again.ExtraVerify[0] != ExtraVerifyAccountLast4 {
 		t.Errorf("catalog changed through a returned value: %+v", again)
 	}
@@ -116,25 +116,25 @@ func TestCatalogCannotBeChangedByCallers(t *testing.T) {
 	}
 }
 
-func TestInfoJSON(t *testing.T) {
+func TestBankInfoJSON(t *testing.T) {
 	tests := []struct {
 		name string
-		in   Info
+		in   BankInfo
 		want string
 	}{
 		{
 			name: "bank without options",
-			in:   mustLookup(t, "004"),
+			in:   mustLookupBank(t, "004"),
 			want: `{"code":"004","short":"KBANK","nameTh":"ธนาคารกสิกรไทย","nameEn":"Kasikornbank","extraVerify":[]}`,
 		},
 		{
 			name: "bank with options",
-			in:   mustLookup(t, "034"),
+			in:   mustLookupBank(t, "034"),
 			want: `{"code":"034","short":"BAAC","nameTh":"ธนาคารเพื่อการเกษตรและสหกรณ์การเกษตร","nameEn":"Bank for Agriculture and Agricultural Cooperatives","extraVerify":["ACCOUNT_LAST4","RECEIVER_NAME"]}`,
 		},
 		{
 			name: "nil extraVerify is an empty array",
-			in:   Info{Code: "999", Short: "X", NameTH: "x", NameEN: "X"},
+			in:   BankInfo{Code: "999", Short: "X", NameTH: "x", NameEN: "X"},
 			want: `{"code":"999","short":"X","nameTh":"x","nameEn":"X","extraVerify":[]}`,
 		},
 	}
@@ -158,11 +158,11 @@ func TestInfoJSON(t *testing.T) {
 	}
 }
 
-func mustLookup(t *testing.T, code string) Info {
+func mustLookupBank(t *testing.T, code string) BankInfo {
 	t.Helper()
-	b, ok := Lookup(code)
+	b, ok := LookupBank(code)
 	if !ok {
-		t.Fatalf("Lookup(%q) found nothing", code)
+		t.Fatalf("LookupBank(%q) found nothing", code)
 	}
 	return b
 }
