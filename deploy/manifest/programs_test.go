@@ -65,7 +65,7 @@ var programs = map[string]*program{
 		},
 		listeners: map[string][]route{
 			"SLIP_CORE_ADDR":  {{"/health", "core/server/server.go", `r.GET("/health", s.health)`}},
-			"SLIP_ADMIN_ADDR": {{"/admin/v1/services", "core/server/admin.go", `r.GET(p+"/services", read(a.listServices))`}},
+			"SLIP_ADMIN_ADDR": {{"/admin/v1/services", "core/admin/admin.go", `r.GET(p+"/services", read(a.listServices))`}},
 		},
 		healthVar: "SLIP_CORE_ADDR", healthPath: "/health", grace: 23, // fetch + bank timeouts + 5 s
 	},
