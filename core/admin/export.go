@@ -20,7 +20,7 @@ func (a *admin) export(_ *fasthttp.RequestCtx, _ caller) (any, error) {
 	}
 	out := seedfile.File{Services: []seedfile.Service{}}
 	for _, sv := range list {
-		e := seedfile.Service{ID: sv.ID, Name: sv.Name, State: sv.State, UserBanned: sv.UserBanned, Rate: seedfile.Rate(sv.Rate),
+		e := seedfile.Service{ID: sv.ID, Name: sv.Name, State: sv.State, UserBanned: sv.UserBanned, Rate: sv.Rate,
 			PlanName: sv.PlanName, ContactEmail: sv.ContactEmail,
 			Branches: []seedfile.Branch{}, B2BClients: []seedfile.B2BClient{}, BankAccounts: []seedfile.BankAccount{}}
 		e.Quota.Limit, e.Quota.CycleAnchorDay = sv.QuotaLimit, sv.CycleAnchorDay
@@ -45,7 +45,7 @@ func (a *admin) export(_ *fasthttp.RequestCtx, _ caller) (any, error) {
 		}
 		for _, acc := range accounts {
 			e.BankAccounts = append(e.BankAccounts, seedfile.BankAccount{ID: acc.ID, BankCode: acc.BankCode, BankNumber: acc.BankNumber,
-				Name: seedfile.AccountName(acc.Name), Type: acc.Type, Branches: acc.Branches})
+				Name: acc.Name, Type: acc.Type, Branches: acc.Branches})
 		}
 		out.Services = append(out.Services, e)
 	}

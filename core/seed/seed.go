@@ -16,7 +16,7 @@ func Records(f seedfile.File, box *secret.Box) store.Records {
 	for _, s := range f.Services {
 		r.Services = append(r.Services, store.Service{
 			ID: s.ID, Name: s.Name, State: s.State, UserBanned: s.UserBanned,
-			QuotaLimit: s.Quota.Limit, CycleAnchorDay: s.Quota.CycleAnchorDay, Rate: store.Rate(s.Rate),
+			QuotaLimit: s.Quota.Limit, CycleAnchorDay: s.Quota.CycleAnchorDay, Rate: s.Rate,
 			PlanName: s.PlanName, ContactEmail: s.ContactEmail,
 		})
 		for _, b := range s.Branches {
@@ -28,7 +28,7 @@ func Records(f seedfile.File, box *secret.Box) store.Records {
 		for _, a := range s.BankAccounts {
 			r.Accounts = append(r.Accounts, store.BankAccount{
 				ID: a.ID, ServiceID: s.ID, BankCode: a.BankCode, BankNumber: a.BankNumber,
-				Name: store.AccountName(a.Name), Type: a.Type, Branches: a.Branches, Active: true,
+				Name: a.Name, Type: a.Type, Branches: a.Branches, Active: true,
 			})
 		}
 	}

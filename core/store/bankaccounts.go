@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/receiver"
 )
 
@@ -33,11 +34,9 @@ func (a BankAccount) AccountType() string {
 	return receiver.AccountType(a.Name.TH, a.Name.EN)
 }
 
-// AccountName is an account holder's Thai and English name.
-type AccountName struct {
-	TH string `json:"th"`
-	EN string `json:"en"`
-}
+// AccountName is an account holder's Thai and English name: the seed
+// file's, kept as it is written there.
+type AccountName = seedfile.AccountName
 
 // Accounts returns a service's bank accounts; with branchID, only those
 // linked to that branch.

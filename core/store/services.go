@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/lib/seedfile"
 	"github.com/slipverify/slipverify/core/quota"
 )
 
@@ -104,11 +105,8 @@ const (
 )
 
 // Rate is a service plan's verification rate per budget, in requests per
-// second per branch.
-type Rate struct {
-	Bank   int `json:"bank"`
-	Wallet int `json:"wallet"`
-}
+// second per branch: the seed file's, kept as it is written there.
+type Rate = seedfile.Rate
 
 // Services returns every service, deleted ones too, by id.
 func (s *Store) Services() ([]Service, error) {

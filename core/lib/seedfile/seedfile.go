@@ -44,8 +44,7 @@ type Service struct {
 }
 
 // Rate is a service plan's verification rate per budget, in requests per
-// second per branch. It has the shape of core's store record, so core/seed
-// converts one to the other.
+// second per branch; core's store keeps it as it is.
 type Rate struct {
 	Bank   int `json:"bank"`
 	Wallet int `json:"wallet"`
@@ -82,8 +81,8 @@ type BankAccount struct {
 	Branches   []string    `json:"branches"`
 }
 
-// AccountName is an account holder's Thai and English name, in the shape
-// of core's store record.
+// AccountName is an account holder's Thai and English name; core's store
+// keeps it as it is.
 type AccountName struct {
 	TH string `json:"th"`
 	EN string `json:"en"`
