@@ -313,9 +313,6 @@ func (c *Cache) ask(f *call, k Kind, h uint64, ck string, now time.Time, done *a
 	}
 }
 
-// Wait blocks until every cache write so far is visible; tests use it.
-func (c *Cache) Wait() { c.rc.Wait() }
-
 // Stats returns the lookup counts so far.
 func (c *Cache) Stats() Stats {
 	return Stats{Hits: c.hits.Load(), Negative: c.negative.Load(), Misses: c.misses.Load(), Shared: c.shared.Load(),
