@@ -183,13 +183,7 @@ func (a answer) v2err(t testing.TB, status int, code string) {
 }
 
 // get walks a decoded JSON value by keys.
-func get(v any, keys ...string) any {
-	for _, k := range keys {
-		m, _ := v.(map[string]any)
-		v = m[k]
-	}
-	return v
-}
+var get = testnet.JSONAt
 
 func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, TransRef: ref}.Encode() }
 

@@ -290,13 +290,7 @@ func (a answer) data(t testing.TB) map[string]any {
 }
 
 // get walks a decoded JSON value by keys.
-func get(v any, keys ...string) any {
-	for _, k := range keys {
-		m, _ := v.(map[string]any)
-		v = m[k]
-	}
-	return v
-}
+var get = testnet.JSONAt
 
 func (c *core) usage(t testing.TB, branch string) (branchUsed, branchTotal, serviceUsed float64) {
 	t.Helper()

@@ -224,13 +224,8 @@ func (a answer) want(t testing.TB, status int, code string) {
 	}
 }
 
-func get(v any, keys ...string) any {
-	for _, k := range keys {
-		m, _ := v.(map[string]any)
-		v = m[k]
-	}
-	return v
-}
+// get walks a decoded JSON value by keys.
+var get = testnet.JSONAt
 
 // discardLogger silences fasthttp's messages about requests the tests
 // refuse on purpose.
