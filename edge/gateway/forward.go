@@ -63,8 +63,9 @@ func delCanonical(h *fasthttp.RequestHeader, k []byte) {
 // forward sends the request to core and copies core's answer back. The
 // request is reused in place: fasthttp's reverse-proxy pattern. The
 // credential that authenticated it is not forwarded (a signed request's
-// key, signature, timestamp and nonce alike): core trusts the identity
-// headers, and a key need not travel further. Nor does Expect: the edge
+// key and signature alike): core trusts the identity headers, and a key
+// need not travel further; a signed request's timestamp and nonce go on as
+// api.HeaderNonce only. Nor does Expect: the edge
 // answered the client's 100-continue itself and holds the whole body, so
 // core is not asked to answer one (fasthttp's server writes it under the
 // write deadline of the connection's previous answer: on a connection idle
