@@ -38,6 +38,7 @@ type Config struct {
 	MaxInflight  int           // concurrent requests above which core signals overload
 	IdleTimeout  time.Duration // how long a quiet connection from the edge is kept
 	WriteTimeout time.Duration // writing one answer to the edge
+	Drain        time.Duration // on SIGTERM: readiness off, requests still taken, for this long
 	EgressAllow  string        // private ranges image URLs may reach
 	EgressCA     string        // extra CA roots (PEM) for https image URLs
 	FetchTimeout time.Duration // one image URL fetch
@@ -110,6 +111,7 @@ func (c *Config) vars() []envflag.Var {
 		envflag.Def("SLIP_CORE_MAX_INFLIGHT", "max-inflight", "256", "concurrent requests above which core tells the edge it is overloaded", &c.MaxInflight),
 		envflag.Def("SLIP_CORE_IDLE_TIMEOUT", "idle-timeout", "2m", "how long core keeps a keep-alive connection from the edge that carries no request (keep it above every edge's SLIP_EDGE_CORE_IDLE, so the edge always closes first)", &c.IdleTimeout),
 		envflag.Def("SLIP_CORE_WRITE_TIMEOUT", "write-timeout", "30s", "time core has to write one answer to the edge", &c.WriteTimeout),
+		envflag.Def("SLIP_CORE_DRAIN", "drain", "3s", "on SIGTERM, how long /ready fails while core still takes requests, before it stops accepting and finishes what it holds (keep it above the edges' SLIP_EDGE_CORE_PROBE, so every edge has stopped sending)", &c.Drain),
 		envflag.Def("SLIP_EGRESS_ALLOW_CIDRS", "egress-allow-cidrs", "", "private ranges image URLs and callbacks may reach (comma-separated CIDRs; empty: none)", &c.EgressAllow),
 		envflag.Def("SLIP_EGRESS_CA_FILE", "egress-ca-file", "", "extra CA roots (PEM) trusted for https image URLs and callbacks", &c.EgressCA),
 		envflag.Def("SLIP_IMAGE_FETCH_TIMEOUT", "image-fetch-timeout", "10s", "timeout of one image URL fetch", &c.FetchTimeout),
@@ -196,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.WriteTimeout <= 0 {
 		bad("SLIP_CORE_WRITE_TIMEOUT: must be positive")
+	}
+	if c.Drain < 0 {
+		bad("SLIP_CORE_DRAIN: must not be negative")
 	}
 	if err := stream.CheckBrokers(c.KafkaAddr); err != nil {
 		bad("SLIP_KAFKA_ADDR: %v", err)

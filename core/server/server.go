@@ -40,6 +40,7 @@ type Server struct {
 
 	inflight    atomic.Int64
 	maxInflight int64
+	draining    atomic.Bool // Drain was called: /ready fails
 	metrics     *coreMetrics
 }
 
@@ -85,6 +86,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.HandleMethodNotAllowed = false // an unknown method is an unknown endpoint
 	r.GET("/health", s.health)
 	r.GET("/v2/health", s.health)
+	r.GET("/ready", s.ready)
 	r.GET("/metrics", s.writeMetrics)
 	r.GET("/debug/pprof/{name:*}", s.profile)
 	r.GET("/banks", s.guard(api.V2, anyone, s.bankList))
@@ -264,6 +266,25 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 	data, err := map[string]string{"status": "ok", "tier": "core"}, s.store.Ping()
 	s.Respond(ctx, api.V2, data, err)
 }
+
+// Drain makes /ready fail, so the edges stop sending requests here before
+// core stops accepting them. Requests are still served.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// ready answers the edges' readiness probe, and an orchestrator's: as
+// health while core takes new requests, 503 once it drains.
+func (s *Server) ready(ctx *fasthttp.RequestCtx) {
+	if s.draining.Load() {
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(notReady)
+		return
+	}
+	s.health(ctx)
+}
+
+// notReady is /ready's answer while core drains.
+var notReady = []byte(`{"success":false,"error":{"code":"API_SERVER_ERROR","message":"core is shutting down"}}`)
 
 func (s *Server) bankList(ctx *fasthttp.RequestCtx, _ caller) (any, error) {
 	return s.banks, nil

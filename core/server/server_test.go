@@ -49,6 +49,7 @@ type core struct {
 	store   *store.Store
 	handler fasthttp.RequestHandler
 	srv     *fasthttp.Server
+	server  *server.Server
 }
 
 var listed = sandbox.Slip{
@@ -129,7 +130,7 @@ func startCoreWith(t testing.TB, mutate func(*store.Records), wrap func(bank.Con
 	cs := server.New(v, nil, st, box, edgeToken, 64, slog.New(slog.DiscardHandler))
 	h := cs.Handler()
 	srv := &fasthttp.Server{Handler: h, MaxRequestBodySize: 8 << 20, DisablePreParseMultipartForm: true} // as core/cmd/core serves
-	return &core{url: listen(t, srv), clock: c, store: st, handler: h, srv: srv}
+	return &core{url: listen(t, srv), clock: c, store: st, handler: h, srv: srv, server: cs}
 }
 
 // listen serves srv on a loopback port until the test ends and returns its
@@ -195,6 +196,27 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Errorf("shutdown: %v", err)
+	}
+}
+
+// TestReadyWhileDraining: /ready answers as /health until core drains,
+// then 503, so the edges stop sending here, while core still answers what
+// they send meanwhile.
+func TestReadyWhileDraining(t *testing.T) {
+	c := startCore(t, nil)
+	if a := c.do(t, call{method: "GET", path: "/ready", token: "-"}); a.status != 200 {
+		t.Errorf("ready: %d %s", a.status, a.raw)
+	}
+	c.do(t, call{method: "GET", path: "/ready", token: "wrong"}).v2err(t, 403, "PERMISSION_DENIED")
+	c.server.Drain()
+	c.do(t, call{method: "GET", path: "/ready"}).v2err(t, 503, "API_SERVER_ERROR")
+	if a := c.do(t, call{method: "GET", path: "/health"}); a.status != 200 {
+		t.Errorf("health while draining: %d %s", a.status, a.raw)
+	}
+	a := c.do(t, call{method: "POST", path: "/v2/verify/bank", branch: "br-main",
+		body: map[string]any{"payload": bankPayload("004", "LISTEDREF0001")}})
+	if a.status != 200 {
+		t.Errorf("a verification while draining: %d %s", a.status, a.raw)
 	}
 }
 

@@ -190,6 +190,12 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
+		// /ready fails first, while requests are still taken, so that every
+		// edge notices (its next probe) and sends the next ones to another
+		// core before this one stops accepting: a rolling restart loses none.
+		log.Info("draining", "for", cfg.Drain.String())
+		coreSrv.Drain()
+		time.Sleep(cfg.Drain)
 	}
 	log.Info("shutting down")
 	// In-flight requests may finish for as long as the longest sync

@@ -53,9 +53,9 @@ func Seed(tb testing.TB, json string) string {
 
 // StartCore starts core with the records of the seed file seed: on a free
 // port, a data directory of its own, the shared credentials, the sandbox
-// bank and no broker (SLIP_KAFKA_ADDR is a port nobody listens on: jobs wait
-// in the outbox). env adds settings or overrides these. It returns once
-// core answers /health.
+// bank, no broker (SLIP_KAFKA_ADDR is a port nobody listens on: jobs wait
+// in the outbox) and no drain delay. env adds settings or overrides these.
+// It returns once core answers /health.
 func StartCore(tb testing.TB, seed string, env ...string) *Program {
 	tb.Helper()
 	seed, err := filepath.Abs(seed)
@@ -64,7 +64,7 @@ func StartCore(tb testing.TB, seed string, env ...string) *Program {
 	}
 	return start(tb, "core/cmd/core", "SLIP_CORE_ADDR", "/health", append([]string{
 		"SLIP_CORE_ADDR=" + FreeAddr(tb), "SLIP_DATA_DIR=" + tb.TempDir(), "SLIP_SEED=" + seed,
-		"SLIP_EDGE_TOKEN=" + EdgeToken, "SLIP_MASTER_KEY=" + MasterKey, "SLIP_BANK=sandbox",
+		"SLIP_EDGE_TOKEN=" + EdgeToken, "SLIP_MASTER_KEY=" + MasterKey, "SLIP_BANK=sandbox", "SLIP_CORE_DRAIN=0s",
 		"SLIP_KAFKA_ADDR=" + FreeAddr(tb)}, env...))
 }
 
