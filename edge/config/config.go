@@ -19,13 +19,15 @@ import (
 type Config struct {
 	Addr            string             // the public listener
 	MetricsAddr     string             // Prometheus metrics listener; "off" disables
-	CoreAddr        string             // core's listener
+	CoreAddr        string             // core's listeners, comma-separated; a name stands for each address it resolves to
 	EdgeToken       string             // shared secret sent to core
 	TrustedProxies  string             // CIDRs whose X-Forwarded-For is believed
 	AuthTTL         time.Duration      // how long an auth record is cached
 	Drain           time.Duration      // /health fails this long before shutdown
 	CoreTimeout     time.Duration      // one forwarded request
 	CoreIdle        time.Duration      // how long a connection to core stays pooled unused
+	CoreProbe       time.Duration      // how often each core's readiness is asked
+	CoreResolve     time.Duration      // how often the names in CoreAddr are resolved again
 	ReadTimeout     time.Duration      // reading one client request, headers and body
 	AdaptInterval   time.Duration      // how often the adaptive factor moves
 	MinFactor       float64            // the lowest the adaptive factor goes
@@ -44,13 +46,15 @@ func (c *Config) vars() []envflag.Var {
 	return append([]envflag.Var{
 		envflag.Def("SLIP_EDGE_ADDR", "addr", "127.0.0.1:8080", "the public listener", &c.Addr),
 		envflag.Def("SLIP_EDGE_METRICS_ADDR", "metrics-addr", "127.0.0.1:9180", "Prometheus metrics listener (off: none)", &c.MetricsAddr),
-		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listener", &c.CoreAddr),
+		envflag.Def("SLIP_CORE_ADDR", "core-addr", "127.0.0.1:8081", "core's listeners, host:port, comma-separated; a host name stands for every address it resolves to (at most 64 cores in all)", &c.CoreAddr),
 		envflag.Secret("SLIP_EDGE_TOKEN", "edge-token", "shared secret sent to core (required, 32+ characters)", &c.EdgeToken),
 		envflag.Def("SLIP_TRUSTED_PROXIES", "trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-For is believed", &c.TrustedProxies),
 		envflag.Def("SLIP_EDGE_AUTH_TTL", "auth-ttl", "2s", "how long a key's auth record (or its absence) is cached", &c.AuthTTL),
 		envflag.Def("SLIP_EDGE_DRAIN", "drain", "2s", "how long /health fails on SIGTERM before the listener closes", &c.Drain),
 		envflag.Def("SLIP_EDGE_CORE_TIMEOUT", "core-timeout", "30s", "timeout of one request forwarded to core", &c.CoreTimeout),
 		envflag.Def("SLIP_EDGE_CORE_IDLE", "core-idle", "1m", "how long a connection to core stays in the pool unused (keep it below core's SLIP_CORE_IDLE_TIMEOUT, so the edge never sends on a connection core is closing)", &c.CoreIdle),
+		envflag.Def("SLIP_EDGE_CORE_PROBE", "core-probe", "1s", "how often each core's /ready is asked; a core that fails it, or refuses a connection, gets no new request until it answers again (keep it below core's SLIP_CORE_DRAIN)", &c.CoreProbe),
+		envflag.Def("SLIP_EDGE_CORE_RESOLVE", "core-resolve", "10s", "how often the host names in SLIP_CORE_ADDR are resolved again, for cores added or gone", &c.CoreResolve),
 		envflag.Def("SLIP_EDGE_READ_TIMEOUT", "read-timeout", "30s", "time a client has to send one whole request, headers and body (slow clients are cut off)", &c.ReadTimeout),
 		envflag.Def("SLIP_EDGE_ACCESS_LOG", "access-log", "stderr", "access log, one JSON line per request: stderr, off, or a file path (appended to)", &c.AccessLog),
 		envflag.Def("SLIP_EDGE_ADAPT_INTERVAL", "adapt-interval", "1s", "how often the adaptive rate factor moves", &c.AdaptInterval),
@@ -79,9 +83,16 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	for env, addr := range map[string]string{"SLIP_EDGE_ADDR": c.Addr, "SLIP_CORE_ADDR": c.CoreAddr} {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			bad("%s: %v", env, err)
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		bad("SLIP_EDGE_ADDR: %v", err)
+	}
+	if cores := c.CoreAddrs(); len(cores) == 0 || len(cores) > MaxCores {
+		bad("SLIP_CORE_ADDR: one to %d host:port, comma-separated", MaxCores)
+	} else {
+		for _, addr := range cores {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				bad("SLIP_CORE_ADDR: %v", err)
+			}
 		}
 	}
 	if c.KafkaAddr != "off" {
@@ -104,6 +115,7 @@ func (c Config) Validate() error {
 		bad("SLIP_TRUSTED_PROXIES: %v", err)
 	}
 	for env, d := range map[string]time.Duration{"SLIP_EDGE_AUTH_TTL": c.AuthTTL, "SLIP_EDGE_CORE_TIMEOUT": c.CoreTimeout, "SLIP_EDGE_CORE_IDLE": c.CoreIdle, "SLIP_EDGE_READ_TIMEOUT": c.ReadTimeout,
+		"SLIP_EDGE_CORE_PROBE": c.CoreProbe, "SLIP_EDGE_CORE_RESOLVE": c.CoreResolve,
 		"SLIP_EDGE_ADAPT_INTERVAL": c.AdaptInterval, "SLIP_EDGE_NONCE_MARGIN": c.NonceMargin} {
 		if d <= 0 {
 			bad("%s: must be positive", env)
@@ -138,6 +150,14 @@ func (c Config) Trusted() (iplist.List, error) {
 	}
 	return l, err
 }
+
+// MaxCores bounds the cores one edge balances over, however many addresses
+// SLIP_CORE_ADDR's names resolve to.
+const MaxCores = 64
+
+// CoreAddrs returns the entries of CoreAddr: host:port each, where a host
+// name stands for every address it resolves to.
+func (c Config) CoreAddrs() []string { return splitList(c.CoreAddr) }
 
 func splitList(s string) []string {
 	var out []string

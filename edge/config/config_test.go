@@ -51,3 +51,35 @@ func TestRefusesDangerousValues(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreAddrs: SLIP_CORE_ADDR takes one core or several, as addresses or
+// names, and refuses an entry that is no host:port, an empty list and more
+// cores than an edge balances over.
+func TestCoreAddrs(t *testing.T) {
+	f := func(addr string, want []string) {
+		t.Helper()
+		env := map[string]string{"SLIP_EDGE_TOKEN": strings.Repeat("t", 32), "SLIP_CORE_ADDR": addr}
+		c, err := Load(nil, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if want == nil {
+			if err == nil || !strings.Contains(err.Error(), "SLIP_CORE_ADDR") {
+				t.Errorf("%q: %v, want SLIP_CORE_ADDR refused", addr, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Errorf("%q refused: %v", addr, err)
+		}
+		if got := c.CoreAddrs(); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%q: cores %q, want %q", addr, got, want)
+		}
+	}
+	f("127.0.0.1:8081", []string{"127.0.0.1:8081"})
+	f(" 10.0.0.1:8081, core-pods.slip.svc:8081 ,[::1]:8081", []string{"10.0.0.1:8081", "core-pods.slip.svc:8081", "[::1]:8081"})
+	f("10.0.0.1:8081,10.0.0.2", nil)
+	f(" , ", nil)
+	f(strings.Repeat("10.0.0.1:8081,", MaxCores+1), nil)
+}

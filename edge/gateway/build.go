@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -24,8 +25,51 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 	if err != nil {
 		return nil, err
 	}
+	cores := NewCores(CoresConfig{
+		Addrs: cfg.CoreAddrs(), Client: func(addr string) *fasthttp.HostClient { return newCoreClient(addr, cfg) },
+		EdgeToken: cfg.EdgeToken, ProbeEvery: cfg.CoreProbe, ResolveEvery: cfg.CoreResolve, Now: now, Log: log,
+	})
+	// The client of every core: the request path's and the auth cache's.
+	// Cores picks a core for each request and sends it on that core's own
+	// client; this one only names core as the Host of a request without one.
 	core := &fasthttp.HostClient{
-		Addr:                     cfg.CoreAddr,
+		Addr: cfg.CoreAddrs()[0], Name: "edge", NoDefaultUserAgentHeader: true, DisablePathNormalizing: true,
+		Transport: cores,
+	}
+	auth, err := authcache.New(authcache.Config{
+		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		cores.Close()
+		return nil, err
+	}
+	access, err := accesslog.Open(cfg.AccessLog, os.Stderr, accesslog.Config{})
+	if err != nil {
+		auth.Close()
+		cores.Close()
+		return nil, err
+	}
+	cores.Start()
+	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
+		Now: now, Interval: cfg.AdaptInterval, MinFactor: cfg.MinFactor,
+	})
+	return New(Config{
+		Core: core, Cores: cores, EdgeToken: cfg.EdgeToken, Auth: auth,
+		// Timestamps have whole seconds: a nonce is kept a second longer than
+		// the ±5 minutes a request may be off, so truncation never lets a
+		// replay in at the window's edge.
+		Nonces: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient,
+			MaxPerService: cfg.NoncePerService, Now: now}),
+		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: trusted,
+		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log, Access: access,
+	}, NewMetrics(auth, adaptive)), nil
+}
+
+// newCoreClient is the edge's client of the core at addr: its own pool of
+// keep-alive connections.
+func newCoreClient(addr string, cfg config.Config) *fasthttp.HostClient {
+	core := &fasthttp.HostClient{
+		Addr:                     addr,
 		Name:                     "edge",
 		MaxConns:                 4096,
 		MaxIdleConnDuration:      cfg.CoreIdle, // below core's idle timeout: the edge closes first
@@ -44,34 +88,13 @@ func FromConfig(cfg config.Config, now func() time.Time, log *slog.Logger) (*Gat
 		DisablePathNormalizing: true,
 	}
 	core.RetryIfErr = func(_ *fasthttp.Request, _ int, err error) (bool, bool) { return retryCore(core, err) }
-	auth, err := authcache.New(authcache.Config{
-		Core: core, EdgeToken: cfg.EdgeToken, TTL: cfg.AuthTTL, Timeout: 5 * time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
-	access, err := accesslog.Open(cfg.AccessLog, os.Stderr, accesslog.Config{})
-	if err != nil {
-		auth.Close()
-		return nil, err
-	}
-	adaptive := ratelimit.NewAdaptive(ratelimit.AdaptiveConfig{
-		Now: now, Interval: cfg.AdaptInterval, MinFactor: cfg.MinFactor,
-	})
-	return New(Config{
-		Core: core, EdgeToken: cfg.EdgeToken, Auth: auth,
-		// Timestamps have whole seconds: a nonce is kept a second longer than
-		// the ±5 minutes a request may be off, so truncation never lets a
-		// replay in at the window's edge.
-		Nonces: nonce.New(nonce.Config{Window: 5*time.Minute + time.Second, MaxEntries: cfg.NonceMax, MaxPerClient: cfg.NoncePerClient,
-			MaxPerService: cfg.NoncePerService, Now: now}),
-		Limits: ratelimit.New(now), Adaptive: adaptive, Trusted: trusted,
-		CoreTimeout: cfg.CoreTimeout, Now: now, Log: log, Access: access,
-	}, NewMetrics(auth, adaptive)), nil
+	return core
 }
 
 // dialCore dials core as fasthttp would (a timeout of 0 is its default
-// one) and makes the connection's reads and writes raw system calls.
+// one) and makes the connection's reads and writes raw system calls. A
+// connection not made is errCoreUnreachable: the request can go to another
+// core.
 func dialCore(addr string, timeout time.Duration) (net.Conn, error) {
 	dial := fasthttp.DialTimeout
 	if timeout <= 0 {
@@ -79,7 +102,7 @@ func dialCore(addr string, timeout time.Duration) (net.Conn, error) {
 	}
 	c, err := dial(addr, timeout)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errCoreUnreachable, err)
 	}
 	tcp, _ := c.(*net.TCPConn)
 	return watchClosed(rawsock.WrapClient(c), tcp), nil
@@ -107,7 +130,7 @@ func (g *Gateway) InvalidateAuth() { g.cfg.Auth.Invalidate() }
 // of the access log. Requests must have ended.
 func (g *Gateway) Close() {
 	g.cfg.Auth.Close()
-	g.cfg.Core.CloseIdleConnections()
+	g.cores.Close()
 	if g.cfg.Access != nil {
 		if err := g.cfg.Access.Close(); err != nil {
 			g.cfg.Log.Error("closing the access log", "err", err)

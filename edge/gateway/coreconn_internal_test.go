@@ -17,7 +17,8 @@ import (
 )
 
 // fakeCore counts the requests it reads on each connection; after each it
-// answers 200 and closes (answer) or closes without answering.
+// answers 200 and closes (answer) or closes without answering. It answers
+// the edge's readiness probes, which it does not count, 200: it is ready.
 type fakeCore struct {
 	addr     string
 	requests atomic.Int64
@@ -31,11 +32,16 @@ func startFakeCore(t *testing.T, answer bool) *fakeCore {
 	}
 	f := &fakeCore{addr: ln.Addr().String(), closed: make(chan struct{}, 16)}
 	testnet.Serve(t, ln, func(c net.Conn) {
-		defer func() { c.Close(); f.closed <- struct{}{} }()
+		defer c.Close()
 		req, err := http.ReadRequest(bufio.NewReader(c))
 		if err != nil {
 			return
 		}
+		if req.URL.Path == "/ready" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			return
+		}
+		defer func() { f.closed <- struct{}{} }() // after the close
 		io.Copy(io.Discard, req.Body)
 		f.requests.Add(1)
 		if answer {

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -150,50 +148,14 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, rt *Route, x *exchange) time
 	return end
 }
 
-// coreHealth remembers whether core answered its health check lately, so
-// /health on the edge asks core at most once per interval.
-type coreHealth struct {
-	mu      sync.Mutex
-	checked atomic.Int64 // Unix nanoseconds of the last check
-	up      atomic.Bool
-}
-
-const healthInterval = time.Second
-
-// coreUp reports whether core is reachable, asking it when the last answer
-// is older than healthInterval.
-func (g *Gateway) coreUp() bool {
-	now := g.cfg.Now().UnixNano()
-	if now-g.health.checked.Load() < int64(healthInterval) {
-		return g.health.up.Load()
-	}
-	if !g.health.mu.TryLock() { // another request is asking
-		if g.health.checked.Load() == 0 { // the first time: there is no answer to give yet
-			g.health.mu.Lock()
-			g.health.mu.Unlock()
-		}
-		return g.health.up.Load()
-	}
-	defer g.health.mu.Unlock()
-	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(res)
-	req.SetRequestURI("http://" + g.cfg.Core.Addr + "/health")
-	req.Header.SetCanonical(hEdgeToken, g.edgeToken) // core refuses a wrong one: the edge is then down
-	err := g.cfg.Core.DoTimeout(req, res, time.Second)
-	g.health.up.Store(err == nil && res.StatusCode() == fasthttp.StatusOK)
-	g.health.checked.Store(g.cfg.Now().UnixNano())
-	return g.health.up.Load()
-}
-
 var (
 	healthOK       = []byte(`{"success":true,"message":"success","data":{"status":"ok","tier":"edge","core":"ok"}}`)
 	healthDown     = []byte(`{"success":false,"error":{"code":"API_SERVER_ERROR","message":"core is unreachable"}}`)
 	healthDraining = []byte(`{"success":false,"error":{"code":"API_SERVER_ERROR","message":"edge is shutting down"}}`)
 )
 
-// serveHealth answers /health: 200 when the edge serves and core answers,
-// 503 otherwise.
+// serveHealth answers /health: 200 when the edge serves and a core is
+// ready, 503 otherwise.
 func (g *Gateway) serveHealth(ctx *fasthttp.RequestCtx, idx int) {
 	x := g.begin(idx)
 	ctx.SetContentType("application/json")
@@ -201,7 +163,7 @@ func (g *Gateway) serveHealth(ctx *fasthttp.RequestCtx, idx int) {
 	case g.draining.Load():
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetBody(healthDraining)
-	case !g.coreUp():
+	case !g.cores.Ready(g.cfg.Now()):
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetBody(healthDown)
 	default:

@@ -38,6 +38,7 @@ import (
 // Config configures a Gateway.
 type Config struct {
 	Core        *fasthttp.HostClient
+	Cores       *Cores // the cores behind Core, its Transport; nil: Core is one core's own client
 	EdgeToken   string
 	Auth        *authcache.Cache
 	Nonces      *nonce.Store
@@ -60,7 +61,7 @@ type Gateway struct {
 	draining  atomic.Bool
 	reqPrefix []byte
 	reqSeq    atomic.Uint64
-	health    coreHealth
+	cores     *Cores
 	bufs      sync.Pool // *[]byte string-to-sign buffers
 	chunked   chunkedMemo
 }
@@ -78,7 +79,11 @@ const edgeValidation = "request: not taken as sent: a body in a content coding (
 
 // New returns a Gateway.
 func New(cfg Config, m *Metrics) *Gateway {
-	g := &Gateway{cfg: cfg, metrics: m, edgeToken: []byte(cfg.EdgeToken), coreAddr: []byte(cfg.Core.Addr)}
+	g := &Gateway{cfg: cfg, metrics: m, edgeToken: []byte(cfg.EdgeToken), coreAddr: []byte(cfg.Core.Addr), cores: cfg.Cores}
+	if g.cores == nil {
+		g.cores = oneCore(cfg.Core, cfg.EdgeToken, cfg.Now, cfg.Log)
+	}
+	m.cores = g.cores.set
 	for _, r := range api.Rows() {
 		for int(r.Code) >= len(g.rejects) {
 			g.rejects = append(g.rejects, rendered{})

@@ -25,6 +25,7 @@ type Metrics struct {
 	latency    []*metrics.Histogram // [route]
 	rejection  []*metrics.Counter   // [api.Code]
 	unanswered *metrics.Counter     // connections closed without an answer
+	cores      *metrics.Set         // the cores' series (Cores), set by New
 }
 
 // NewMetrics registers the edge's metrics: requests by route and status,
@@ -88,4 +89,9 @@ func (m *Metrics) accessLog(l *accesslog.Log) {
 }
 
 // WritePrometheus writes every metric in Prometheus text format.
-func (m *Metrics) WritePrometheus(w io.Writer) { m.set.WritePrometheus(w) }
+func (m *Metrics) WritePrometheus(w io.Writer) {
+	m.set.WritePrometheus(w)
+	if m.cores != nil {
+		m.cores.WritePrometheus(w)
+	}
+}
