@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,8 +17,7 @@ import (
 // branch (Apply), keyed service NUL branch NUL time (Unix ms, big-endian)
 // and the slip's key, so a branch's entries are one range in time order.
 // The value holds what a listing shows and filters on (History), so a page
-// reads no slip record. A store written before it has no bucket: the first
-// verification makes it.
+// reads no slip record. The newest entries wait in the outbox (note).
 var bucketHistory = []byte("history")
 
 // Verification is one entry of a branch's history.
@@ -64,9 +64,9 @@ func (v *Verification) appendKey(dst []byte) []byte {
 	return append(dst, v.SlipKey...)
 }
 
-// maxSize bounds the length of v's key and value together.
+// maxSize bounds the length of v's entry (appendEntry).
 func (v *Verification) maxSize() int {
-	return len(v.ServiceID) + len(v.BranchID) + 2 + 8 + len(v.SlipKey) +
+	return binary.MaxVarintLen64 + len(v.ServiceID) + len(v.BranchID) + 2 + 8 + len(v.SlipKey) +
 		9 + 3*binary.MaxVarintLen64 + len(v.ReceivingBank) + len(v.Remark) + len(v.JobID)
 }
 
@@ -121,24 +121,128 @@ func decodeVerification(prefix, k, v []byte) (Verification, error) {
 	return out, nil
 }
 
-// list adds the entry v to the history in tx as key and value (its
-// appendKey and appendValue), which must stay unchanged until tx commits
-// (key takes the next millisecond while taken). Two entries of one
-// branch for one slip in the same millisecond take the next free ones.
-// When slip records expire, it first removes up to historyPruned entries
-// of the branch whose slip record is gone, oldest first, so the history
-// is kept as long as the slips are. One cursor serves both.
-func (s *Store) list(tx *bolt.Tx, v *Verification, key, value []byte) error {
-	b, err := tx.CreateBucketIfNotExists(bucketHistory)
+// The newest entries of the history wait in the outbox (bucketOutbox),
+// each under the key of the sequence number it takes there followed by
+// historyMark (9 bytes: messages have 8), with as value the entry's key in
+// bucketHistory (a uvarint of its length first) and value. A verification
+// writes its usage message there in the same transaction: the entry goes
+// to a page the transaction writes anyway rather than to one of its own,
+// which, read, rewritten and synced with every transaction, was most of
+// what an entry cost. Once historyBatch sequence numbers have gone by since
+// the first waiting entry (metaHistoryFrom), the write that takes the last
+// moves the waiting entries to bucketHistory, where the entries of a branch
+// share its pages. A listing reads both; publishers read messages only.
+const historyMark = 'h'
+
+// metaHistoryFrom, in bucketMeta, is the outbox sequence number from
+// which entries of the history wait there (big-endian; absent: 0).
+var metaHistoryFrom = []byte("history-from")
+
+// historyBatch is how many outbox sequence numbers go by before the
+// entries waiting there move to bucketHistory: a listing reads them all.
+const historyBatch = 1024
+
+func historyKey(seq uint64) []byte { return append(seqKey(seq), historyMark) }
+
+func isHistoryKey(k []byte) bool { return len(k) == 9 }
+
+// historyFrom returns metaHistoryFrom.
+func historyFrom(tx *bolt.Tx) uint64 {
+	if v := tx.Bucket(bucketMeta).Get(metaHistoryFrom); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// note adds the history entry encoded in entry (appendEntry) to the
+// outbox; entry must stay unchanged until tx commits. The entry that
+// completes a batch moves the waiting ones to bucketHistory.
+func (s *Store) note(tx *bolt.Tx, entry []byte) error {
+	b := tx.Bucket(bucketOutbox)
+	b.FillPercent = 1 // see enqueue
+	seq, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
-	prefix := key[:len(v.ServiceID)+len(v.BranchID)+2] // historyPrefix
-	c := b.Cursor()
+	if err := b.Put(historyKey(seq), entry); err != nil {
+		return err
+	}
+	if from := historyFrom(tx); seq+1-from < s.historyBatch {
+		return nil
+	}
+	return s.index(tx)
+}
+
+// appendEntry appends v's entry of bucketHistoryNew: its key and value in
+// bucketHistory.
+func (v *Verification) appendEntry(dst []byte) []byte {
+	keyLen := len(v.ServiceID) + len(v.BranchID) + 2 + 8 + len(v.SlipKey) // appendKey's
+	return v.appendValue(v.appendKey(binary.AppendUvarint(dst, uint64(keyLen))))
+}
+
+// cutEntry splits an entry of bucketHistoryNew into the key and value it
+// has in bucketHistory, and the key's service-and-branch prefix.
+func cutEntry(entry []byte) (prefix, key, value []byte, ok bool) {
+	l, n := binary.Uvarint(entry)
+	if n <= 0 || l > uint64(len(entry)-n) {
+		return nil, nil, nil, false
+	}
+	key, value = entry[n:n+int(l)], entry[n+int(l):]
+	svc := bytes.IndexByte(key, 0)
+	if svc < 0 {
+		return nil, nil, nil, false
+	}
+	br := bytes.IndexByte(key[svc+1:], 0)
+	if br < 0 || len(key) < svc+br+2+8 {
+		return nil, nil, nil, false
+	}
+	return key[:svc+br+2], key, value, true
+}
+
+// index moves the entries of the history waiting in the outbox to
+// bucketHistory.
+func (s *Store) index(tx *bolt.Tx) error {
+	outbox, history := tx.Bucket(bucketOutbox), tx.Bucket(bucketHistory)
+	// Positions first, moves after (a bbolt cursor skips keys when it moves
+	// after a Delete). bbolt keeps a value until the transaction commits,
+	// and the entries are read from pages their deletion frees: one copy
+	// holds them all.
+	var keys [][]byte
+	size := 0
+	c := outbox.Cursor()
+	for k, v := c.Seek(seqKey(historyFrom(tx))); k != nil; k, v = c.Next() {
+		if isHistoryKey(k) {
+			keys, size = append(keys, k), size+len(v)
+		}
+	}
+	buf := make([]byte, 0, size)
+	for _, k := range keys {
+		var entry []byte
+		entry, buf = split(append(buf, outbox.Get(k)...))
+		prefix, key, value, ok := cutEntry(entry)
+		if !ok {
+			return errBadHistory
+		}
+		if err := errors.Join(outbox.Delete(k), s.list(tx, history, prefix, key, value)); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(metaHistoryFrom, seqKey(outbox.Sequence()+1))
+}
+
+// list puts the entry (key, value) in history, the bucketHistory of tx;
+// prefix is key's service and branch. Two entries of one branch for one
+// slip in the same millisecond take the next free ones (key changes).
+// When slip records expire, it first removes up to historyPruned entries
+// of the branch whose slip record is gone, oldest first, so the history
+// is kept as long as the slips are. One cursor serves both.
+func (s *Store) list(tx *bolt.Tx, history *bolt.Bucket, prefix, key, value []byte) error {
+	c := history.Cursor()
 	if s.slipAges { // slip records expire: so do the entries of those gone
 		slips := tx.Bucket(bucketSlips)
+		serviceID := string(prefix[:bytes.IndexByte(prefix, 0)])
 		for max, k := historyPruned, seek(c, prefix); max > 0 && bytes.HasPrefix(k, prefix); k = seek(c, prefix) {
-			if liveEntry(slips, v.ServiceID, prefix, k) {
+			if liveEntry(slips, serviceID, prefix, k) {
 				break
 			}
 			if err := c.Delete(); err != nil {
@@ -151,7 +255,7 @@ func (s *Store) list(tx *bolt.Tx, v *Verification, key, value []byte) error {
 	for k := seek(c, key); bytes.Equal(k, key); k = seek(c, key) {
 		binary.BigEndian.PutUint64(key[at:], binary.BigEndian.Uint64(key[at:])+1)
 	}
-	return b.Put(key, value)
+	return history.Put(key, value)
 }
 
 func seek(c *bolt.Cursor, k []byte) []byte {
@@ -211,18 +315,20 @@ func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
 	var next *Cursor
 	err := s.db.View(func(tx *bolt.Tx) error {
 		out, next = nil, nil
-		b := tx.Bucket(bucketHistory)
-		if b == nil {
-			return nil
-		}
-		slips := tx.Bucket(bucketSlips)
+		b, slips := tx.Bucket(bucketHistory), tx.Bucket(bucketSlips)
 		var heads []*historyHead
 		var last Cursor // the last entry read
-		for _, br := range historyBranches(b, q.ServiceID, q.BranchID) {
-			h := &historyHead{prefix: historyPrefix(q.ServiceID, br), branch: br, c: b.Cursor()}
+		add := func(br string, c entryCursor) {
+			h := &historyHead{prefix: historyPrefix(q.ServiceID, br), branch: br, c: c}
 			if h.start(q) {
 				heads = append(heads, h)
 			}
+		}
+		for _, br := range historyBranches(b, q.ServiceID, q.BranchID) {
+			add(br, b.Cursor())
+		}
+		for br, c := range waiting(tx, q.ServiceID, q.BranchID) {
+			add(br, c)
 		}
 		for scanned := 0; len(heads) > 0; scanned++ {
 			top := 0
@@ -288,12 +394,83 @@ func historyBranches(b *bolt.Bucket, serviceID, branchID string) []string {
 	return out
 }
 
-// historyHead walks one branch's entries backwards.
+// historyHead walks one branch's entries backwards: those of bucketHistory
+// or those waiting in the outbox.
 type historyHead struct {
 	prefix []byte
 	branch string
-	c      *bolt.Cursor
+	c      entryCursor
 	k, v   []byte
+}
+
+// entryCursor walks entries of the history in key order.
+type entryCursor interface {
+	Seek(seek []byte) (key, value []byte)
+	Last() (key, value []byte)
+	Prev() (key, value []byte)
+}
+
+// waiting returns, by branch, the entries of the history waiting in the
+// outbox of the service (and of the branch, when not ""), each branch's as
+// a cursor.
+func waiting(tx *bolt.Tx, serviceID, branchID string) map[string]*entries {
+	want := []byte(serviceID + "\x00")
+	if branchID != "" {
+		want = historyPrefix(serviceID, branchID)
+	}
+	var out map[string]*entries
+	c := tx.Bucket(bucketOutbox).Cursor()
+	for k, v := c.Seek(seqKey(historyFrom(tx))); k != nil; k, v = c.Next() {
+		if !isHistoryKey(k) {
+			continue
+		}
+		prefix, key, value, ok := cutEntry(v)
+		if !ok || !bytes.HasPrefix(key, want) {
+			continue
+		}
+		br := string(prefix[len(serviceID)+1 : len(prefix)-1])
+		if out == nil {
+			out = make(map[string]*entries)
+		}
+		e := out[br]
+		if e == nil {
+			e = &entries{}
+			out[br] = e
+		}
+		e.kv = append(e.kv, [2][]byte{key, value})
+	}
+	for _, e := range out {
+		slices.SortStableFunc(e.kv, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+	}
+	return out
+}
+
+// entries is an entryCursor over entries in memory, sorted by key.
+type entries struct {
+	kv [][2][]byte
+	i  int
+}
+
+func (e *entries) Seek(k []byte) ([]byte, []byte) {
+	e.i, _ = slices.BinarySearchFunc(e.kv, k, func(x [2][]byte, k []byte) int { return bytes.Compare(x[0], k) })
+	return e.at()
+}
+
+func (e *entries) Last() ([]byte, []byte) {
+	e.i = len(e.kv) - 1
+	return e.at()
+}
+
+func (e *entries) Prev() ([]byte, []byte) {
+	e.i = max(e.i-1, -1)
+	return e.at()
+}
+
+func (e *entries) at() ([]byte, []byte) {
+	if e.i < 0 || e.i >= len(e.kv) {
+		return nil, nil
+	}
+	return e.kv[e.i][0], e.kv[e.i][1]
 }
 
 func (h *historyHead) ms() int64 { return int64(binary.BigEndian.Uint64(h.k[len(h.prefix):])) }

@@ -8,7 +8,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Message is one Kafka record waiting in the outbox. The outbox is how core
+// Message is one Kafka record waiting in the outbox (which also holds the
+// newest entries of the history, see note). The outbox is how core
 // publishes: a message is written in the same transaction as the state
 // change it reports (a job accepted, a quota unit consumed), so it exists
 // exactly when the change does, survives a crash, and waits while the
@@ -75,6 +76,9 @@ func (s *Store) OutboxAfter(seq uint64, max int) ([]Message, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketOutbox).Cursor()
 		for k, v := c.Seek(seqKey(seq + 1)); k != nil && len(out) < max; k, v = c.Next() {
+			if isHistoryKey(k) {
+				continue
+			}
 			m, err := decodeMessage(v)
 			if err != nil {
 				return fmt.Errorf("outbox entry %x: %w", k, err)
@@ -104,6 +108,9 @@ func (s *Store) Ack(seq uint64) error {
 			done, more = done[:0], false
 			c := b.Cursor()
 			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= seq; k, _ = c.Next() {
+				if isHistoryKey(k) {
+					continue // the history's, not a message
+				}
 				if len(done) == ackBatch {
 					more = true
 					break

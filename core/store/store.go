@@ -79,7 +79,7 @@ var (
 	allBuckets            = [][]byte{bucketMeta, bucketServices, bucketBranches, bucketBranchesByService, bucketKeys,
 		bucketB2B, bucketB2BByService, bucketAccounts, bucketAccountsByService, bucketQuota, bucketSlips, bucketOutbox,
 		bucketJobs, bucketJobsDue, bucketJobsByAge, bucketJobsUnfinished, bucketBranchesDeleted, bucketSlipsByAge,
-		bucketAudit, bucketAdminTokens, bucketAdminTokenDigests, bucketNonces}
+		bucketAudit, bucketAdminTokens, bucketAdminTokenDigests, bucketNonces, bucketHistory}
 )
 
 // maxBatch bounds how many writes share one transaction, and maxEmitted
@@ -127,8 +127,10 @@ type Store struct {
 	outboxLen   atomic.Int64
 	outboxLimit int64
 	slipAges    bool // Options.SlipAges
-	dropped     atomic.Int64
-	enqueued    int64 // messages the running transaction added; committer only
+	// historyBatch is historyBatch but in tests.
+	historyBatch uint64
+	dropped      atomic.Int64
+	enqueued     int64 // messages the running transaction added; committer only
 
 	opPool sync.Pool // ops with their channels: a write is made for every verification
 
@@ -212,6 +214,12 @@ func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
 	if err == nil {
 		err = db.View(func(tx *bolt.Tx) error {
 			waiting = tx.Bucket(bucketOutbox).Stats().KeyN
+			c := tx.Bucket(bucketOutbox).Cursor()
+			for k, _ := c.Seek(seqKey(historyFrom(tx))); k != nil; k, _ = c.Next() {
+				if isHistoryKey(k) {
+					waiting--
+				}
+			}
 			return nil
 		})
 	}
@@ -220,7 +228,7 @@ func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{}),
-		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: o.OutboxLimit, slipAges: o.SlipAges,
+		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: o.OutboxLimit, slipAges: o.SlipAges, historyBatch: historyBatch,
 		gather: o.Gather, retracted: make(chan struct{}, 1)}
 	s.outboxLen.Store(int64(waiting))
 	go s.commit()

@@ -107,8 +107,8 @@ type Effect struct {
 	History Verification
 }
 
-// historyPruned is how many expired history entries of its branch a
-// verification's write removes at most (see Store.list).
+// historyPruned is how many expired history entries of its branch an
+// entry's move to bucketHistory removes at most (see Store.list).
 const historyPruned = 2
 
 var errNoResult = errors.New("store: a new slip record needs a result")
@@ -177,10 +177,9 @@ func (s *Store) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) err
 	}
 	buf := make([]byte, 0, size)
 	if e.Listed {
-		var key, val []byte
-		key, buf = split(h.appendKey(buf))
-		val, buf = split(h.appendValue(buf))
-		if err := s.list(tx, h, key, val); err != nil {
+		var entry []byte
+		entry, buf = split(h.appendEntry(buf))
+		if err := s.note(tx, entry); err != nil {
 			return err
 		}
 	}

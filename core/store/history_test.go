@@ -1,0 +1,142 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/slipverify/slipverify/core/lib/testnet"
+)
+
+// TestHistoryAcrossTheOutbox: a listing shows every entry, newest first and
+// a page at a time, whether it still waits in the outbox or has moved to
+// the branch's range; publishers see messages only; acks and a restart
+// keep every entry.
+func TestHistoryAcrossTheOutbox(t *testing.T) {
+	clock := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	path := filepath.Join(t.TempDir(), "core.db")
+	open := func() *Store {
+		s, err := OpenWith(path, clock.Now, Options{SlipAges: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.historyBatch = 8
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s := open()
+	if _, err := s.InsertMissing(Records{
+		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
+		Branches: []Branch{{ID: "br-a", ServiceID: "svc", Active: true, KeyDigest: Digest("a")},
+			{ID: "br-b", ServiceID: "svc", Active: true, KeyDigest: Digest("b")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	published, err := s.Outbox(10)
+	if err != nil || len(published) == 0 {
+		t.Fatalf("the records' messages: %v %v", published, err)
+	}
+	if err := s.Ack(published[len(published)-1].Seq); err != nil {
+		t.Fatal(err)
+	}
+
+	var want []string // refs by branch, newest first: "br-a REF03"
+	list := func(q HistoryQuery) []string {
+		t.Helper()
+		q.ServiceID = "svc"
+		var got []string
+		for range 20 {
+			page, next, err := s.History(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range page {
+				got = append(got, v.BranchID+" "+strings.TrimPrefix(v.SlipKey, "bank/004/"))
+			}
+			if next == nil {
+				return got
+			}
+			q.After = *next
+		}
+		t.Fatalf("no end to the pages of %+v", q)
+		return nil
+	}
+	check := func(when string) {
+		t.Helper()
+		if got := list(HistoryQuery{Limit: 100}); !slices.Equal(got, want) {
+			t.Errorf("%s: the service's history %q, want %q", when, got, want)
+		}
+		if got := list(HistoryQuery{Limit: 3}); !slices.Equal(got, want) {
+			t.Errorf("%s: pages of 3: %q, want %q", when, got, want)
+		}
+		var a []string
+		for _, w := range want {
+			if strings.HasPrefix(w, "br-a ") {
+				a = append(a, w)
+			}
+		}
+		if got := list(HistoryQuery{BranchID: "br-a", Limit: 2}); !slices.Equal(got, a) {
+			t.Errorf("%s: br-a's history %q, want %q", when, got, a)
+		}
+	}
+	counts := func() (moved, waiting int) {
+		s.db.View(func(tx *bolt.Tx) error {
+			moved = tx.Bucket(bucketHistory).Stats().KeyN
+			return tx.Bucket(bucketOutbox).ForEach(func(k, _ []byte) error {
+				if isHistoryKey(k) {
+					waiting++
+				}
+				return nil
+			})
+		})
+		return moved, waiting
+	}
+	last := published[len(published)-1].Seq
+	n := 0 // verifications: at least 11, and some entries still waiting after them
+	for i := 0; i < 11 || func() bool { _, w := counts(); return w == 0 }(); i++ {
+		n++
+		br, ref := []string{"br-a", "br-b"}[i%3%2], fmt.Sprintf("REF%02d", i)
+		_, err := s.Apply("svc", br, SlipKey("bank", "004", ref), func(Snapshot) (Effect, error) {
+			return Effect{Charge: true, Result: []byte(`{}`), Listed: true, History: Verification{Amount: float64(i)},
+				Usage: func(bool, time.Time) Message { return Message{Topic: "slip.usage", Key: "svc", Value: []byte(ref)} }}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{br + " " + ref}, want...)
+		// Publishers read the usage message alone, and ack most as they go.
+		msgs, err := s.OutboxAfter(last, 100)
+		if err != nil || len(msgs) != 1 || string(msgs[0].Value) != ref {
+			t.Fatalf("publishers read %+v, %v; want the usage message of %s", msgs, err, ref)
+		}
+		if last = msgs[0].Seq; i%3 != 2 {
+			if err := s.Ack(last); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(fmt.Sprintf("after %d verifications", i+1))
+		clock.Advance(time.Second)
+	}
+	if moved, _ := counts(); moved < 8 {
+		t.Errorf("%d of %d entries moved to the branches' ranges: the test covers both places only with some", moved, len(want))
+	}
+
+	if err := s.Ack(last); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := s.OutboxStats(); w != 0 {
+		t.Errorf("after the ack, %d messages wait", w)
+	}
+	check("after the ack")
+	s.Close()
+	s = open()
+	if w, _ := s.OutboxStats(); w != 0 {
+		t.Errorf("after a restart, %d messages wait", w)
+	}
+	check("after a restart")
+}
