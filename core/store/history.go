@@ -146,7 +146,7 @@ func historyKey(seq uint64) []byte { return append(seqKey(seq), historyMark) }
 
 func isHistoryKey(k []byte) bool { return len(k) == 9 }
 
-// historyFrom returns metaHistoryFrom.
+// historyFrom reads metaHistoryFrom.
 func historyFrom(tx *bolt.Tx) uint64 {
 	if v := tx.Bucket(bucketMeta).Get(metaHistoryFrom); len(v) == 8 {
 		return binary.BigEndian.Uint64(v)
@@ -164,10 +164,11 @@ func (s *Store) note(tx *bolt.Tx, entry []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := b.Put(historyKey(seq), entry); err != nil {
+	var k [9]byte // bbolt copies a key
+	if err := b.Put(append(binary.BigEndian.AppendUint64(k[:0], seq), historyMark), entry); err != nil {
 		return err
 	}
-	if from := historyFrom(tx); seq+1-from < s.historyBatch {
+	if seq+1-s.historyFrom < s.historyBatch {
 		return nil
 	}
 	return s.index(tx)
@@ -200,44 +201,58 @@ func cutEntry(entry []byte) (prefix, key, value []byte, ok bool) {
 }
 
 // index moves the entries of the history waiting in the outbox to
-// bucketHistory.
+// bucketHistory. The committer learns the outbox sequence number from
+// which entries wait anew once tx commits (update).
 func (s *Store) index(tx *bolt.Tx) error {
 	outbox, history := tx.Bucket(bucketOutbox), tx.Bucket(bucketHistory)
-	// Positions first, moves after (a bbolt cursor skips keys when it moves
-	// after a Delete). bbolt keeps a value until the transaction commits,
-	// and the entries are read from pages their deletion frees: one copy
-	// holds them all.
-	var keys [][]byte
-	size := 0
+	// Positions and entries first, moves after (a bbolt cursor skips keys
+	// when it moves after a Delete). bbolt keeps a value until the
+	// transaction commits, and the entries are read from pages their
+	// deletion frees: one copy holds them all.
+	from := seqKey(s.historyFrom)
 	c := outbox.Cursor()
-	for k, v := c.Seek(seqKey(historyFrom(tx))); k != nil; k, v = c.Next() {
+	size, n := 0, 0
+	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
 		if isHistoryKey(k) {
-			keys, size = append(keys, k), size+len(v)
+			size, n = size+len(k)+len(v), n+1
 		}
 	}
-	buf := make([]byte, 0, size)
-	for _, k := range keys {
-		var entry []byte
-		entry, buf = split(append(buf, outbox.Get(k)...))
-		prefix, key, value, ok := cutEntry(entry)
+	buf, waiting := make([]byte, 0, size), make([][2][]byte, 0, n)
+	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
+		if isHistoryKey(k) {
+			var kc, vc []byte
+			kc, buf = split(append(buf, k...))
+			vc, buf = split(append(buf, v...))
+			waiting = append(waiting, [2][]byte{kc, vc})
+		}
+	}
+	h := history.Cursor()
+	for _, w := range waiting {
+		prefix, key, value, ok := cutEntry(w[1])
 		if !ok {
 			return errBadHistory
 		}
-		if err := errors.Join(outbox.Delete(k), s.list(tx, history, prefix, key, value)); err != nil {
+		if k, _ := c.Seek(w[0]); bytes.Equal(k, w[0]) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		if err := s.list(tx, history, h, prefix, key, value); err != nil {
 			return err
 		}
 	}
-	return tx.Bucket(bucketMeta).Put(metaHistoryFrom, seqKey(outbox.Sequence()+1))
+	next := outbox.Sequence() + 1
+	s.historyMoved = next
+	return tx.Bucket(bucketMeta).Put(metaHistoryFrom, seqKey(next))
 }
 
-// list puts the entry (key, value) in history, the bucketHistory of tx;
-// prefix is key's service and branch. Two entries of one branch for one
+// list puts the entry (key, value) in history, the bucketHistory of tx,
+// seeking with c, a cursor of history; prefix is key's service and branch. Two entries of one branch for one
 // slip in the same millisecond take the next free ones (key changes).
 // When slip records expire, it first removes up to historyPruned entries
 // of the branch whose slip record is gone, oldest first, so the history
 // is kept as long as the slips are. One cursor serves both.
-func (s *Store) list(tx *bolt.Tx, history *bolt.Bucket, prefix, key, value []byte) error {
-	c := history.Cursor()
+func (s *Store) list(tx *bolt.Tx, history *bolt.Bucket, c *bolt.Cursor, prefix, key, value []byte) error {
 	if s.slipAges { // slip records expire: so do the entries of those gone
 		slips := tx.Bucket(bucketSlips)
 		serviceID := string(prefix[:bytes.IndexByte(prefix, 0)])

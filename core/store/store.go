@@ -129,8 +129,12 @@ type Store struct {
 	slipAges    bool // Options.SlipAges
 	// historyBatch is historyBatch but in tests.
 	historyBatch uint64
-	dropped      atomic.Int64
-	enqueued     int64 // messages the running transaction added; committer only
+	// historyFrom is metaHistoryFrom as committed, and historyMoved its
+	// value once the running transaction commits (0: unchanged); committer
+	// only.
+	historyFrom, historyMoved uint64
+	dropped                   atomic.Int64
+	enqueued                  int64 // messages the running transaction added; committer only
 
 	opPool sync.Pool // ops with their channels: a write is made for every verification
 
@@ -211,11 +215,12 @@ func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
 		err = indexSlips(db)
 	}
 	var waiting int
+	var from uint64
 	if err == nil {
 		err = db.View(func(tx *bolt.Tx) error {
-			waiting = tx.Bucket(bucketOutbox).Stats().KeyN
+			waiting, from = tx.Bucket(bucketOutbox).Stats().KeyN, historyFrom(tx)
 			c := tx.Bucket(bucketOutbox).Cursor()
-			for k, _ := c.Seek(seqKey(historyFrom(tx))); k != nil; k, _ = c.Next() {
+			for k, _ := c.Seek(seqKey(from)); k != nil; k, _ = c.Next() {
 				if isHistoryKey(k) {
 					waiting--
 				}
@@ -228,7 +233,7 @@ func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{}),
-		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: o.OutboxLimit, slipAges: o.SlipAges, historyBatch: historyBatch,
+		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: o.OutboxLimit, slipAges: o.SlipAges, historyBatch: historyBatch, historyFrom: from,
 		gather: o.Gather, retracted: make(chan struct{}, 1)}
 	s.outboxLen.Store(int64(waiting))
 	go s.commit()
@@ -422,7 +427,7 @@ func (s *Store) flushEmitted(msgs []Message) {
 // update runs fn in a write transaction on the committer goroutine and
 // accounts for the messages it added to the outbox.
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
-	s.enqueued = 0
+	s.enqueued, s.historyMoved = 0, 0
 	tx, err := s.db.Begin(true)
 	if err != nil {
 		return WriteError{err}
@@ -434,6 +439,9 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		s.writeFailures.Add(1)
 		return WriteError{err}
+	}
+	if s.historyMoved != 0 {
+		s.historyFrom = s.historyMoved
 	}
 	if s.enqueued > 0 {
 		s.outboxLen.Add(s.enqueued)
