@@ -27,11 +27,11 @@ import (
 //
 // A request goes to a second core only when not a byte of it reached the
 // first: a connection refused or not made, or pooled connections that core
-// had closed (errCoreClosed). Once a byte has gone, core may have acted on
-// the request (a bank lookup may be billed), and the request is never sent
-// again. With no core ready, the request is tried on each core in turn, by
-// the same rule: a probe may be behind, and a core that is stopping still
-// answers for a while.
+// had closed (errCoreClosed), or every connection to it busy. Once a byte
+// has gone, core may have acted on the request (a bank lookup may be
+// billed), and the request is never sent again. When no ready core is left
+// to try, the cores not ready are tried in turn, by the same rule: a probe
+// may be behind, and a core that is stopping still answers for a while.
 //
 // Cores is the fasthttp.RoundTripper of the edge's client of core, so the
 // request path and the auth cache's lookups are balanced alike.
@@ -84,8 +84,8 @@ func newBackend(addr string, hc *fasthttp.HostClient) *backend {
 // probeTimeout bounds one readiness probe.
 const probeTimeout = time.Second
 
-// errNoCore is the error of a request when the edge knows no core: every
-// name in SLIP_CORE_ADDR resolved to nothing.
+// errNoCore is the error of a request with no core to try; NewCores
+// leaves at least one, so it is there for an empty list's sake only.
 var errNoCore = errors.New("no core to send the request to")
 
 // errCoreUnreachable marks a connection to a core that could not be made:

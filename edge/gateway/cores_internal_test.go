@@ -1,0 +1,208 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+
+	"github.com/slipverify/slipverify/edge/config"
+)
+
+// gatewayOf is the edge's request path in front of the cores at addrs
+// (SLIP_CORE_ADDR), as FromConfig makes it: the cores probed once, as it
+// starts, and not again while the test runs.
+func gatewayOf(t *testing.T, addrs string) *Gateway {
+	env := map[string]string{"SLIP_CORE_ADDR": addrs, "SLIP_EDGE_TOKEN": "cores-test-edge-token-0123456789abcdef", "SLIP_EDGE_ACCESS_LOG": "off",
+		"SLIP_EDGE_CORE_PROBE": "1h"}
+	cfg, err := config.Load(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := FromConfig(cfg, time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Close)
+	return gw
+}
+
+// metric is the value of series on gw's metrics, -1 when it is not there.
+func metric(gw *Gateway, series string) float64 {
+	var b bytes.Buffer
+	gw.Metrics().WritePrometheus(&b)
+	for _, line := range strings.Split(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return -1
+}
+
+// TestCoreCutNotResent: with two cores ready, requests that one core read
+// and then cut off without an answer (it crashed) fail, and none of them
+// goes on to the other core, which answers the rest: the first may have
+// acted on it.
+func TestCoreCutNotResent(t *testing.T) {
+	cut, ok := startFakeCore(t, false), startFakeCore(t, true)
+	gw := gatewayOf(t, cut.addr+","+ok.addr)
+	const n = 6
+	failed := 0
+	for i := range n {
+		if status, err := post(gw.cfg.Core, "core"); err != nil {
+			failed++
+		} else if status != 200 {
+			t.Fatalf("status %d", status)
+		}
+		if read := ok.requests.Load() + cut.requests.Load(); read != int64(i+1) {
+			t.Fatalf("after %d requests the cores read %d", i+1, read)
+		}
+	}
+	if cut.requests.Load() == 0 || ok.requests.Load() == 0 {
+		t.Fatalf("requests not spread over both cores: %d to the one that cuts, %d to the other", cut.requests.Load(), ok.requests.Load())
+	}
+	if int64(failed) != cut.requests.Load() || ok.requests.Load()+cut.requests.Load() != n {
+		t.Errorf("%d failed, %d read by the core that cuts, %d by the other: want every cut request failed, and each request read once",
+			failed, cut.requests.Load(), ok.requests.Load())
+	}
+	if f := metric(gw, "edge_core_failovers_total"); f != 0 {
+		t.Errorf("edge_core_failovers_total %v, want 0", f)
+	}
+}
+
+// fakeServer is a core served by fasthttp, keeping connections alive: it
+// answers /ready 200 and counts every other request, answered 200.
+type fakeServer struct {
+	addr     string
+	ln       net.Listener
+	requests atomic.Int64
+}
+
+func startFakeServer(t *testing.T, addr string) *fakeServer {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeServer{addr: ln.Addr().String(), ln: ln}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) != "/ready" {
+			f.requests.Add(1)
+		}
+		ctx.SetBodyString("ok")
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return f
+}
+
+// TestRefusedCoreFailover: a core that was ready and then refuses
+// connections (it stopped) costs no request: the request goes to the other
+// core, the refusing core is dropped at once, and the next requests go to
+// the other core without trying it again.
+func TestRefusedCoreFailover(t *testing.T) {
+	gone, up := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
+	gw := gatewayOf(t, gone.addr+","+up.addr)
+	if r := metric(gw, fmt.Sprintf(`edge_core_ready{core=%q}`, gone.addr)); r != 1 {
+		t.Fatalf("edge_core_ready of the core before it stops: %v", r)
+	}
+	gone.ln.Close() // new connections are refused
+	const n = 4
+	for i := range n {
+		if status, err := post(gw.cfg.Core, "core"); err != nil || status != 200 {
+			t.Fatalf("request %d: %d %v", i, status, err)
+		}
+	}
+	if got := up.requests.Load(); got != n {
+		t.Errorf("the core up answered %d requests, want %d", got, n)
+	}
+	if f := metric(gw, "edge_core_failovers_total"); f != 1 {
+		t.Errorf("edge_core_failovers_total %v, want 1: the stopped core tried once, then dropped", f)
+	}
+	if r := metric(gw, fmt.Sprintf(`edge_core_ready{core=%q}`, gone.addr)); r != 0 {
+		t.Errorf("edge_core_ready of the stopped core: %v, want 0", r)
+	}
+}
+
+// TestCoresOfAName: a name in SLIP_CORE_ADDR stands for every address it
+// resolves to, resolved again on each Resolve: a core added is probed and
+// takes requests, a core gone gets none and leaves the metrics, and a
+// resolution that fails changes nothing.
+func TestCoresOfAName(t *testing.T) {
+	one := startFakeServer(t, "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(one.addr)
+	two := startFakeServer(t, "127.0.0.2:"+port) // the same port: one name, one port
+	var mu sync.Mutex
+	ips, resolveErr := []string{"127.0.0.1"}, error(nil)
+	cfg, err := config.Load(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := NewCores(CoresConfig{
+		Addrs: []string{"cores.test:" + port}, Client: func(addr string) *fasthttp.HostClient { return newCoreClient(addr, cfg) },
+		EdgeToken: "token", ProbeEvery: time.Second, ResolveEvery: time.Second, Now: time.Now, Log: slog.New(slog.DiscardHandler),
+		Resolve: func(_ context.Context, host string) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if host != "cores.test" {
+				t.Errorf("resolved %q", host)
+			}
+			return ips, resolveErr
+		},
+	})
+	t.Cleanup(cs.Close)
+	m := &Metrics{set: metrics.NewSet(), cores: cs.set}
+	gw := &Gateway{cfg: Config{Core: &fasthttp.HostClient{Addr: "core", Transport: cs}}, cores: cs, metrics: m}
+	send := func(n int) {
+		t.Helper()
+		for i := range n {
+			if status, err := post(gw.cfg.Core, "core"); err != nil || status != 200 {
+				t.Fatalf("request %d: %d %v", i, status, err)
+			}
+		}
+	}
+	set := func(addrs []string, err error) {
+		mu.Lock()
+		ips, resolveErr = addrs, err
+		mu.Unlock()
+		cs.Resolve(context.Background())
+	}
+	ready := func(addr string) float64 { return metric(gw, fmt.Sprintf(`edge_core_ready{core=%q}`, addr)) }
+
+	send(4)
+	if one.requests.Load() != 4 || two.requests.Load() != 0 || ready(two.addr) != -1 {
+		t.Fatalf("one address: %d and %d requests, want all to the first", one.requests.Load(), two.requests.Load())
+	}
+	set([]string{"127.0.0.1", "127.0.0.2"}, nil)
+	if ready(two.addr) != 1 {
+		t.Fatalf("the core added: edge_core_ready %v, want 1", ready(two.addr))
+	}
+	send(4)
+	if two.requests.Load() == 0 {
+		t.Errorf("the core added took no request (%d, %d)", one.requests.Load(), two.requests.Load())
+	}
+	set(nil, errors.New("no such host"))
+	if ready(one.addr) != 1 || ready(two.addr) != 1 {
+		t.Errorf("a failed resolution changed the cores: %v %v", ready(one.addr), ready(two.addr))
+	}
+	set([]string{"127.0.0.2"}, nil)
+	before := one.requests.Load()
+	send(4)
+	if one.requests.Load() != before || ready(one.addr) != -1 {
+		t.Errorf("the core gone took %d requests, edge_core_ready %v (want none, and no series)", one.requests.Load()-before, ready(one.addr))
+	}
+}
