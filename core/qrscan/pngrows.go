@@ -174,6 +174,12 @@ func pngLuma(img []byte, w, h, k int, buf []byte) (plane, error) {
 		if _, err := io.ReadFull(zr, cur); err != nil {
 			return plane{}, fmt.Errorf("png: row %d: %w", y, err)
 		}
+		if y > 0 && cur[0] == 2 && zero(cur[1:]) {
+			// Up, adding nothing: the row above again, and its luma
+			// (a screenshot's flat background, most of its rows).
+			out.add(y, luma)
+			continue
+		}
 		if err := unfilter(cur, prev, bpp); err != nil {
 			return plane{}, err
 		}
@@ -199,13 +205,14 @@ func unfilter(cur, prev []byte, bpp int) error {
 			b[i] += a[i]
 		}
 	case 2: // Up, eight bytes at a time: a byte-wise sum without carries
-		i := 0
-		for ; i+8 <= len(c); i += 8 {
-			x, y := binary.LittleEndian.Uint64(c[i:]), binary.LittleEndian.Uint64(p[i:])
+		p = p[:len(c)]
+		for len(c) >= 8 {
+			x, y := binary.LittleEndian.Uint64(c), binary.LittleEndian.Uint64(p)
 			const hi = 0x8080808080808080
-			binary.LittleEndian.PutUint64(c[i:], ((x&^hi)+(y&^hi))^((x^y)&hi))
+			binary.LittleEndian.PutUint64(c, ((x&^hi)+(y&^hi))^((x^y)&hi))
+			c, p = c[8:], p[8:]
 		}
-		for ; i < len(c); i++ {
+		for i := range c {
 			c[i] += p[i]
 		}
 	case 3: // Average
@@ -240,6 +247,22 @@ func unfilter(cur, prev []byte, bpp int) error {
 		return fmt.Errorf("png: bad filter type %d", f)
 	}
 	return nil
+}
+
+// zero reports whether b is all zeros, looking at eight bytes at a time.
+func zero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, v := range b {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func abs8(v int) int {

@@ -99,6 +99,7 @@ type scanner struct {
 	first                             string
 	found                             bool
 	missed                            []center // finder patterns not decoded, in full-plane coordinates
+	light                             []center // those of the light codes, set aside for zoom(true)
 }
 
 var scanners = sync.Pool{New: func() any { return &scanner{dec: decoder.NewDecoder()} }}
@@ -192,10 +193,16 @@ func (s *scanner) try(name string, p plane, b binarizer, skip int, shrink float6
 // run tries the strategies, cheapest and most often useful first, until
 // one finds an accepted payload.
 func (s *scanner) run() bool {
-	// Dark codes on light ground: half size (fast, and enough for most
-	// screenshots), full size, then a closer look at what did not decode.
-	// The first pass may run before the full plane is read.
+	// Dark codes on light ground, then light codes on dark ground (dark
+	// mode, inverted colours), at half size: fast, and enough for most
+	// screenshots. They run before the full plane is read, if it was not.
 	if s.try("small", s.small, hybrid, 2, 1) {
+		return true
+	}
+	dark := len(s.missed)
+	inv := invert(s.small, s.a)
+	s.a = inv.pix
+	if s.try("small-inv", inv, hybrid, 2, 1) {
 		return true
 	}
 	if s.load != nil {
@@ -210,23 +217,21 @@ func (s *scanner) run() bool {
 	full, small := s.full, s.small
 	shrunk := small.w != full.w
 	k := float64(full.w) / float64(small.w)
-	for i := range s.missed { // the first pass's, in full-plane coordinates
+	for i := range s.missed { // the first passes', in full-plane coordinates
 		c := &s.missed[i]
 		c.x, c.y, c.module = c.x*k, c.y*k, c.module*k
 	}
+	// Full size, then a closer look at what did not decode: dark codes,
+	// then light ones.
+	s.light = append(s.light[:0], s.missed[dark:]...)
+	s.missed = s.missed[:dark]
 	if shrunk && s.try("full", full, hybrid, 2, 1) {
 		return true
 	}
 	if s.zoom(false) {
 		return true
 	}
-	// Light codes on dark ground (dark mode, inverted colours).
-	s.missed = s.missed[:0]
-	inv := invert(small, s.a)
-	s.a = inv.pix
-	if s.try("small-inv", inv, hybrid, 2, k) {
-		return true
-	}
+	s.missed = append(s.missed[:0], s.light...)
 	if shrunk {
 		inv = invert(full, s.a)
 		s.a = inv.pix

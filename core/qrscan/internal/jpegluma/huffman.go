@@ -36,6 +36,15 @@ type huffman struct {
 	maxCodes [maxCodeLength]int32
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
+	// fast is the look-up table of sequential scans (sequential.go): for
+	// the next fastBits bits, the encoded value in the high 8 bits and the
+	// code length in the low 8, or 0 for a longer code.
+	fast [1 << fastBits]uint16
+	// fastAC is, for an AC table, the look-up of a code and the value
+	// after it when both fit in fastBits bits: the value in the high 16
+	// bits, the run of zeros before it in the next 8, the length of code
+	// and value in the low 8; else 0.
+	fastAC [1 << fastBits]int32
 }
 
 // errShortHuffmanData means that an unexpected EOF occurred while decoding
@@ -150,6 +159,8 @@ func (d *decoder) processDHT(n int) error {
 				x++
 			}
 		}
+
+		h.buildFast(&nCodes)
 
 		// Derive minCodes, maxCodes, and valsIndices.
 		var c, index int32

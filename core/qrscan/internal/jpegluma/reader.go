@@ -111,6 +111,13 @@ type bits struct {
 type decoder struct {
 	r    io.Reader
 	bits bits
+	// seq and seqErr are the bit reader and the first error of a
+	// sequential scan (sequential.go); bits is the progressive scans'.
+	seq    seqBits
+	seqErr error
+	// px is storeBlock's pixels of a block, flat its last flat block.
+	px   [blockSize]uint8
+	flat flatBlock
 	// bytes is a byte buffer, similar to a bufio.Reader, except that it
 	// has to be able to unread more than 1 byte, due to byte stuffing.
 	// Byte stuffing is specified in section F.1.2.3.

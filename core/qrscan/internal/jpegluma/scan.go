@@ -23,6 +23,13 @@ func (d *decoder) makeImg(mxx, myy int) {
 // file this package decodes well (8-bit samples); a damaged file wraps.
 type block16 [blockSize]int16
 
+// scanComp is a component of a scan and its Huffman tables.
+type scanComp struct {
+	compIndex uint8
+	td        uint8 // DC table selector.
+	ta        uint8 // AC table selector.
+}
+
 // Specified in section B.2.3.
 func (d *decoder) processSOS(n int) error {
 	if d.nComp == 0 {
@@ -38,11 +45,7 @@ func (d *decoder) processSOS(n int) error {
 	if n != 4+2*nComp {
 		return FormatError("SOS length inconsistent with number of components")
 	}
-	var scan [maxComponents]struct {
-		compIndex uint8
-		td        uint8 // DC table selector.
-		ta        uint8 // AC table selector.
-	}
+	var scan [maxComponents]scanComp
 	totalHV := 0
 	for i := 0; i < nComp; i++ {
 		cs := d.tmp[1+2*i] // Component selector.
@@ -135,7 +138,10 @@ func (d *decoder) processSOS(n int) error {
 		// markers included).
 		return nil
 	}
-	if d.progressive && d.progCoeffs == nil {
+	if !d.progressive {
+		return d.processSequential(scan[:nComp], mxx, myy)
+	}
+	if d.progCoeffs == nil {
 		d.progCoeffs = make([]block16, mxx*myy*h0*v0)
 	}
 	d.eobRun = 0
@@ -450,52 +456,74 @@ func (d *decoder) reconstructProgressiveImage() error {
 	return nil
 }
 
-// reconstructBlock dequantizes, performs the inverse DCT and stores the
-// block, shrunk by d.scale, to the luma; other components' blocks are
-// dropped.
+// reconstructBlock dequantizes b and stores it (storeBlock) if it is the
+// luma's; other components' blocks are dropped.
 func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
 	if compIndex != 0 {
 		return nil
 	}
 	qt := &d.quant[d.comp[compIndex].tq]
-	if d.dct {
-		d.reconstructShrunk(b, qt, bx, by)
-		return nil
-	}
 	for zig := 0; zig < blockSize; zig++ {
 		b[unzig[zig]] *= qt[zig]
 	}
-	idct(b)
-	// Level shift by +128, clip to [0, 255].
-	var px [blockSize]int32
-	for i, c := range b {
-		px[i] = min(255, max(0, c+128))
+	d.storeBlock(b, false, bx, by)
+	return nil
+}
+
+// flatBlock is the last block of DC alone that storeBlock transformed:
+// its DC and pixels. Screenshots are mostly flat blocks, many of one level.
+type flatBlock struct {
+	ok bool
+	dc int32
+	px [blockSize]uint8
+}
+
+// storeBlock performs the inverse DCT of the luma block b (dequantized,
+// in natural order) and stores it, shrunk by d.scale, to the luma; or,
+// for DecodeLumaDCT, shrinks it in the frequency domain. dcOnly says its
+// AC coefficients are all zero: a block with the DC of the last such one
+// is stored from its pixels without a transform.
+func (d *decoder) storeBlock(b *block, dcOnly bool, bx, by int) {
+	if d.dct {
+		d.reconstructShrunk(b, bx, by)
+		return
+	}
+	px := &d.flat.px
+	if !dcOnly || !d.flat.ok || d.flat.dc != b[0] {
+		if !dcOnly {
+			px = &d.px
+		}
+		dc := b[0]
+		idct(b)
+		// Level shift by +128, clip to [0, 255].
+		for i, c := range b {
+			px[i] = uint8(min(255, max(0, c+128)))
+		}
+		if dcOnly {
+			d.flat.ok, d.flat.dc = true, dc
+		}
 	}
 	s := d.scale
 	n := 8 / s
 	dst := d.lum[by*n*d.lumStride+bx*n:]
 	if s == 1 {
 		for y := 0; y < 8; y++ {
-			row := dst[y*d.lumStride : y*d.lumStride+8]
-			for x := range row {
-				row[x] = uint8(px[y*8+x])
-			}
+			copy(dst[y*d.lumStride:y*d.lumStride+8], px[y*8:y*8+8])
 		}
-		return nil
+		return
 	}
-	half := int32(s * s / 2)
+	half := uint32(s * s / 2)
 	for y := 0; y < n; y++ {
 		for x := 0; x < n; x++ {
-			sum := int32(0)
+			sum := uint32(0)
 			for yy := y * s; yy < y*s+s; yy++ {
 				for _, v := range px[yy*8+x*s : yy*8+x*s+s] {
-					sum += v
+					sum += uint32(v)
 				}
 			}
-			dst[y*d.lumStride+x] = uint8((sum + half) / int32(s*s))
+			dst[y*d.lumStride+x] = uint8((sum + half) / uint32(s*s))
 		}
 	}
-	return nil
 }
 
 // shrinkBits is the fixed-point precision of shrinkBasis.
@@ -547,20 +575,20 @@ var lowFreqs = func() (t [9][][2]int) {
 	return t
 }()
 
-// reconstructShrunk stores the luma block b (quantized, in natural order),
-// shrunk by d.scale in the frequency domain from its lowest frequencies
-// alone: DecodeLumaDCT's path.
-func (d *decoder) reconstructShrunk(b *block, qt *block, bx, by int) {
+// reconstructShrunk stores the luma block b (dequantized, in natural
+// order), shrunk by d.scale in the frequency domain from its lowest
+// frequencies alone: DecodeLumaDCT's path.
+func (d *decoder) reconstructShrunk(b *block, bx, by int) {
 	n := 8 / d.scale
 	dst := d.lum[by*n*d.lumStride+bx*n:]
 	if n == 4 {
-		shrink2(b, qt, dst, d.lumStride)
+		shrink2(b, dst, d.lumStride)
 		return
 	}
 	m := shrinkBasis[d.scale]
 	var f, t [16]int64
 	for i, k := range lowFreqs[d.scale] {
-		f[i] = int64(b[k[0]]) * int64(qt[k[1]])
+		f[i] = int64(b[k[0]])
 	}
 	for v := range n { // rows: t(v, x) = Σu F(v, u) M(x, u)
 		for x := range n {
@@ -587,9 +615,8 @@ func (d *decoder) reconstructShrunk(b *block, qt *block, bx, by int) {
 // every JPEG screenshot runs it on each block): rows of frequencies that
 // are all zero, most of them, are skipped, and a block whose 4×4 lowest
 // frequencies are its mean alone is filled with it.
-func shrink2(b *block, qt *block, dst []byte, stride int) {
+func shrink2(b *block, dst []byte, stride int) {
 	m := (*[16]int64)(shrinkBasis[2])
-	zig := &lowFreqs[2]
 	var t [16]int64
 	flat := true // no frequency but the mean
 	for v := range 4 {
@@ -598,9 +625,7 @@ func shrink2(b *block, qt *block, dst []byte, stride int) {
 			continue
 		}
 		flat = flat && v == 0 && r[1]|r[2]|r[3] == 0
-		z := (*[4][2]int)((*zig)[4*v:])
-		f0, f1 := int64(r[0])*int64(qt[z[0][1]&63]), int64(r[1])*int64(qt[z[1][1]&63])
-		f2, f3 := int64(r[2])*int64(qt[z[2][1]&63]), int64(r[3])*int64(qt[z[3][1]&63])
+		f0, f1, f2, f3 := int64(r[0]), int64(r[1]), int64(r[2]), int64(r[3])
 		tv := (*[4]int64)(t[4*v:])
 		tv[0] = f0*m[0] + f1*m[1] + f2*m[2] + f3*m[3]
 		tv[1] = f0*m[4] + f1*m[5] + f2*m[6] + f3*m[7]
