@@ -51,8 +51,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
-
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/slipdata"
 	"github.com/slipverify/slipverify/core/bank/upstream"
@@ -75,45 +73,22 @@ type Config struct {
 	URL          string // scheme and host, https://openapi.kasikornbank.com say
 	ClientID     string // consumer id
 	ClientSecret string // consumer secret
-	TLS          upstream.TLS
-	TestMode     bool          // send the sandbox's headers
-	Timeout      time.Duration // one call, token fetch included; zero: upstream.DefaultTimeout
-	Limits       upstream.Limits
-	// Client sends the requests; nil means one made from TLS. Tests pass
-	// one trusting their own CA. Redirects are never followed.
-	Client  *http.Client
-	Now     func() time.Time // nil: time.Now
-	Metrics *metrics.Set     // nil: not exported
+	TestMode     bool   // send the sandbox's headers
+	upstream.Transport
 }
 
 // Connector is a bank.Connector asking KBank. It is safe for concurrent use.
 type Connector struct {
-	com                 upstream.Common
-	tokenURL, verifyURL string
-	basic               string
-	testMode            bool
-	tokens              *upstream.Tokens
+	com      upstream.Common
+	basic    string
+	testMode bool
 }
-
-var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	com, err := upstream.Setup(upstream.Settings{Name: "kbank", Prefix: "SLIP_KBANK", URL: cfg.URL,
-		Credentials: [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
-		TLS:         cfg.TLS, Timeout: cfg.Timeout, Limits: cfg.Limits, Client: cfg.Client, Now: cfg.Now, Metrics: cfg.Metrics})
-	if err != nil {
-		return nil, err
-	}
-	c := &Connector{
-		com:       com,
-		tokenURL:  com.Base + TokenPath,
-		verifyURL: com.Base + VerifyPath,
-		basic:     "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret)),
-		testMode:  cfg.TestMode,
-	}
-	c.tokens = com.NewTokens(c.fetchToken)
-	return c, nil
+	c := &Connector{testMode: cfg.TestMode, basic: "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret))}
+	return upstream.Connect(c, &c.com, upstream.Settings{Name: "kbank", Prefix: "SLIP_KBANK", URL: cfg.URL, TokenPath: TokenPath, Fetch: c.fetchToken,
+		Credentials: [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}}, Transport: cfg.Transport})
 }
 
 // tokenReply is the token endpoint's answer, read liberally.
@@ -125,7 +100,7 @@ type tokenReply struct {
 
 func (c *Connector) fetchToken(ctx context.Context) (upstream.Token, error) {
 	rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.tokenURL, strings.NewReader("grant_type=client_credentials"))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.com.TokenURL, strings.NewReader("grant_type=client_credentials"))
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +161,7 @@ func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.S
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
 	var rqUID string // the last request's
-	rep, err := c.tokens.Send(ctx, func(token string) (upstream.Reply, bool, error) {
+	rep, err := c.com.Tokens.Send(ctx, func(token string) (upstream.Reply, bool, error) {
 		rqUID = upstream.RequestID()
 		// A struct of strings: it always encodes.
 		body, _ := json.Marshal(verifyRequest{
@@ -195,7 +170,7 @@ func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank
 			Data:  verifyData{SendingBank: bankCode, TransRef: transRef},
 		})
 		rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.verifyURL, bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.com.Base+VerifyPath, bytes.NewReader(body))
 			if err != nil {
 				return nil, err
 			}

@@ -49,7 +49,7 @@ func newRig(t *testing.T, edit func(*kbank.Config)) rig {
 // config configures a connector to the KBank fake, which wants the
 // sandbox's headers.
 func config(s banktest.Settings) kbank.Config {
-	return kbank.Config{URL: s.URL, ClientID: s.ID, ClientSecret: s.Secret, TLS: s.TLS, TestMode: true, Timeout: s.Timeout, Now: s.Now}
+	return kbank.Config{URL: s.URL, ClientID: s.ID, ClientSecret: s.Secret, TestMode: true, Transport: upstream.Transport{TLS: s.TLS, Timeout: s.Timeout, Now: s.Now}}
 }
 
 // suite is KBank's part in the conformance suite.

@@ -62,25 +62,15 @@ type Config struct {
 // Connector is a bank.Connector asking RDCW. It is safe for concurrent use.
 type Connector struct {
 	com   upstream.Common
-	url   string
 	basic string
 }
 
-var _ bank.Connector = (*Connector)(nil)
-
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	com, err := upstream.Setup(upstream.Settings{Name: "rdcw", Prefix: "SLIP_RDCW", URL: cfg.URL,
+	c := &Connector{basic: "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret))}
+	return upstream.Connect(c, &c.com, upstream.Settings{Name: "rdcw", Prefix: "SLIP_RDCW", URL: cfg.URL,
 		Credentials: [][2]string{{"CLIENT_ID", cfg.ClientID}, {"CLIENT_SECRET", cfg.ClientSecret}},
-		TLS:         upstream.TLS{CAFile: cfg.CAFile}, Timeout: cfg.Timeout, Limits: cfg.Limits, Client: cfg.Client, Now: cfg.Now, Metrics: cfg.Metrics})
-	if err != nil {
-		return nil, err
-	}
-	return &Connector{
-		com:   com,
-		url:   com.Base + InquiryPath,
-		basic: "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.ClientID+":"+cfg.ClientSecret)),
-	}, nil
+		Transport:   upstream.Transport{TLS: upstream.TLS{CAFile: cfg.CAFile}, Timeout: cfg.Timeout, Limits: cfg.Limits, Client: cfg.Client, Now: cfg.Now, Metrics: cfg.Metrics}})
 }
 
 type inquiry struct {
@@ -103,7 +93,7 @@ func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank
 	// A struct of one string: it always encodes.
 	body, _ := json.Marshal(inquiry{Payload: slip.Bank{BankCode: bankCode, TransRef: transRef}.Encode()})
 	rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.com.Base+InquiryPath, bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}

@@ -44,9 +44,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
-
-	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/slipverify/slipverify/core/bank"
 	"github.com/slipverify/slipverify/core/bank/slipdata"
@@ -72,41 +69,20 @@ type Config struct {
 	URL       string // base, https://api-sandbox.partners.scb/partners/sandbox say
 	APIKey    string // applicationKey, also sent as resourceOwnerId
 	APISecret string // applicationSecret
-	TLS       upstream.TLS
-	Timeout   time.Duration // one call, token fetch included; zero: upstream.DefaultTimeout
-	Limits    upstream.Limits
-	Client    *http.Client     // nil: one made from TLS; redirects never followed
-	Now       func() time.Time // nil: time.Now
-	Metrics   *metrics.Set     // nil: not exported
+	upstream.Transport
 }
 
 // Connector is a bank.Connector asking SCB. It is safe for concurrent use.
 type Connector struct {
-	com                 upstream.Common
-	tokenURL, lookupURL string
-	key, secret         string
-	tokens              *upstream.Tokens
+	com         upstream.Common
+	key, secret string
 }
-
-var _ bank.Connector = (*Connector)(nil)
 
 // New returns a connector for cfg, reporting every problem of cfg at once.
 func New(cfg Config) (*Connector, error) {
-	com, err := upstream.Setup(upstream.Settings{Name: "scb", Prefix: "SLIP_SCB", URL: cfg.URL,
-		Credentials: [][2]string{{"API_KEY", cfg.APIKey}, {"API_SECRET", cfg.APISecret}},
-		TLS:         cfg.TLS, Timeout: cfg.Timeout, Limits: cfg.Limits, Client: cfg.Client, Now: cfg.Now, Metrics: cfg.Metrics})
-	if err != nil {
-		return nil, err
-	}
-	c := &Connector{
-		com:       com,
-		tokenURL:  com.Base + TokenPath,
-		lookupURL: com.Base + LookupPath,
-		key:       cfg.APIKey,
-		secret:    cfg.APISecret,
-	}
-	c.tokens = com.NewTokens(c.fetchToken)
-	return c, nil
+	c := &Connector{key: cfg.APIKey, secret: cfg.APISecret}
+	return upstream.Connect(c, &c.com, upstream.Settings{Name: "scb", Prefix: "SLIP_SCB", URL: cfg.URL, TokenPath: TokenPath, Fetch: c.fetchToken,
+		Credentials: [][2]string{{"API_KEY", cfg.APIKey}, {"API_SECRET", cfg.APISecret}}, Transport: cfg.Transport})
 }
 
 // code is a status code sent as a number or a string.
@@ -154,7 +130,7 @@ func (c *Connector) fetchToken(ctx context.Context) (upstream.Token, error) {
 	}
 	rqUID := upstream.RequestID()
 	rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.tokenURL, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.com.TokenURL, bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +169,11 @@ func (c *Connector) Bank(ctx context.Context, bankCode, transRef string) (bank.S
 }
 
 func (c *Connector) lookup(ctx context.Context, bankCode, transRef string) (bank.Slip, error) {
-	target := c.lookupURL + url.PathEscape(transRef) + "?sendingBank=" + url.QueryEscape(bankCode)
+	target := c.com.Base + LookupPath + url.PathEscape(transRef) + "?sendingBank=" + url.QueryEscape(bankCode)
 	var rqUID string // the last request's
 	var r lookupReply
 	var jerr error
-	rep, err := c.tokens.Send(ctx, func(token string) (upstream.Reply, bool, error) {
+	rep, err := c.com.Tokens.Send(ctx, func(token string) (upstream.Reply, bool, error) {
 		rqUID = upstream.RequestID()
 		rep, err := upstream.Send(c.com.Client, func() (*http.Request, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)

@@ -7,6 +7,7 @@ import (
 	"github.com/slipverify/slipverify/core/bank/bankfake"
 	"github.com/slipverify/slipverify/core/bank/banktest"
 	"github.com/slipverify/slipverify/core/bank/scb"
+	"github.com/slipverify/slipverify/core/bank/upstream"
 )
 
 // suite is SCB's part in the conformance suite.
@@ -15,7 +16,7 @@ var suite = banktest.Suite{
 	ID: bankfake.SCBAPIKey, Secret: bankfake.SCBAPISecret,
 	Fake: func(t bankfake.T, pki *bankfake.PKI) banktest.Fake { return bankfake.NewSCB(t, pki) },
 	New: func(s banktest.Settings) (bank.Connector, error) {
-		return scb.New(scb.Config{URL: s.URL, APIKey: s.ID, APISecret: s.Secret, TLS: s.TLS, Timeout: s.Timeout, Now: s.Now})
+		return scb.New(scb.Config{URL: s.URL, APIKey: s.ID, APISecret: s.Secret, Transport: upstream.Transport{TLS: s.TLS, Timeout: s.Timeout, Now: s.Now}})
 	},
 	Tokens: true, ClientCert: true, Trace: "requestUId",
 	Codes: map[bankfake.Fault][]string{

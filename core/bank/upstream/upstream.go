@@ -205,28 +205,41 @@ func CheckURL(u string) (string, error) {
 // DefaultTimeout bounds a call to a bank when its setting is zero.
 const DefaultTimeout = 10 * time.Second
 
-// Settings are what every connector's Config holds, and the names its
+// Transport is how a connector reaches its upstream; every connector's
+// Config holds one.
+type Transport struct {
+	TLS     TLS
+	Timeout time.Duration // one call, token fetch included; zero: DefaultTimeout
+	Limits  Limits
+	Client  *http.Client     // nil: one made from TLS (tests pass one trusting their own CA); redirects are never followed
+	Now     func() time.Time // nil: time.Now
+	Metrics *metrics.Set     // nil: not exported
+}
+
+// Settings are a connector's Config as Setup reads it, and the names its
 // upstream goes by.
 type Settings struct {
 	Name        string      // the upstream in metrics and errors: kbank
 	Prefix      string      // of its settings in messages: SLIP_KBANK
 	URL         string      // its scheme and host (and path prefix)
 	Credentials [][2]string // each a setting's name after Prefix and its value, all required
-	TLS         TLS
-	Timeout     time.Duration // one call, token fetch included; zero: DefaultTimeout
-	Limits      Limits
-	Client      *http.Client     // nil: one made from TLS (tests pass one trusting their own CA)
-	Now         func() time.Time // nil: time.Now
-	Metrics     *metrics.Set     // nil: not exported
+	Transport
+	// TokenPath is where under URL the upstream hands out access tokens,
+	// and Fetch asks it for one (Common.Tokens caches them); nil: the
+	// upstream takes none.
+	TokenPath string
+	Fetch     func(context.Context) (Token, error)
 }
 
 // Common is what every connector is built on, made by Setup.
 type Common struct {
-	Base    string       // the upstream's scheme and host (and path prefix)
-	Client  *http.Client // never follows a redirect
-	Now     func() time.Time
-	Timeout time.Duration // one call
-	Guard   *Guard
+	Base     string       // the upstream's scheme and host (and path prefix)
+	TokenURL string       // Base and Settings.TokenPath
+	Client   *http.Client // never follows a redirect
+	Now      func() time.Time
+	Timeout  time.Duration // one call
+	Guard    *Guard
+	Tokens   *Tokens // over Settings.Fetch; nil without
 }
 
 // Setup checks s and returns what the connector is built on, reporting
@@ -266,7 +279,21 @@ func Setup(s Settings) (Common, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	return Common{Base: base, Client: client, Now: now, Timeout: timeout, Guard: NewGuard(s.Name, s.Limits, now, s.Metrics)}, nil
+	c := Common{Base: base, TokenURL: base + s.TokenPath, Client: client, Now: now, Timeout: timeout, Guard: NewGuard(s.Name, s.Limits, now, s.Metrics)}
+	if s.Fetch != nil {
+		c.Tokens = NewTokens(s.Fetch, now, timeout, c.Guard.TokenFetched)
+	}
+	return c, nil
+}
+
+// Connect returns conn, its Common (com, a field of conn) made by Setup
+// from s, or Setup's error.
+func Connect[C any](conn *C, com *Common, s Settings) (*C, error) {
+	var err error
+	if *com, err = Setup(s); err != nil {
+		return nil, err
+	}
+	return conn, nil
 }
 
 // Lookup asks the upstream for the slip (bankCode, transRef) with lookup:
@@ -284,10 +311,4 @@ func (c Common) Lookup(ctx context.Context, bankCode, transRef string,
 		return err
 	})
 	return s, err
-}
-
-// NewTokens returns the upstream's token cache over fetch: a fetch is
-// bounded by the timeout and counted in the guard's metrics.
-func (c Common) NewTokens(fetch func(context.Context) (Token, error)) *Tokens {
-	return NewTokens(fetch, c.Now, c.Timeout, c.Guard.TokenFetched)
 }

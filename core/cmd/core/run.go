@@ -260,6 +260,9 @@ func connector(cfg config.Config, sf seedfile.File) (bank.Connector, error) {
 	}
 	set := metrics.NewSet()
 	metrics.RegisterSet(set)
+	transport := func(tls upstream.TLS) upstream.Transport {
+		return upstream.Transport{TLS: tls, Timeout: cfg.BankTimeout, Limits: cfg.Limits(), Metrics: set}
+	}
 	conns := map[string]bank.Connector{}
 	var errs []error
 	for _, name := range routes.Names() {
@@ -272,18 +275,12 @@ func connector(cfg config.Config, sf seedfile.File) (bank.Connector, error) {
 			c, err = httpbank.New(httpbank.Config{URL: cfg.BankURL, Timeout: cfg.BankTimeout})
 		case "kbank":
 			k := cfg.KBank
-			c, err = kbank.New(kbank.Config{
-				URL: k.URL, ClientID: k.ClientID, ClientSecret: k.ClientSecret,
-				TLS:      upstream.TLS{CertFile: k.CertFile, KeyFile: k.KeyFile, CAFile: k.CAFile},
-				TestMode: k.TestMode, Timeout: cfg.BankTimeout, Limits: cfg.Limits(), Metrics: set,
-			})
+			c, err = kbank.New(kbank.Config{URL: k.URL, ClientID: k.ClientID, ClientSecret: k.ClientSecret, TestMode: k.TestMode,
+				Transport: transport(upstream.TLS{CertFile: k.CertFile, KeyFile: k.KeyFile, CAFile: k.CAFile})})
 		case "scb":
 			s := cfg.SCB
-			c, err = scb.New(scb.Config{
-				URL: s.URL, APIKey: s.APIKey, APISecret: s.APISecret,
-				TLS:     upstream.TLS{CertFile: s.CertFile, KeyFile: s.KeyFile, CAFile: s.CAFile},
-				Timeout: cfg.BankTimeout, Limits: cfg.Limits(), Metrics: set,
-			})
+			c, err = scb.New(scb.Config{URL: s.URL, APIKey: s.APIKey, APISecret: s.APISecret,
+				Transport: transport(upstream.TLS{CertFile: s.CertFile, KeyFile: s.KeyFile, CAFile: s.CAFile})})
 		case "rdcw":
 			r := cfg.RDCW
 			c, err = rdcw.New(rdcw.Config{URL: r.URL, ClientID: r.ClientID, ClientSecret: r.ClientSecret,
