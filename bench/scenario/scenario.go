@@ -92,6 +92,7 @@ func init() {
 		{Name: "wallet-v2", About: "v2 wallet verify by QR payload", build: walletV2},
 		{Name: "duplicates", About: "v2 bank verify where 9 requests in 10 draw one of 50 slips of the branch's own pool and the 10th is new; a slot's first draw is new too, so fewer than 90 % repeat: the answers that say isDuplicate are counted (200 duplicate)", build: duplicates},
 		{Name: "overload", About: "v2 bank verify on the overload service, beyond what the stack sustains: the adaptive limit sheds load (429, Retry-After, X-RateLimit-Limit dropping)", build: overload},
+		{Name: "history", About: "a branch's newest 100 verifications (GET /v2/verifications?limit=100), Bearer key: a read to run beside verification load", build: history},
 		{Name: "mixed", About: "a production-like mix of the sync scenarios, weights from a scenario file", build: mixed},
 		{Name: "async-single", About: "async bank verify, one slip per submit; callbacks to an HTTPS receiver (submit→callback latency)", Async: true, build: asyncSingle},
 		{Name: "async-batch", About: "async batch submit of BatchSize slips; one callback per slip", Async: true, build: asyncBatch,
@@ -190,6 +191,20 @@ func bankV2(_ context.Context, env *Env) (load.Func, error) {
 		return nil, err
 	}
 	return payloadPost(env, bs, "/v2/verify/bank", func(seq uint64) string { return bankPayload(env.Run, 'B', seq) }), nil
+}
+
+func history(_ context.Context, env *Env) (load.Func, error) {
+	bs, err := benchBranches(env, "")
+	if err != nil {
+		return nil, err
+	}
+	auth := bearers(bs)
+	c := env.Client
+	return func(ctx context.Context, r load.Request) load.Outcome {
+		req := c.newRequest("GET", "/v2/verifications?limit=100")
+		req.Header.SetBytesV("Authorization", auth[r.Seq%uint64(len(bs))])
+		return c.do(ctx, req, nil)
+	}, nil
 }
 
 func walletV2(_ context.Context, env *Env) (load.Func, error) {
