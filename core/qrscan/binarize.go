@@ -1,6 +1,10 @@
 package qrscan
 
-import "github.com/makiuchi-d/gozxing"
+import (
+	"encoding/binary"
+
+	"github.com/makiuchi-d/gozxing"
+)
 
 // hybridBits is gozxing's HybridBinarizer (zxing's local-threshold
 // binarizer) over a plane, bit for bit (TestHybridAsGozxing), without its
@@ -64,13 +68,16 @@ func (hb *hybridBits) binarize(p plane) (*gozxing.BitMatrix, error) {
 		y0 := min(by*blk, h-blk)
 		for bx := range sw {
 			x0 := min(bx*blk, w-blk)
-			sum, lo, hi := int32(0), uint8(255), uint8(0)
+			lanes, lo, hi := uint64(0), uint8(255), uint8(0)
 			for y := y0; y < y0+blk; y++ {
 				r := (*[blk]uint8)(pix[y*w+x0:])
-				sum += int32(r[0]) + int32(r[1]) + int32(r[2]) + int32(r[3]) + int32(r[4]) + int32(r[5]) + int32(r[6]) + int32(r[7])
+				// The sum in four 16-bit lanes (at most 16 × 255 each).
+				v := binary.LittleEndian.Uint64(r[:])
+				lanes += v&0x00ff00ff00ff00ff + v>>8&0x00ff00ff00ff00ff
 				lo = min(lo, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
 				hi = max(hi, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
 			}
+			sum := int32(lanes * 0x0001000100010001 >> 48)
 			avg := sum >> 6
 			if hi-lo <= minRange {
 				avg = int32(lo) / 2
@@ -101,13 +108,10 @@ func (hb *hybridBits) binarize(p plane) (*gozxing.BitMatrix, error) {
 				r := bp[z*sw+left-2 : z*sw+left+3]
 				sum += r[0] + r[1] + r[2] + r[3] + r[4]
 			}
-			th := uint8(sum / 25) // a mean of black points, each at most 255
+			th := uint64(sum/25) * 0x0101010101010101 // a mean of black points, each at most 255, in every byte
 			wi, shift := x0/32, uint(x0%32)
 			for y := y0; y < y0+blk; y++ {
-				r := (*[blk]uint8)(pix[y*w+x0:])
-				bits := b2u(r[0] <= th) | b2u(r[1] <= th)<<1 | b2u(r[2] <= th)<<2 | b2u(r[3] <= th)<<3 |
-					b2u(r[4] <= th)<<4 | b2u(r[5] <= th)<<5 | b2u(r[6] <= th)<<6 | b2u(r[7] <= th)<<7
-				bits <<= shift
+				bits := atMost(binary.LittleEndian.Uint64(pix[y*w+x0:]), th) << shift
 				o := y*rowWords + wi
 				words[o] |= uint32(bits)
 				if hi := uint32(bits >> 32); hi != 0 {
@@ -129,10 +133,13 @@ func (hb *hybridBits) binarize(p plane) (*gozxing.BitMatrix, error) {
 	return m, nil
 }
 
-// b2u is 1 for true, 0 for false (the compiler makes it a SETcc).
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
+// atMost returns a bit for each of the eight bytes of v (the first byte,
+// the lowest bit) that is at most the byte of t in the same place, all of
+// them compared at once: below 128 by a subtraction that cannot borrow
+// from the next byte, and by their top bits above.
+func atMost(v, t uint64) uint64 {
+	const top = 0x8080808080808080
+	low := (t | top) - (v &^ top) // top bit set: v's low 7 bits at most t's
+	le := (^v & t) | (^(v ^ t) & low)
+	return (le & top) * 0x0002040810204081 >> 56 // the eight top bits, gathered
 }

@@ -36,3 +36,32 @@ func TestLumaRowFastPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestHalf: the half-size plane is each 2×2 box's mean, rounded half up,
+// on planes of odd and even sizes (a last row or column of odd ones
+// dropped), whatever the levels.
+func TestHalf(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, size := range [][2]int{{2, 2}, {9, 3}, {16, 16}, {21, 7}, {1080, 9}} {
+		p := plane{pix: make([]byte, size[0]*size[1]), w: size[0], h: size[1]}
+		for i := range p.pix {
+			p.pix[i] = byte(rnd.Uint32())
+			if i%5 == 0 {
+				p.pix[i] = 255
+			}
+		}
+		got := half(p, nil)
+		if got.w != p.w/2 || got.h != p.h/2 {
+			t.Fatalf("%d×%d: half is %d×%d", p.w, p.h, got.w, got.h)
+		}
+		for y := range got.h {
+			for x := range got.w {
+				at := func(dx, dy int) int { return int(p.pix[(2*y+dy)*p.w+2*x+dx]) }
+				want := (at(0, 0) + at(1, 0) + at(0, 1) + at(1, 1) + 2) / 4
+				if v := int(got.pix[y*got.w+x]); v != want {
+					t.Fatalf("%d×%d: pixel (%d, %d) is %d, want %d", p.w, p.h, x, y, v, want)
+				}
+			}
+		}
+	}
+}
