@@ -127,7 +127,6 @@ func TestRollingRestart(t *testing.T) {
 	a, b := testnet.StartCore(t, seed, drain), testnet.StartCore(t, seed, drain)
 	e := startEdge(t, a, "SLIP_CORE_ADDR="+a.Addr+","+b.Addr)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	defer client.CloseIdleConnections()
 
 	var answered, failed atomic.Int64
 	stop := make(chan struct{})
@@ -159,6 +158,10 @@ func TestRollingRestart(t *testing.T) {
 			}
 		})
 	}
+	// The load stops before the edge and the cores, should the test end
+	// early; its idle connections would hold the edge's shutdown.
+	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait(); client.CloseIdleConnections() })
+	t.Cleanup(stopLoad)
 	progress := func(what string) {
 		t.Helper()
 		from := answered.Load()
@@ -194,8 +197,7 @@ func TestRollingRestart(t *testing.T) {
 			func() string { return "the core started again takes no request" })
 	}
 	progress("at the end")
-	close(stop)
-	wg.Wait()
+	stopLoad()
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d requests failed during the rolling restart (%d answered)", n, answered.Load())
 	}
