@@ -127,7 +127,7 @@ type seen struct {
 }
 
 // requests returns the client requests core received so far, in each
-// connection's order; the edge's own auth lookups and health checks are
+// connection's order; the edge's own auth lookups and readiness probes are
 // left out. A byte stream core could not read as requests fails the test.
 func (r *recorder) requests(t *testing.T) []seen {
 	t.Helper()
@@ -152,7 +152,7 @@ func (r *recorder) requests(t *testing.T) []seen {
 			if err != nil {
 				t.Fatalf("core received a request with a broken body: %v\n%q", err, s)
 			}
-			if strings.HasPrefix(req.RequestURI, "/internal/") || req.RequestURI == "/health" {
+			if strings.HasPrefix(req.RequestURI, "/internal/") || req.RequestURI == "/ready" {
 				continue
 			}
 			out = append(out, seen{method: req.Method, uri: req.RequestURI, header: req.Header, body: string(body)})
