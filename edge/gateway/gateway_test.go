@@ -355,7 +355,7 @@ func TestHealth(t *testing.T) {
 	core := testnet.StartCore(t, seed)
 	e := startEdge(t, core)
 	// The first checks, all at once (a load balancer's probes as the edge
-	// starts): each waits for the edge's first question to core.
+	// starts): the edge asked core before it served any.
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
