@@ -86,11 +86,14 @@ func TestCoreCutNotResent(t *testing.T) {
 }
 
 // fakeServer is a core served by fasthttp, keeping connections alive: it
-// answers /ready 200 and counts every other request, answered 200.
+// answers /ready 200 and counts every other request, answered 200; a
+// request to /hold is answered once hold is closed.
 type fakeServer struct {
 	addr     string
 	ln       net.Listener
 	requests atomic.Int64
+	held     chan struct{} // one value per request to /hold arrived
+	hold     chan struct{}
 }
 
 func startFakeServer(t *testing.T, addr string) *fakeServer {
@@ -98,9 +101,14 @@ func startFakeServer(t *testing.T, addr string) *fakeServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeServer{addr: ln.Addr().String(), ln: ln}
+	f := &fakeServer{addr: ln.Addr().String(), ln: ln, held: make(chan struct{}, 1), hold: make(chan struct{})}
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) != "/ready" {
+		switch string(ctx.Path()) {
+		case "/ready":
+		case "/hold":
+			f.held <- struct{}{}
+			<-f.hold
+		default:
 			f.requests.Add(1)
 		}
 		ctx.SetBodyString("ok")
@@ -108,6 +116,44 @@ func startFakeServer(t *testing.T, addr string) *fakeServer {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown() })
 	return f
+}
+
+// TestFewestInFlight: while one core holds a request, the next ones go to
+// the other, where round robin would send every second one to the busy
+// core.
+func TestFewestInFlight(t *testing.T) {
+	x, y := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
+	gw := gatewayOf(t, x.addr+","+y.addr)
+	done := make(chan error, 1)
+	go func() {
+		req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(res)
+		req.SetRequestURI("http://core/hold")
+		done <- gw.cfg.Core.Do(req, res)
+	}()
+	busy, free := x, y
+	select {
+	case <-x.held:
+	case <-y.held:
+		busy, free = y, x
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request reached no core")
+	}
+	const n = 6
+	for i := range n {
+		if status, err := post(gw.cfg.Core, "core"); err != nil || status != 200 {
+			t.Fatalf("request %d: %d %v", i, status, err)
+		}
+	}
+	if b, f := busy.requests.Load(), free.requests.Load(); b != 0 || f != n {
+		t.Errorf("with one core holding a request: %d requests to it, %d to the other; want all %d to the other", b, f, n)
+	}
+	close(x.hold)
+	close(y.hold)
+	if err := <-done; err != nil {
+		t.Errorf("the held request: %v", err)
+	}
 }
 
 // TestRefusedCoreFailover: a core that was ready and then refuses
