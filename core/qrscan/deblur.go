@@ -20,42 +20,61 @@ import (
 // lineSet is the family of digital lines at one angle across a w×h plane.
 type lineSet struct {
 	w, h  int
-	steep bool    // lines step along y (the angle is nearer vertical)
-	slope float64 // the cross offset per step
+	steep bool  // lines step along y (the angle is nearer vertical)
+	off   []int // the cross offset at each step along, the same for every line
 }
 
 func newLineSet(w, h int, a float64) lineSet {
 	c, s := math.Cos(a), math.Sin(a)
-	if math.Abs(c) >= math.Abs(s) {
-		return lineSet{w: w, h: h, slope: s / c}
+	l := lineSet{w: w, h: h}
+	slope, along := s/c, w
+	if math.Abs(c) < math.Abs(s) {
+		l.steep, slope, along = true, c/s, h
 	}
-	return lineSet{w: w, h: h, steep: true, slope: c / s}
+	l.off = make([]int, along)
+	for k := range l.off {
+		l.off[k] = int(math.Round(float64(k) * slope))
+	}
+	return l
 }
 
 // span returns the range of line numbers and the longest line's length.
 func (l lineSet) span() (first, last, longest int) {
-	along, across := l.w, l.h
+	across := l.h
 	if l.steep {
-		along, across = l.h, l.w
+		across = l.w
 	}
-	d := int(math.Round(float64(along-1) * l.slope))
-	return min(0, -d), across - 1 + max(0, -d), along
+	d := l.off[len(l.off)-1]
+	return min(0, -d), across - 1 + max(0, -d), len(l.off)
 }
 
 // each calls f with the index into the plane of every pixel of line n, in
 // order along it, and the step it is at.
 func (l lineSet) each(n int, f func(i, k int)) {
-	along, across, stride, step := l.w, l.h, l.w, 1
+	across, stride, step := l.h, l.w, 1
 	if l.steep {
-		along, across, stride, step = l.h, l.w, 1, l.w
+		across, stride, step = l.w, 1, l.w
 	}
-	for k := range along {
-		c := n + int(math.Round(float64(k)*l.slope))
-		if c < 0 || c >= across {
-			continue
+	for k, o := range l.off {
+		if c := n + o; c >= 0 && c < across {
+			f(c*stride+k*step, k)
 		}
-		f(c*stride+k*step, k)
 	}
+}
+
+// appendLine appends the indexes into the plane of the pixels of line n,
+// in order along it, to dst.
+func (l lineSet) appendLine(dst []int32, n int) []int32 {
+	across, stride, step := l.h, l.w, 1
+	if l.steep {
+		across, stride, step = l.w, 1, l.w
+	}
+	for k, o := range l.off {
+		if c := n + o; c >= 0 && c < across {
+			dst = append(dst, int32(c*stride+k*step))
+		}
+	}
+	return dst
 }
 
 // blurAngles is how many directions blurKernel tells apart over 180°.
@@ -224,51 +243,48 @@ func deconvolve(p plane, angle float64, taps []float64, nsr float64, dst []byte)
 		filter[i] = real(v) / (real(v)*real(v) + nsr)
 	}
 	buf := make([]complex128, n)
+	parts := [2][]float64{make([]float64, n), make([]float64, n)}
 	idx := [2][]int32{make([]int32, 0, longest), make([]int32, 0, longest)}
-	load := func(line, part int) {
-		idx[part] = idx[part][:0]
-		if line > last {
-			return
-		}
-		ls.each(line, func(i, _ int) { idx[part] = append(idx[part], int32(i)) })
-	}
 	for line := first; line <= last; line += 2 {
-		load(line, 0)
-		load(line+1, 1)
-		for k := range buf {
-			buf[k] = 0
+		idx[0] = ls.appendLine(idx[0][:0], line)
+		idx[1] = idx[1][:0]
+		if line+1 <= last {
+			idx[1] = ls.appendLine(idx[1], line+1)
 		}
 		for part, ix := range idx {
+			// The line at pad, its first value repeated before it and its
+			// last after it, to the end of the (circular) buffer, where
+			// the first value comes round again.
+			v := parts[part]
 			if len(ix) == 0 {
+				clear(v)
 				continue
 			}
-			// The line at pad, its first value repeated before it and its
-			// last after it, to the end of the (circular) buffer.
 			lo, hi := float64(p.pix[ix[0]]), float64(p.pix[ix[len(ix)-1]])
-			for k := range n {
-				j := k - pad
-				v := lo
-				switch {
-				case j >= len(ix):
-					v = hi
-					if k >= n-pad {
-						v = lo // wraps round to the start
-					}
-				case j >= 0:
-					v = float64(p.pix[ix[j]])
-				}
-				if part == 0 {
-					buf[k] = complex(v, imag(buf[k]))
-				} else {
-					buf[k] = complex(real(buf[k]), v)
-				}
+			for k := range pad {
+				v[k], v[n-pad+k] = lo, lo
+			}
+			for j, i := range ix {
+				v[pad+j] = float64(p.pix[i])
+			}
+			for k := pad + len(ix); k < n-pad; k++ {
+				v[k] = hi
 			}
 		}
-		plan.transform(buf, false)
-		for k := range buf {
-			buf[k] *= complex(filter[k], 0)
+		// Into the transform's input order as it is filled, and back into
+		// it as it is filtered.
+		for k, j := range plan.rev {
+			buf[j] = complex(parts[0][k], parts[1][k])
 		}
-		plan.transform(buf, true)
+		plan.butterflies(buf, false)
+		for i, j := range plan.rev {
+			if i <= int(j) {
+				a, b := buf[i], buf[j]
+				fa, fb := filter[i], filter[j]
+				buf[i], buf[j] = complex(real(b)*fb, imag(b)*fb), complex(real(a)*fa, imag(a)*fa)
+			}
+		}
+		plan.butterflies(buf, true)
 		for part, ix := range idx {
 			for j, i := range ix {
 				v := real(buf[j+pad])
@@ -284,15 +300,16 @@ func deconvolve(p plane, angle float64, taps []float64, nsr float64, dst []byte)
 
 // fftPlan holds what transforms of one length share: the bit-reversal
 // permutation and the twiddle factors, computed once (and exactly, not by
-// repeated multiplication).
+// repeated multiplication), stage after stage so that a stage reads its
+// own in order.
 type fftPlan struct {
 	rev    []int32
-	tw, iw []complex128 // e^(∓2πik/n), k < n/2: forward and inverse
+	tw, iw []complex128 // forward and inverse: a stage of size s from s/2, e^(∓2πik/s), k < s/2
 }
 
 // newFFT returns the plan of transforms of length n, a power of two.
 func newFFT(n int) *fftPlan {
-	f := &fftPlan{rev: make([]int32, n), tw: make([]complex128, n/2), iw: make([]complex128, n/2)}
+	f := &fftPlan{rev: make([]int32, n), tw: make([]complex128, n), iw: make([]complex128, n)}
 	shift := 64 - bits.Len(uint(n-1))
 	for i := range n {
 		f.rev[i] = int32(bits.Reverse64(uint64(i)) >> shift)
@@ -300,9 +317,12 @@ func newFFT(n int) *fftPlan {
 	if n == 1 {
 		f.rev[0] = 0
 	}
-	for k := range f.tw {
-		f.tw[k] = cmplx.Rect(1, -2*math.Pi*float64(k)/float64(n))
-		f.iw[k] = cmplx.Conj(f.tw[k])
+	for size := 2; size <= n; size <<= 1 {
+		for k := range size / 2 {
+			// e^(-2πi·k(n/size)/n), as a table of length n would hold it.
+			f.tw[size/2+k] = cmplx.Rect(1, -2*math.Pi*float64(k*(n/size))/float64(n))
+			f.iw[size/2+k] = cmplx.Conj(f.tw[size/2+k])
+		}
 	}
 	return f
 }
@@ -310,30 +330,69 @@ func newFFT(n int) *fftPlan {
 // transform transforms a in place (radix 2, len(a) the plan's length);
 // inverse transforms back and divides by len(a).
 func (f *fftPlan) transform(a []complex128, inverse bool) {
-	n := len(a)
 	for i, j := range f.rev {
 		if i < int(j) {
 			a[i], a[j] = a[j], a[i]
 		}
 	}
+	f.butterflies(a, inverse)
+}
+
+// butterflies is transform on a already in bit-reversed order (f.rev).
+func (f *fftPlan) butterflies(a []complex128, inverse bool) {
+	n := len(a)
 	tw := f.tw
 	if inverse {
 		tw = f.iw
 	}
-	for size := 2; size <= n; size <<= 1 {
-		half, stride := size/2, n/size
+	size := 4
+	if n >= 4 {
+		// The first two stages together, four values at a time: the
+		// first's only twiddle is 1, the second's are 1 and tw[3].
+		t := tw[3]
+		for i := 0; i+3 < n; i += 4 {
+			q := (*[4]complex128)(a[i:])
+			b0, b1, b2, b3 := q[0]+q[1], q[0]-q[1], q[2]+q[3], q[2]-q[3]
+			v := b3 * t
+			q[0], q[1], q[2], q[3] = b0+b2, b1+v, b0-b2, b1-v
+		}
+		size = 8
+	} else if n == 2 {
+		a[0], a[1] = a[0]+a[1], a[0]-a[1]
+	}
+	// Then two stages at a time, sizes s and 2s over the four quarters of
+	// 2s values: the operations of one stage after the other, with half
+	// the loads and stores.
+	for ; 2*size <= n; size <<= 2 {
+		m := size / 2
+		w1, w2 := tw[m:size], tw[size:2*size]
+		for start := 0; start < n; start += 2 * size {
+			q := a[start : start+2*size]
+			q0, q1, q2, q3 := q[:m], q[m:2*m], q[2*m:3*m], q[3*m:4*m]
+			for k, t := range w1[:len(q0)] {
+				v1, v3 := q1[k]*t, q3[k]*t
+				b0, b1, b2, b3 := q0[k]+v1, q0[k]-v1, q2[k]+v3, q2[k]-v3
+				v2, v3 := b2*w2[k], b3*w2[k+m]
+				q0[k], q2[k], q1[k], q3[k] = b0+v2, b0-v2, b1+v3, b1-v3
+			}
+		}
+	}
+	if size <= n { // a last stage alone
+		half := size / 2
+		w := tw[half:size]
 		for start := 0; start < n; start += size {
 			lo, hi := a[start:start+half], a[start+half:start+size]
-			for k := range lo {
-				v := hi[k] * tw[k*stride]
+			hi = hi[:len(lo)]
+			for k, t := range w[:len(lo)] {
+				v := hi[k] * t
 				lo[k], hi[k] = lo[k]+v, lo[k]-v
 			}
 		}
 	}
 	if inverse {
-		inv := complex(1/float64(n), 0)
-		for i := range a {
-			a[i] *= inv
+		inv := 1 / float64(n)
+		for i, v := range a {
+			a[i] = complex(real(v)*inv, imag(v)*inv)
 		}
 	}
 }

@@ -154,3 +154,27 @@ func TestSharpEdges(t *testing.T) {
 		t.Error("a slip blurred by σ 3 px: sharp edges found")
 	}
 }
+
+// TestFFTAsDFT: the transform of random values is the discrete Fourier
+// transform's, computed from its definition, at every length from 1 to
+// 256 that is a power of two.
+func TestFFTAsDFT(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for n := 1; n <= 256; n *= 2 {
+		a := make([]complex128, n)
+		for i := range a {
+			a[i] = complex(r.Float64()*255, r.Float64()*255)
+		}
+		got := append([]complex128(nil), a...)
+		fft(got, false)
+		for k := range n {
+			want := complex(0, 0)
+			for j, v := range a {
+				want += v * cmplx.Rect(1, -2*math.Pi*float64(j*k)/float64(n))
+			}
+			if cmplx.Abs(got[k]-want) > 1e-6 {
+				t.Fatalf("length %d, bin %d: %v, want %v", n, k, got[k], want)
+			}
+		}
+	}
+}

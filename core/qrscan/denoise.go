@@ -54,44 +54,52 @@ func sharpen(src plane, r, amount int, dst, tmp []byte) (plane, []byte) {
 func boxMean(src, dst []byte, w, h, r int) {
 	// Rows into dst, then columns of dst in place, a column at a time.
 	for y := range h {
-		row, out := src[y*w:y*w+w], dst[y*w:y*w+w]
-		sum, n := 0, 0
-		for x := 0; x < min(r, w); x++ {
-			sum += int(row[x])
-			n++
+		boxLine(src[y*w:y*w+w], dst[y*w:y*w+w], r)
+	}
+	col := make([]byte, 2*h)
+	in, out := col[:h], col[h:]
+	for x := range w {
+		for y := range in {
+			in[y] = dst[y*w+x]
 		}
-		for x := range w {
-			if j := x + r; j < w {
-				sum += int(row[j])
-				n++
-			}
-			if j := x - r - 1; j >= 0 {
-				sum -= int(row[j])
-				n--
-			}
-			out[x] = uint8((sum + n/2) / n)
+		boxLine(in, out, r)
+		for y, v := range out {
+			dst[y*w+x] = v
 		}
 	}
-	col := make([]byte, h)
-	for x := range w {
-		for y := range h {
-			col[y] = dst[y*w+x]
+}
+
+// boxLine writes the mean of the 2r+1 values of in around each one (fewer
+// at the ends) into out, by a running sum: the ends apart, so that the
+// middle, most of a line, adds one value and drops one a step.
+func boxLine(in, out []byte, r int) {
+	n := len(in)
+	out = out[:n]
+	sum, cnt := 0, 0
+	for x := 0; x < min(r, n); x++ {
+		sum += int(in[x])
+		cnt++
+	}
+	x := 0
+	for ; x < n && x <= r; x++ { // nothing to drop yet
+		if j := x + r; j < n {
+			sum += int(in[j])
+			cnt++
 		}
-		sum, n := 0, 0
-		for y := 0; y < min(r, h); y++ {
-			sum += int(col[y])
-			n++
+		out[x] = uint8((sum + cnt/2) / cnt)
+	}
+	if x+r < n {
+		add, drop := in[x+r:], in[x-r-1:]
+		mid := out[x : n-r]
+		for i := range mid {
+			sum += int(add[i]) - int(drop[i])
+			mid[i] = uint8((sum + cnt/2) / cnt)
 		}
-		for y := range h {
-			if j := y + r; j < h {
-				sum += int(col[j])
-				n++
-			}
-			if j := y - r - 1; j >= 0 {
-				sum -= int(col[j])
-				n--
-			}
-			dst[y*w+x] = uint8((sum + n/2) / n)
-		}
+		x = n - r
+	}
+	for ; x < n; x++ { // nothing to add
+		sum -= int(in[x-r-1])
+		cnt--
+		out[x] = uint8((sum + cnt/2) / cnt)
 	}
 }

@@ -33,3 +33,34 @@ func TestMedian3(t *testing.T) {
 		}
 	}
 }
+
+// TestBoxMean: each pixel is the rounded mean of the square of side 2r+1
+// around it, cut by the plane's edges, on planes narrower and wider than
+// the square.
+func TestBoxMean(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct{ w, h, r int }{{1, 1, 2}, {5, 3, 2}, {3, 9, 4}, {40, 23, 3}, {64, 64, 6}, {17, 30, 0}} {
+		src := make([]byte, c.w*c.h)
+		for i := range src {
+			src[i] = byte(rnd.Uint32())
+		}
+		dst := make([]byte, len(src))
+		boxMean(src, dst, c.w, c.h, c.r)
+		for y := range c.h {
+			for x := range c.w {
+				sum, n := 0, 0
+				for yy := max(0, y-c.r); yy <= min(c.h-1, y+c.r); yy++ {
+					// Rows are averaged first and rounded, as boxMean does.
+					rs, rn := 0, 0
+					for xx := max(0, x-c.r); xx <= min(c.w-1, x+c.r); xx++ {
+						rs, rn = rs+int(src[yy*c.w+xx]), rn+1
+					}
+					sum, n = sum+(rs+rn/2)/rn, n+1
+				}
+				if want := (sum + n/2) / n; int(dst[y*c.w+x]) != want {
+					t.Fatalf("%d×%d, r %d: pixel (%d, %d) is %d, want %d", c.w, c.h, c.r, x, y, dst[y*c.w+x], want)
+				}
+			}
+		}
+	}
+}

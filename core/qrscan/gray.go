@@ -271,18 +271,26 @@ func scaleRect(src plane, r image.Rectangle, k float64, dst []byte) plane {
 	w, h := int(float64(r.Dx())*k), int(float64(r.Dy())*k)
 	dst = grow(dst, w*h)
 	inv := 1 / k
+	// Where each column comes from, the same on every row.
+	cols := make([]struct {
+		x0, x1 int
+		t      float64
+	}, w)
+	for x := range cols {
+		fx := (float64(x)+0.5)*inv - 0.5 + float64(r.Min.X)
+		x0 := int(math.Floor(fx))
+		cols[x].t = fx - float64(x0)
+		cols[x].x0, cols[x].x1 = clampInt(x0, 0, src.w-1), clampInt(x0+1, 0, src.w-1)
+	}
 	for y := range h {
 		fy := (float64(y)+0.5)*inv - 0.5 + float64(r.Min.Y)
 		y0 := int(math.Floor(fy))
 		ty := fy - float64(y0)
 		y0c, y1c := clampInt(y0, 0, src.h-1), clampInt(y0+1, 0, src.h-1)
-		r0, r1 := src.pix[y0c*src.w:], src.pix[y1c*src.w:]
-		o := dst[y*w:]
-		for x := range w {
-			fx := (float64(x)+0.5)*inv - 0.5 + float64(r.Min.X)
-			x0 := int(math.Floor(fx))
-			tx := fx - float64(x0)
-			x0c, x1c := clampInt(x0, 0, src.w-1), clampInt(x0+1, 0, src.w-1)
+		r0, r1 := src.pix[y0c*src.w:y0c*src.w+src.w], src.pix[y1c*src.w:y1c*src.w+src.w]
+		o := dst[y*w : y*w+w]
+		for x, c := range cols {
+			x0c, x1c, tx := c.x0, c.x1, c.t
 			top := float64(r0[x0c])*(1-tx) + float64(r0[x1c])*tx
 			bot := float64(r1[x0c])*(1-tx) + float64(r1[x1c])*tx
 			o[x] = uint8(top*(1-ty) + bot*ty + 0.5)
@@ -326,18 +334,40 @@ func normalize(src plane, cell int, dst []byte) plane {
 			lo2[by*bw+bx], hi2[by*bw+bx] = mn, mx
 		}
 	}
+	// The ranges interpolated between blocks: along x once for the two
+	// rows of blocks a row of pixels lies between, which 32 rows share,
+	// then along y for each row.
+	x0s, x1s, txs := make([]int, w), make([]int, w), make([]float64, w)
+	for x := range w {
+		fx := (float64(x)+0.5)/float64(cell) - 0.5
+		x0s[x] = clampInt(int(math.Floor(fx)), 0, bw-1)
+		x1s[x] = clampInt(x0s[x]+1, 0, bw-1)
+		txs[x] = math.Max(0, math.Min(1, fx-float64(x0s[x])))
+	}
+	lerps := make([]float64, 4*w) // lo and hi on rows y0 and y1 of blocks
+	lo0, lo1, hi0, hi1 := lerps[:w], lerps[w:2*w], lerps[2*w:3*w], lerps[3*w:]
+	lerpRow := func(g []uint8, by int, out []float64) {
+		r := g[by*bw : by*bw+bw]
+		for x, tx := range txs {
+			out[x] = float64(r[x0s[x]])*(1-tx) + float64(r[x1s[x]])*tx
+		}
+	}
+	lastY0 := -1
 	for y := range h {
 		fy := (float64(y)+0.5)/float64(cell) - 0.5
 		y0 := clampInt(int(math.Floor(fy)), 0, bh-1)
 		y1 := clampInt(y0+1, 0, bh-1)
 		ty := math.Max(0, math.Min(1, fy-float64(y0)))
+		if y0 != lastY0 {
+			lerpRow(lo2, y0, lo0)
+			lerpRow(lo2, y1, lo1)
+			lerpRow(hi2, y0, hi0)
+			lerpRow(hi2, y1, hi1)
+			lastY0 = y0
+		}
 		for x := range w {
-			fx := (float64(x)+0.5)/float64(cell) - 0.5
-			x0 := clampInt(int(math.Floor(fx)), 0, bw-1)
-			x1 := clampInt(x0+1, 0, bw-1)
-			tx := math.Max(0, math.Min(1, fx-float64(x0)))
-			l := bilerp(lo2, bw, x0, x1, y0, y1, tx, ty)
-			u := bilerp(hi2, bw, x0, x1, y0, y1, tx, ty)
+			l := lo0[x]*(1-ty) + lo1[x]*ty
+			u := hi0[x]*(1-ty) + hi1[x]*ty
 			v := float64(src.pix[y*w+x])
 			if u-l < 24 { // flat: leave it mid-grey-ish so it binarizes consistently
 				dst[y*w+x] = uint8(clampF((v-l)*255/24, 0, 255))
@@ -347,12 +377,6 @@ func normalize(src plane, cell int, dst []byte) plane {
 		}
 	}
 	return plane{pix: dst, w: w, h: h}
-}
-
-func bilerp(g []uint8, stride, x0, x1, y0, y1 int, tx, ty float64) float64 {
-	a := float64(g[y0*stride+x0])*(1-tx) + float64(g[y0*stride+x1])*tx
-	b := float64(g[y1*stride+x0])*(1-tx) + float64(g[y1*stride+x1])*tx
-	return a*(1-ty) + b*ty
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(hi, v)) }

@@ -2,6 +2,7 @@ package qrscan
 
 import (
 	"image"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -60,6 +61,56 @@ func TestHalf(t *testing.T) {
 				want := (at(0, 0) + at(1, 0) + at(0, 1) + at(1, 1) + 2) / 4
 				if v := int(got.pix[y*got.w+x]); v != want {
 					t.Fatalf("%d×%d: pixel (%d, %d) is %d, want %d", p.w, p.h, x, y, v, want)
+				}
+			}
+		}
+	}
+}
+
+// TestNormalize: each pixel is stretched from the range its block and
+// their neighbours span, interpolated bilinearly between block centres,
+// to 0..255, as written out plainly here for every pixel.
+func TestNormalize(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(11, 12))
+	for _, size := range [][2]int{{5, 7}, {70, 45}, {100, 70}} {
+		const cell = 32
+		p := plane{pix: make([]byte, size[0]*size[1]), w: size[0], h: size[1]}
+		for i := range p.pix {
+			p.pix[i] = byte(100 + rnd.IntN(60) + 80*(i/p.w/40%2))
+		}
+		got := normalize(p, cell, nil)
+		w, h := p.w, p.h
+		bw, bh := (w+cell-1)/cell, (h+cell-1)/cell
+		rng := func(bx, by int) (lo, hi float64) { // over the 3×3 blocks around
+			mn, mx := 255, 0
+			for y := max(0, (by-1)*cell); y < min(h, (by+2)*cell); y++ {
+				for x := max(0, (bx-1)*cell); x < min(w, (bx+2)*cell); x++ {
+					mn, mx = min(mn, int(p.pix[y*w+x])), max(mx, int(p.pix[y*w+x]))
+				}
+			}
+			return float64(mn), float64(mx)
+		}
+		at := func(c, n int) (int, int, float64) {
+			f := (float64(c)+0.5)/cell - 0.5
+			c0 := clampInt(int(math.Floor(f)), 0, n-1)
+			return c0, clampInt(c0+1, 0, n-1), math.Max(0, math.Min(1, f-float64(c0)))
+		}
+		for y := range h {
+			y0, y1, ty := at(y, bh)
+			for x := range w {
+				x0, x1, tx := at(x, bw)
+				l00, u00 := rng(x0, y0)
+				l10, u10 := rng(x1, y0)
+				l01, u01 := rng(x0, y1)
+				l11, u11 := rng(x1, y1)
+				l := (l00*(1-tx)+l10*tx)*(1-ty) + (l01*(1-tx)+l11*tx)*ty
+				u := (u00*(1-tx)+u10*tx)*(1-ty) + (u01*(1-tx)+u11*tx)*ty
+				v, d := float64(p.pix[y*w+x]), u-l
+				if d < 24 {
+					d = 24
+				}
+				if want := uint8(clampF((v-l)*255/d, 0, 255)); got.pix[y*w+x] != want {
+					t.Fatalf("%d×%d: pixel (%d, %d) is %d, want %d", w, h, x, y, got.pix[y*w+x], want)
 				}
 			}
 		}
