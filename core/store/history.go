@@ -130,8 +130,9 @@ func decodeVerification(prefix, k, v []byte) (Verification, error) {
 // which, read, rewritten and synced with every transaction, was most of
 // what an entry cost. Once historyBatch sequence numbers have gone by since
 // the first waiting entry (metaHistoryFrom), the write that takes the last
-// moves the waiting entries to bucketHistory, where the entries of a branch
-// share its pages. A listing reads both; publishers read messages only.
+// copies the waiting entries to bucketHistory, where the entries of a
+// branch share its pages, and Ack removes them from the outbox with the
+// messages. A listing reads both; publishers read messages only.
 const historyMark = 'h'
 
 // metaHistoryFrom, in bucketMeta, is the outbox sequence number from
@@ -201,41 +202,33 @@ func cutEntry(entry []byte) (prefix, key, value []byte, ok bool) {
 }
 
 // index moves the entries of the history waiting in the outbox to
-// bucketHistory. The committer learns the outbox sequence number from
-// which entries wait anew once tx commits (update).
+// bucketHistory: copies them there, and Ack removes them from the outbox
+// with the messages around them. The committer learns the outbox sequence
+// number from which entries wait anew once tx commits (update).
 func (s *Store) index(tx *bolt.Tx) error {
 	outbox, history := tx.Bucket(bucketOutbox), tx.Bucket(bucketHistory)
-	// Positions and entries first, moves after (a bbolt cursor skips keys
-	// when it moves after a Delete). bbolt keeps a value until the
-	// transaction commits, and the entries are read from pages their
-	// deletion frees: one copy holds them all.
+	// bbolt keeps a value until the transaction commits, and a value read
+	// from a page may not outlive a remapping of the file while the
+	// transaction writes: one copy holds them all.
 	from := seqKey(s.historyFrom)
 	c := outbox.Cursor()
-	size, n := 0, 0
+	size := 0
 	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
 		if isHistoryKey(k) {
-			size, n = size+len(k)+len(v), n+1
+			size += len(v)
 		}
 	}
-	buf, waiting := make([]byte, 0, size), make([][2][]byte, 0, n)
-	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
-		if isHistoryKey(k) {
-			var kc, vc []byte
-			kc, buf = split(append(buf, k...))
-			vc, buf = split(append(buf, v...))
-			waiting = append(waiting, [2][]byte{kc, vc})
-		}
-	}
+	buf := make([]byte, 0, size)
 	h := history.Cursor()
-	for _, w := range waiting {
-		prefix, key, value, ok := cutEntry(w[1])
+	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
+		if !isHistoryKey(k) {
+			continue
+		}
+		var entry []byte
+		entry, buf = split(append(buf, v...))
+		prefix, key, value, ok := cutEntry(entry)
 		if !ok {
 			return errBadHistory
-		}
-		if k, _ := c.Seek(w[0]); bytes.Equal(k, w[0]) {
-			if err := c.Delete(); err != nil {
-				return err
-			}
 		}
 		if err := s.list(tx, history, h, prefix, key, value); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -131,6 +132,22 @@ func TestHistoryAcrossTheOutbox(t *testing.T) {
 	}
 	if w, _ := s.OutboxStats(); w != 0 {
 		t.Errorf("after the ack, %d messages wait", w)
+	}
+	var stale, kept int // moved entries the ack passed, waiting ones
+	s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOutbox).ForEach(func(k, _ []byte) error {
+			switch seq := binary.BigEndian.Uint64(k); {
+			case !isHistoryKey(k):
+			case seq >= s.historyFrom:
+				kept++
+			case seq <= last:
+				stale++
+			}
+			return nil
+		})
+	})
+	if moved, _ := counts(); stale != 0 || moved+kept != len(want) {
+		t.Errorf("after the ack, the outbox keeps %d moved entries it passed and %d waiting ones (%d moved, of %d)", stale, kept, moved, len(want))
 	}
 	check("after the ack")
 	s.Close()

@@ -96,29 +96,34 @@ func (s *Store) OutboxAfter(seq uint64, max int) ([]Message, error) {
 const ackBatch = 10000
 
 // Ack removes every message up to and including seq: they reached the
-// broker.
+// broker. It removes the history's entries among them that have moved to
+// bucketHistory too (see note), and keeps those still waiting.
 func (s *Store) Ack(seq uint64) error {
 	for more := true; more; {
-		var done []uint64
+		var done [][]byte
+		messages := 0
 		err := s.write(func(tx *bolt.Tx) error {
 			// Positions first, deletions after: a bbolt cursor skips keys
 			// when it moves after a Delete, and First after one scans
 			// every emptied page.
 			b := tx.Bucket(bucketOutbox)
-			done, more = done[:0], false
+			done, messages, more = done[:0], 0, false
 			c := b.Cursor()
 			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= seq; k, _ = c.Next() {
-				if isHistoryKey(k) {
-					continue // the history's, not a message
-				}
 				if len(done) == ackBatch {
 					more = true
 					break
 				}
-				done = append(done, binary.BigEndian.Uint64(k))
+				switch {
+				case !isHistoryKey(k):
+					messages++
+				case binary.BigEndian.Uint64(k) >= s.historyFrom:
+					continue // waits to move
+				}
+				done = append(done, k)
 			}
-			for _, n := range done {
-				if err := b.Delete(seqKey(n)); err != nil {
+			for _, k := range done {
+				if err := b.Delete(k); err != nil {
 					return err
 				}
 			}
@@ -127,7 +132,7 @@ func (s *Store) Ack(seq uint64) error {
 		if err != nil {
 			return err
 		}
-		s.outboxLen.Add(int64(-len(done)))
+		s.outboxLen.Add(int64(-messages))
 	}
 	return nil
 }

@@ -218,14 +218,13 @@ func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
 	var from uint64
 	if err == nil {
 		err = db.View(func(tx *bolt.Tx) error {
-			waiting, from = tx.Bucket(bucketOutbox).Stats().KeyN, historyFrom(tx)
-			c := tx.Bucket(bucketOutbox).Cursor()
-			for k, _ := c.Seek(seqKey(from)); k != nil; k, _ = c.Next() {
-				if isHistoryKey(k) {
-					waiting--
+			from = historyFrom(tx)
+			return tx.Bucket(bucketOutbox).ForEach(func(k, _ []byte) error {
+				if !isHistoryKey(k) {
+					waiting++
 				}
-			}
-			return nil
+				return nil
+			})
 		})
 	}
 	if err != nil {
