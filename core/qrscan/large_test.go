@@ -2,6 +2,7 @@ package qrscan
 
 import (
 	"bytes"
+	"compress/zlib"
 	"errors"
 	"fmt"
 	"image"
@@ -23,6 +24,36 @@ func withTRNS(img, data []byte) []byte {
 	out := append([]byte(nil), img[:i]...)
 	out = append(out, pngChunk("tRNS", data)...)
 	return append(out, img[i:]...)
+}
+
+// upFiltered is an 8-bit RGB PNG file of m, which is opaque, with every
+// row filtered with Up.
+func upFiltered(m *image.RGBA) []byte {
+	var b bytes.Buffer
+	if err := png.Encode(&b, m); err != nil { // for its header
+		panic(err)
+	}
+	w, h := m.Rect.Dx(), m.Rect.Dy()
+	var raw bytes.Buffer
+	prev := make([]byte, 3*w)
+	for y := range h {
+		raw.WriteByte(2)
+		for x := range w {
+			c := m.RGBAAt(x, y)
+			for i, v := range []byte{c.R, c.G, c.B} {
+				raw.WriteByte(v - prev[3*x+i])
+				prev[3*x+i] = v
+			}
+		}
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(raw.Bytes())
+	zw.Close()
+	i := bytes.Index(b.Bytes(), []byte("IDAT")) - 4
+	out := append([]byte(nil), b.Bytes()[:i]...)
+	out = append(out, pngChunk("IDAT", z.Bytes())...)
+	return append(out, pngChunk("IEND", nil)...)
 }
 
 // TestPNGLumaAsDecoded: reading a PNG row by row gives, for every colour
@@ -55,6 +86,29 @@ func TestPNGLumaAsDecoded(t *testing.T) {
 			rgba64.SetRGBA64(x, y, color.RGBA64{uint16(c.R) << 8, uint16(c.G) << 8, uint16(c.B) << 8, 0xffff})
 		}
 	}
+	// A screenshot's rows, which Up filters best: each the one above,
+	// with a few pixels changed or none (a row of zeros); pixels changed
+	// in one row, kept in the next and changed again in the third, in
+	// whole groups of eight pixels and past the last.
+	shot := image.NewRGBA(nrgba.Bounds())
+	for row := range h {
+		y := row
+		if y%8 == 4 {
+			y-- // the row above again
+		}
+		for x := range w {
+			c := color.RGBA{uint8(x * 37), uint8(x * 11), uint8(255 - x*4), 255}
+			switch a, b, end := x >= 8 && x < 12, x >= 24 && x < 28, x >= 58; {
+			case (y%4 == 1 || y%4 == 2) && (a || end):
+				c = color.RGBA{uint8(9 * (y - y%4)), 100, 30, 255}
+			case y%4 == 2 && b:
+				c = color.RGBA{50, uint8(7 * y), 60, 255}
+			case y%4 == 3 && (a || end):
+				c = color.RGBA{200, uint8(5 * y), 90, 255}
+			}
+			shot.SetRGBA(x, row, c)
+		}
+	}
 	imgs = append(imgs, nrgba, rgba, gray, gray16, nrgba64, rgba64)
 	for _, n := range []int{2, 4, 16, 256} { // bit depths 1, 2, 4 and 8
 		pal := color.Palette{}
@@ -75,6 +129,9 @@ func TestPNGLumaAsDecoded(t *testing.T) {
 		}
 		files = append(files, b.Bytes())
 	}
+	// The screenshot with every row filtered with Up (image/png chooses
+	// Paeth for these rows), as some phones' encoders write it.
+	files = append(files, upFiltered(shot))
 	// Grey and RGB with a transparent colour, 8 and 16 bits.
 	files = append(files,
 		withTRNS(files[2], []byte{0, byte(gray.Pix[5])}),

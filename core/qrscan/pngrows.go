@@ -168,17 +168,26 @@ func pngLuma(img []byte, w, h, k int, buf []byte) (plane, error) {
 	cur, prev := make([]byte, rowBytes), make([]byte, rowBytes)
 	luma := make([]byte, w)
 	conv := pngRowLuma(depth, ctype, palette, trns, w)
+	rgb := ctype == 2 && depth == 8 && len(trns) < 6 // 8-bit RGB, no transparent colour: screenshots
 
 	out := newShrunk(w/k, h/k, k, buf)
 	for y := 0; y < out.h*k; y++ {
 		if _, err := io.ReadFull(zr, cur); err != nil {
 			return plane{}, fmt.Errorf("png: row %d: %w", y, err)
 		}
-		if y > 0 && cur[0] == 2 && zero(cur[1:]) {
-			// Up, adding nothing: the row above again, and its luma
-			// (a screenshot's flat background, most of its rows).
-			out.add(y, luma)
-			continue
+		if y > 0 && cur[0] == 2 {
+			if zero(cur[1:]) {
+				// Up, adding nothing: the row above again, and its luma
+				// (a screenshot's flat background, most of its rows).
+				out.add(y, luma)
+				continue
+			}
+			if rgb {
+				upRGB(cur[1:], prev[1:], luma)
+				out.add(y, luma)
+				cur, prev = prev, cur
+				continue
+			}
 		}
 		if err := unfilter(cur, prev, bpp); err != nil {
 			return plane{}, err
@@ -207,9 +216,7 @@ func unfilter(cur, prev []byte, bpp int) error {
 	case 2: // Up, eight bytes at a time: a byte-wise sum without carries
 		p = p[:len(c)]
 		for len(c) >= 8 {
-			x, y := binary.LittleEndian.Uint64(c), binary.LittleEndian.Uint64(p)
-			const hi = 0x8080808080808080
-			binary.LittleEndian.PutUint64(c, ((x&^hi)+(y&^hi))^((x^y)&hi))
+			binary.LittleEndian.PutUint64(c, addBytes(binary.LittleEndian.Uint64(c), binary.LittleEndian.Uint64(p)))
 			c, p = c[8:], p[8:]
 		}
 		for i := range c {
@@ -247,6 +254,44 @@ func unfilter(cur, prev []byte, bpp int) error {
 		return fmt.Errorf("png: bad filter type %d", f)
 	}
 	return nil
+}
+
+// upRGB undoes the Up filter of a row of 8-bit RGB samples c, given the
+// row above p, and brings luma, the row above's, up to date: eight pixels
+// (24 bytes) at a time, those the filter left as they were above (all
+// zero, a screenshot's background beside a code or text) keep their luma.
+func upRGB(c, p, luma []byte) {
+	w := len(luma)
+	c, p = c[:3*w], p[:3*w]
+	x := 0
+	for ; x+8 <= w; x += 8 {
+		q, a := (*[24]byte)(c[3*x:]), (*[24]byte)(p[3*x:])
+		f0, f1, f2 := binary.LittleEndian.Uint64(q[:]), binary.LittleEndian.Uint64(q[8:]), binary.LittleEndian.Uint64(q[16:])
+		p0, p1, p2 := binary.LittleEndian.Uint64(a[:]), binary.LittleEndian.Uint64(a[8:]), binary.LittleEndian.Uint64(a[16:])
+		if f0|f1|f2 == 0 {
+			copy(q[:], a[:])
+			continue
+		}
+		binary.LittleEndian.PutUint64(q[:], addBytes(f0, p0))
+		binary.LittleEndian.PutUint64(q[8:], addBytes(f1, p1))
+		binary.LittleEndian.PutUint64(q[16:], addBytes(f2, p2))
+		o := (*[8]byte)(luma[x:])
+		for i := range o {
+			o[i] = uint8(lum(q[3*i], q[3*i+1], q[3*i+2]))
+		}
+	}
+	for ; x < w; x++ {
+		q := (*[3]byte)(c[3*x:])
+		q[0], q[1], q[2] = q[0]+p[3*x], q[1]+p[3*x+1], q[2]+p[3*x+2]
+		luma[x] = uint8(lum(q[0], q[1], q[2]))
+	}
+}
+
+// addBytes adds the eight bytes of x and y each to each, without carries
+// from one to the next.
+func addBytes(x, y uint64) uint64 {
+	const hi = 0x8080808080808080
+	return ((x &^ hi) + (y &^ hi)) ^ ((x ^ y) & hi)
 }
 
 // zero reports whether b is all zeros, looking at eight bytes at a time.

@@ -540,6 +540,12 @@ var shrinkBasis = func() (t [9][]int64) {
 		n := 8 / s
 		m := make([]int64, n*n)
 		for o := range n {
+			if o > (n-1)/2 { // the mirror image of output pixel n-1-o: M(n-1-o, u) = (-1)^u M(o, u)
+				for u := range n {
+					m[o*n+u] = m[(n-1-o)*n+u] * int64(1-2*(u%2))
+				}
+				continue
+			}
 			for u := range n {
 				c := 0.5
 				if u == 0 {
@@ -613,8 +619,11 @@ func (d *decoder) reconstructShrunk(b *block, bx, by int) {
 
 // shrink2 is reconstructShrunk at scale 2, unrolled (the first pass of
 // every JPEG screenshot runs it on each block): rows of frequencies that
-// are all zero, most of them, are skipped, and a block whose 4×4 lowest
-// frequencies are its mean alone is filled with it.
+// are all zero, most of them, are skipped, a block whose 4×4 lowest
+// frequencies are its mean alone is filled with it, and the basis's
+// symmetry (output pixel 3-x weighs the even frequencies as pixel x does,
+// the odd ones negated) halves the multiplications: pixel x and 3-x are
+// the sum and the difference of the even and odd parts.
 func shrink2(b *block, dst []byte, stride int) {
 	m := (*[16]int64)(shrinkBasis[2])
 	var t [16]int64
@@ -626,11 +635,10 @@ func shrink2(b *block, dst []byte, stride int) {
 		}
 		flat = flat && v == 0 && r[1]|r[2]|r[3] == 0
 		f0, f1, f2, f3 := int64(r[0]), int64(r[1]), int64(r[2]), int64(r[3])
+		e0, o0 := f0*m[0]+f2*m[2], f1*m[1]+f3*m[3]
+		e1, o1 := f0*m[4]+f2*m[6], f1*m[5]+f3*m[7]
 		tv := (*[4]int64)(t[4*v:])
-		tv[0] = f0*m[0] + f1*m[1] + f2*m[2] + f3*m[3]
-		tv[1] = f0*m[4] + f1*m[5] + f2*m[6] + f3*m[7]
-		tv[2] = f0*m[8] + f1*m[9] + f2*m[10] + f3*m[11]
-		tv[3] = f0*m[12] + f1*m[13] + f2*m[14] + f3*m[15]
+		tv[0], tv[3], tv[1], tv[2] = e0+o0, e0-o0, e1+o1, e1-o1
 	}
 	const half = 128<<(2*shrinkBits) + 1<<(2*shrinkBits-1)
 	if flat {
@@ -641,13 +649,13 @@ func shrink2(b *block, dst []byte, stride int) {
 		}
 		return
 	}
-	for y := range 4 {
-		m0, m1, m2, m3 := m[4*y], m[4*y+1], m[4*y+2], m[4*y+3]
-		row := (*[4]uint8)(dst[y*stride:])
-		row[0] = pixel(half + m0*t[0] + m1*t[4] + m2*t[8] + m3*t[12])
-		row[1] = pixel(half + m0*t[1] + m1*t[5] + m2*t[9] + m3*t[13])
-		row[2] = pixel(half + m0*t[2] + m1*t[6] + m2*t[10] + m3*t[14])
-		row[3] = pixel(half + m0*t[3] + m1*t[7] + m2*t[11] + m3*t[15])
+	r0, r1 := (*[4]uint8)(dst), (*[4]uint8)(dst[stride:])
+	r2, r3 := (*[4]uint8)(dst[2*stride:]), (*[4]uint8)(dst[3*stride:])
+	for x := range 4 {
+		t0, t1, t2, t3 := t[x], t[4+x], t[8+x], t[12+x]
+		e0, o0 := half+m[0]*t0+m[2]*t2, m[1]*t1+m[3]*t3
+		e1, o1 := half+m[4]*t0+m[6]*t2, m[5]*t1+m[7]*t3
+		r0[x], r3[x], r1[x], r2[x] = pixel(e0+o0), pixel(e0-o0), pixel(e1+o1), pixel(e1-o1)
 	}
 }
 
