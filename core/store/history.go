@@ -147,6 +147,16 @@ func historyKey(seq uint64) []byte { return append(seqKey(seq), historyMark) }
 
 func isHistoryKey(k []byte) bool { return len(k) == 9 }
 
+// waitingFrom is the outbox sequence number from which entries of the
+// history wait there, as the running transaction of the committer has
+// left it.
+func (s *Store) waitingFrom() uint64 {
+	if s.historyMoved != 0 {
+		return s.historyMoved
+	}
+	return s.historyFrom
+}
+
 // historyFrom reads metaHistoryFrom.
 func historyFrom(tx *bolt.Tx) uint64 {
 	if v := tx.Bucket(bucketMeta).Get(metaHistoryFrom); len(v) == 8 {
@@ -169,7 +179,7 @@ func (s *Store) note(tx *bolt.Tx, entry []byte) error {
 	if err := b.Put(append(binary.BigEndian.AppendUint64(k[:0], seq), historyMark), entry); err != nil {
 		return err
 	}
-	if seq+1-s.historyFrom < s.historyBatch {
+	if seq+1-s.waitingFrom() < s.historyBatch {
 		return nil
 	}
 	return s.index(tx)
@@ -210,7 +220,7 @@ func (s *Store) index(tx *bolt.Tx) error {
 	// bbolt keeps a value until the transaction commits, and a value read
 	// from a page may not outlive a remapping of the file while the
 	// transaction writes: one copy holds them all.
-	from := seqKey(s.historyFrom)
+	from := seqKey(s.waitingFrom())
 	c := outbox.Cursor()
 	size := 0
 	for k, v := c.Seek(from); k != nil; k, v = c.Next() {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,4 +157,68 @@ func TestHistoryAcrossTheOutbox(t *testing.T) {
 		t.Errorf("after a restart, %d messages wait", w)
 	}
 	check("after a restart")
+}
+
+// TestHistoryOfConcurrentVerifications: verifications that share
+// transactions, several batches moving within one of them, are each listed
+// once.
+func TestHistoryOfConcurrentVerifications(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "core.db"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.historyBatch = 4
+	if _, err := s.InsertMissing(Records{
+		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 1 << 20, CycleAnchorDay: 1}},
+		Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 32 {
+				ref := fmt.Sprintf("REF%04d", i)
+				if _, err := s.Apply("svc", "br", SlipKey("bank", "004", ref), func(Snapshot) (Effect, error) {
+					return Effect{Charge: true, Result: []byte(`{}`), Listed: true,
+						Usage: func(bool, time.Time) Message { return Message{Topic: "slip.usage", Key: "svc", Value: []byte(ref)} }}, nil
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if commits, writes := s.Commits(); commits >= writes {
+		t.Fatalf("%d writes in %d transactions: none shared one", writes, commits)
+	}
+	seen := map[string]int{}
+	q := HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 100}
+	for {
+		page, next, err := s.History(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range page {
+			seen[v.SlipKey]++
+		}
+		if next == nil {
+			break
+		}
+		q.After = *next
+	}
+	twice := 0
+	for _, c := range seen {
+		if c > 1 {
+			twice++
+		}
+	}
+	if len(seen) != n || twice != 0 {
+		t.Errorf("%d of %d verifications listed, %d of them more than once", len(seen), n, twice)
+	}
 }

@@ -117,7 +117,7 @@ func (s *Store) Ack(seq uint64) error {
 				switch {
 				case !isHistoryKey(k):
 					messages++
-				case binary.BigEndian.Uint64(k) >= s.historyFrom:
+				case binary.BigEndian.Uint64(k) >= s.waitingFrom():
 					continue // waits to move
 				}
 				done = append(done, k)

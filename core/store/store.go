@@ -130,8 +130,8 @@ type Store struct {
 	// historyBatch is historyBatch but in tests.
 	historyBatch uint64
 	// historyFrom is metaHistoryFrom as committed, and historyMoved its
-	// value once the running transaction commits (0: unchanged); committer
-	// only.
+	// value once the running transaction commits (0: unchanged; see
+	// waitingFrom); committer only.
 	historyFrom, historyMoved uint64
 	dropped                   atomic.Int64
 	enqueued                  int64 // messages the running transaction added; committer only
