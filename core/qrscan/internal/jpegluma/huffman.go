@@ -43,7 +43,8 @@ type huffman struct {
 	// fastAC is, for an AC table, the look-up of a code and the value
 	// after it when both fit in fastBits bits: the value in the high 16
 	// bits, the run of zeros before it in the next 8, the length of code
-	// and value in the low 8; else 0.
+	// and value in the low 8; for the end of a block, a run of 64 and no
+	// value; else 0.
 	fastAC [1 << fastBits]int32
 }
 

@@ -1,14 +1,17 @@
 package jpegluma
 
+import "encoding/binary"
+
 // Sequential (baseline and extended) scans, which phones and encoders
 // write for nearly every photo and screenshot, are entropy-decoded here
 // rather than by processSOS's general loop, at a fraction of its cost: the
-// bits are taken 64 at a time, refilled a byte at a time only when fewer
-// than 57 are left, Huffman codes of up to fastBits bits are read with one
-// look-up, and the coefficients nobody will look at (the chroma's, and the
-// luma's past the lowest frequencies a shrunk block is made of) are
-// decoded to be skipped, not stored. The result is processSOS's, bit for
-// bit (TestJPEGLumaAsDecoded).
+// bits are held 64 at a time and refilled when fewer than 32 are left (a
+// code and its value), eight bytes at once where none of them is FF;
+// Huffman codes of up to fastBits bits are read with one look-up, an AC
+// code with its value; the coefficients nobody will look at (the
+// chroma's, and the luma's past the lowest frequencies a shrunk block is
+// made of) are decoded to be skipped, not stored. The result is
+// processSOS's, bit for bit (TestJPEGLumaAsDecoded).
 
 // fastBits is the length of the Huffman codes read with one look-up: 9
 // bits hold the codes of nearly every coefficient of a photo.
@@ -31,12 +34,14 @@ func (h *huffman) buildFast(nCodes *[maxCodeLength]int32) {
 			run, size := int32(h.vals[x]>>4), int(h.vals[x]&0x0f)
 			for k := range 1 << (fastBits - l) {
 				h.fast[base|k] = v
-				// An AC coefficient whose value's bits fit too.
-				if size != 0 && l+size <= fastBits {
+				// An AC coefficient whose value's bits fit too, or the
+				// end of the block (a run past its last coefficient).
+				switch {
+				case size != 0 && l+size <= fastBits:
 					x := int32(k>>(fastBits-l-size)) & (1<<size - 1)
 					h.fastAC[base|k] = extend(x, uint8(size))<<16 | run<<8 | int32(l+size)
-				} else {
-					h.fastAC[base|k] = 0
+				case h.vals[x] == 0x00:
+					h.fastAC[base|k] = blockSize<<8 | int32(l)
 				}
 			}
 			code++
@@ -58,8 +63,8 @@ type seqBits struct {
 }
 
 // refill tops the bits acc (n of them) up to at least 57, unless the
-// data ends first. Its fast path reads d.bytes while two bytes or more are
-// buffered.
+// data ends first. Its fast paths read d.bytes while two bytes or more are
+// buffered, eight at once where none is FF.
 func (d *decoder) refill(acc uint64, n int) (uint64, int) {
 	for n <= 56 && !d.seq.end {
 		i := d.bytes.i
@@ -70,6 +75,19 @@ func (d *decoder) refill(acc uint64, n int) (uint64, int) {
 				n += 8
 			}
 			continue
+		}
+		if i+8 <= d.bytes.j {
+			// Eight bytes at once if none is FF (no stuffing, no marker):
+			// as many as fit are counted; the bits of the rest, below
+			// them, are the same bytes the next refill adds again.
+			v := binary.BigEndian.Uint64(d.bytes.buf[i:])
+			if x := ^v; (x-0x0101010101010101)&^x&0x8080808080808080 == 0 {
+				acc |= v >> n
+				k := (64 - n) >> 3
+				d.bytes.i = i + k
+				n += 8 * k
+				continue
+			}
 		}
 		c := d.bytes.buf[i]
 		if c == 0xff {
@@ -179,7 +197,7 @@ func (d *decoder) processSequential(scan []scanComp, mxx, myy int) error {
 					// which a sequential file should not use). The bits
 					// are in acc and n, the Huffman look-ups inlined.
 					acc, n := d.seq.acc, d.seq.n
-					if n <= 56 {
+					if n < 32 {
 						acc, n = d.refill(acc, n)
 					}
 					var s uint8
@@ -211,7 +229,7 @@ func (d *decoder) processSequential(scan []scanComp, mxx, myy int) error {
 							last = keep
 						}
 						for zig := 1; zig < blockSize; zig++ {
-							if n <= 56 {
+							if n < 32 {
 								acc, n = d.refill(acc, n)
 							}
 							if f := acH.fastAC[acc>>(64-fastBits)]; f != 0 {
