@@ -68,18 +68,21 @@ func (hb *hybridBits) binarize(p plane) (*gozxing.BitMatrix, error) {
 		y0 := min(by*blk, h-blk)
 		for bx := range sw {
 			x0 := min(bx*blk, w-blk)
-			lanes, lo, hi := uint64(0), uint8(255), uint8(0)
+			// The sum in four 16-bit lanes (at most 16 × 255 each), the
+			// least and greatest of each column in the bytes of lo and
+			// hi, then of the block in their lowest byte.
+			lanes, lo, hi := uint64(0), ^uint64(0), uint64(0)
 			for y := y0; y < y0+blk; y++ {
-				r := (*[blk]uint8)(pix[y*w+x0:])
-				// The sum in four 16-bit lanes (at most 16 × 255 each).
-				v := binary.LittleEndian.Uint64(r[:])
+				v := binary.LittleEndian.Uint64(pix[y*w+x0:])
 				lanes += v&0x00ff00ff00ff00ff + v>>8&0x00ff00ff00ff00ff
-				lo = min(lo, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
-				hi = max(hi, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
+				lo, hi = minBytes(lo, v), maxBytes(hi, v)
 			}
+			lo, hi = minBytes(lo, lo>>32), maxBytes(hi, hi>>32)
+			lo, hi = minBytes(lo, lo>>16), maxBytes(hi, hi>>16)
+			lo, hi = minBytes(lo, lo>>8), maxBytes(hi, hi>>8)
 			sum := int32(lanes * 0x0001000100010001 >> 48)
 			avg := sum >> 6
-			if hi-lo <= minRange {
+			if lo, hi := uint8(lo), uint8(hi); hi-lo <= minRange {
 				avg = int32(lo) / 2
 				if by > 0 && bx > 0 {
 					nb := (bp[(by-1)*sw+bx] + 2*bp[by*sw+bx-1] + bp[(by-1)*sw+bx-1]) / 4
@@ -133,13 +136,30 @@ func (hb *hybridBits) binarize(p plane) (*gozxing.BitMatrix, error) {
 	return m, nil
 }
 
-// atMost returns a bit for each of the eight bytes of v (the first byte,
-// the lowest bit) that is at most the byte of t in the same place, all of
-// them compared at once: below 128 by a subtraction that cannot borrow
-// from the next byte, and by their top bits above.
-func atMost(v, t uint64) uint64 {
+// atMostBytes returns, for each of the eight bytes of v, its top bit set
+// if it is at most the byte of t in the same place, all of them compared
+// at once: below 128 by a subtraction that cannot borrow from the next
+// byte, and by their top bits above.
+func atMostBytes(v, t uint64) uint64 {
 	const top = 0x8080808080808080
 	low := (t | top) - (v &^ top) // top bit set: v's low 7 bits at most t's
-	le := (^v & t) | (^(v ^ t) & low)
-	return (le & top) * 0x0002040810204081 >> 56 // the eight top bits, gathered
+	return ((^v & t) | (^(v ^ t) & low)) & top
+}
+
+// minBytes and maxBytes are the least and the greatest of each byte of a
+// and the byte of b in the same place.
+func minBytes(a, b uint64) uint64 {
+	le := atMostBytes(a, b) >> 7 * 0xff // bytes of ones where a's is at most b's
+	return b ^ (a^b)&le
+}
+
+func maxBytes(a, b uint64) uint64 {
+	le := atMostBytes(a, b) >> 7 * 0xff
+	return a ^ (a^b)&le
+}
+
+// atMost returns a bit for each of the eight bytes of v (the first byte,
+// the lowest bit) that is at most the byte of t in the same place.
+func atMost(v, t uint64) uint64 {
+	return atMostBytes(v, t) * 0x0002040810204081 >> 56 // the eight top bits, gathered
 }
