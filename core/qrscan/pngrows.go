@@ -269,7 +269,9 @@ func upRGB(c, p, luma []byte) {
 		f0, f1, f2 := binary.LittleEndian.Uint64(q[:]), binary.LittleEndian.Uint64(q[8:]), binary.LittleEndian.Uint64(q[16:])
 		p0, p1, p2 := binary.LittleEndian.Uint64(a[:]), binary.LittleEndian.Uint64(a[8:]), binary.LittleEndian.Uint64(a[16:])
 		if f0|f1|f2 == 0 {
-			copy(q[:], a[:])
+			binary.LittleEndian.PutUint64(q[:], p0)
+			binary.LittleEndian.PutUint64(q[8:], p1)
+			binary.LittleEndian.PutUint64(q[16:], p2)
 			continue
 		}
 		binary.LittleEndian.PutUint64(q[:], addBytes(f0, p0))
