@@ -45,8 +45,12 @@ func (s *stack) Exited() bool {
 // Output is what make and the tiers wrote so far.
 func (s *stack) Output() string { return s.out.String() }
 
-// ports are the stack's listeners for one test.
-type ports struct{ edge, core, metrics, kafka, usage, admin string }
+// ports are the stack's listeners for one test; more are those of a mode
+// that has more (a second core, PostgreSQL).
+type ports struct {
+	edge, core, metrics, kafka, usage, admin string
+	more                                     []string
+}
 
 func freePorts(t *testing.T) ports {
 	return ports{edge: testnet.FreeAddr(t), core: testnet.FreeAddr(t), metrics: testnet.FreeAddr(t), kafka: testnet.FreeAddr(t),
@@ -182,7 +186,7 @@ func TestMakeRun(t *testing.T) {
 // waitClosed waits until none of the stack's listeners accepts connections.
 func waitClosed(t *testing.T, p ports) {
 	t.Helper()
-	for _, addr := range []string{p.edge, p.core, p.kafka} {
+	for _, addr := range append([]string{p.edge, p.core, p.kafka}, p.more...) {
 		testnet.Eventually(t, 30*time.Second, func() bool { return !testnet.Listening(addr) }, func() string { return addr + " still listens: a tier outlived run.sh" })
 	}
 }
