@@ -223,9 +223,18 @@ func (s *Store) index(tx *bolt.Tx) error {
 	from := seqKey(s.waitingFrom())
 	c := outbox.Cursor()
 	size := 0
+	moving := map[string]*branchMove{} // by the entries' prefix
 	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
-		if isHistoryKey(k) {
-			size += len(v)
+		if !isHistoryKey(k) {
+			continue
+		}
+		size += len(v)
+		if prefix, _, _, ok := cutEntry(v); ok {
+			if m := moving[string(prefix)]; m != nil {
+				m.entries++
+			} else {
+				moving[string(prefix)] = &branchMove{entries: 1}
+			}
 		}
 	}
 	buf := make([]byte, 0, size)
@@ -240,7 +249,15 @@ func (s *Store) index(tx *bolt.Tx) error {
 		if !ok {
 			return errBadHistory
 		}
-		if err := s.list(tx, history, h, prefix, key, value); err != nil {
+		m := moving[string(prefix)]
+		if !m.started {
+			m.started = true
+			if err := s.prune(tx, h, prefix, m.entries*historyPruned); err != nil {
+				return err
+			}
+			m.newest = newestKey(h, prefix)
+		}
+		if err := m.put(history, h, len(prefix), key, value); err != nil {
 			return err
 		}
 	}
@@ -249,31 +266,64 @@ func (s *Store) index(tx *bolt.Tx) error {
 	return tx.Bucket(bucketMeta).Put(metaHistoryFrom, seqKey(next))
 }
 
-// list puts the entry (key, value) in history, the bucketHistory of tx,
-// seeking with c, a cursor of history; prefix is key's service and branch. Two entries of one branch for one
-// slip in the same millisecond take the next free ones (key changes).
-// When slip records expire, it first removes up to historyPruned entries
-// of the branch whose slip record is gone, oldest first, so the history
-// is kept as long as the slips are. One cursor serves both.
-func (s *Store) list(tx *bolt.Tx, history *bolt.Bucket, c *bolt.Cursor, prefix, key, value []byte) error {
-	if s.slipAges { // slip records expire: so do the entries of those gone
-		slips := tx.Bucket(bucketSlips)
-		serviceID := string(prefix[:bytes.IndexByte(prefix, 0)])
-		for max, k := historyPruned, seek(c, prefix); max > 0 && bytes.HasPrefix(k, prefix); k = seek(c, prefix) {
-			if liveEntry(slips, serviceID, prefix, k) {
-				break
-			}
-			if err := c.Delete(); err != nil {
-				return err
-			}
-			max--
+// branchMove is a move's progress through the entries of one branch.
+type branchMove struct {
+	entries int    // the branch's entries in the move
+	started bool   // pruned, and newest read
+	newest  []byte // the key of the branch's newest entry in bucketHistory (nil: none)
+}
+
+// put puts the entry (key, value) in history, with c a cursor of it; at is
+// where the time starts in key. Two entries of one branch for one slip in
+// the same millisecond take the next free ones (key changes): an entry
+// newer than the branch's newest has nothing to look for.
+func (m *branchMove) put(history *bolt.Bucket, c *bolt.Cursor, at int, key, value []byte) error {
+	if bytes.Compare(key, m.newest) <= 0 {
+		for k := seek(c, key); bytes.Equal(k, key); k = seek(c, key) {
+			binary.BigEndian.PutUint64(key[at:], binary.BigEndian.Uint64(key[at:])+1)
 		}
 	}
-	at := len(prefix) // the time in key
-	for k := seek(c, key); bytes.Equal(k, key); k = seek(c, key) {
-		binary.BigEndian.PutUint64(key[at:], binary.BigEndian.Uint64(key[at:])+1)
+	if bytes.Compare(key, m.newest) > 0 {
+		m.newest = key
 	}
 	return history.Put(key, value)
+}
+
+// newestKey returns the key of the newest entry of the branch whose keys
+// start with prefix, or nil, with c a cursor of bucketHistory.
+func newestKey(c *bolt.Cursor, prefix []byte) []byte {
+	k, _ := c.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if !bytes.HasPrefix(k, prefix) {
+		return nil
+	}
+	return bytes.Clone(k)
+}
+
+// prune removes up to max of the oldest entries of the branch whose keys
+// start with prefix whose slip record is gone, with c a cursor of
+// bucketHistory, when slip records expire: the history is kept as long as
+// the slips are.
+func (s *Store) prune(tx *bolt.Tx, c *bolt.Cursor, prefix []byte, max int) error {
+	if !s.slipAges {
+		return nil
+	}
+	slips := tx.Bucket(bucketSlips)
+	serviceID := string(prefix[:bytes.IndexByte(prefix, 0)])
+	for k := seek(c, prefix); max > 0 && bytes.HasPrefix(k, prefix); k = seek(c, prefix) {
+		if liveEntry(slips, serviceID, prefix, k) {
+			break
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+		max--
+	}
+	return nil
 }
 
 func seek(c *bolt.Cursor, k []byte) []byte {

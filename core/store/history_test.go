@@ -222,3 +222,112 @@ func TestHistoryOfConcurrentVerifications(t *testing.T) {
 		t.Errorf("%d of %d verifications listed, %d of them more than once", len(seen), n, twice)
 	}
 }
+
+// TestHistorySameMillisecond: two listed verifications of one slip by one
+// branch in the same millisecond are both listed, whether they move to the
+// branch's range in one batch or in two.
+func TestHistorySameMillisecond(t *testing.T) {
+	for _, batch := range []uint64{3, 64} {
+		clock := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+		s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), clock.Now, Options{SlipAges: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.historyBatch = batch
+		if _, err := s.InsertMissing(Records{
+			Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
+			Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			if _, err := s.Apply("svc", "br", SlipKey("bank", "004", "SAME"), func(Snapshot) (Effect, error) {
+				return Effect{Charge: true, Result: []byte(`{}`), Listed: true}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, _, err := s.History(HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 10})
+		if err != nil || len(page) != 5 {
+			t.Errorf("batch %d: %d entries listed, %v; want the 5 verifications", batch, len(page), err)
+		}
+		s.Close()
+	}
+}
+
+// TestHistoryKeptAsLongAsSlips: an entry whose slip record expired is no
+// longer listed, and the moves of its branch's later entries remove it.
+func TestHistoryKeptAsLongAsSlips(t *testing.T) {
+	clock := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), clock.Now, Options{SlipAges: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.historyBatch = 4
+	if _, err := s.InsertMissing(Records{
+		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
+		Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	verify := func(refs ...string) {
+		t.Helper()
+		for _, ref := range refs {
+			if _, err := s.Apply("svc", "br", SlipKey("bank", "004", ref), func(Snapshot) (Effect, error) {
+				return Effect{Charge: true, Result: []byte(`{}`), Listed: true}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Second)
+		}
+	}
+	listed := func() string {
+		t.Helper()
+		page, _, err := s.History(HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refs []string
+		for _, v := range page {
+			refs = append(refs, strings.TrimPrefix(v.SlipKey, "bank/004/"))
+		}
+		return strings.Join(refs, ",")
+	}
+	stored := func() int {
+		var n int
+		s.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketHistory).Stats().KeyN; return nil })
+		return n
+	}
+	verify("OLD1", "OLD2", "OLD3", "OLD4", "OLD5")
+	if stored() == 0 {
+		t.Fatal("no entry moved to the branch's range: the test needs some")
+	}
+	clock.Advance(time.Hour)
+	if n, err := s.ExpireSlips(clock.Now().Add(-30*time.Minute), 100); err != nil || n != 5 {
+		t.Fatalf("ExpireSlips = %d, %v; want the 5 old slips", n, err)
+	}
+	if got := listed(); got != "" {
+		t.Errorf("entries of expired slips listed: %s", got)
+	}
+	before := stored()
+	verify("NEW1", "NEW2", "NEW3", "NEW4", "NEW5", "NEW6")
+	if got := listed(); got != "NEW6,NEW5,NEW4,NEW3,NEW2,NEW1" {
+		t.Errorf("listed %s, want the new slips", got)
+	}
+	if after, moved := stored(), 6-waitingEntries(s); after >= before+moved {
+		t.Errorf("%d entries stored before, %d after %d more moved: the expired ones stayed", before, after, moved)
+	}
+}
+
+// waitingEntries counts the entries waiting in s's outbox.
+func waitingEntries(s *Store) int {
+	n := 0
+	s.db.View(func(tx *bolt.Tx) error {
+		for _, e := range waiting(tx, "svc", "") {
+			n += len(e.kv)
+		}
+		return nil
+	})
+	return n
+}

@@ -108,7 +108,7 @@ type Effect struct {
 }
 
 // historyPruned is how many expired history entries of its branch an
-// entry's move to bucketHistory removes at most (see Store.list).
+// entry's move to bucketHistory removes at most (see Store.prune).
 const historyPruned = 2
 
 var errNoResult = errors.New("store: a new slip record needs a result")

@@ -53,20 +53,39 @@ func TestImageSourcesNeedAReader(t *testing.T) {
 
 // BenchmarkVerifyBankNew verifies a new slip per iteration: payload parse,
 // state check, duplicate lookup, quota pre-check, sandbox lookup and one
-// durable (fsync'd) consume. In parallel, concurrent consumes share commits.
+// durable (fsync'd) consume. In parallel, concurrent consumes share commits;
+// with branches=64 they spread over 64 branches of the service, as the bench
+// suite's do.
 func BenchmarkVerifyBankNew(b *testing.B) {
-	for _, par := range []bool{false, true} {
-		b.Run(fmt.Sprintf("parallel=%v", par), func(b *testing.B) {
+	for _, c := range []struct {
+		parallel bool
+		branches int
+	}{{false, 1}, {true, 1}, {true, 64}} {
+		name := fmt.Sprintf("parallel=%v", c.parallel)
+		if c.branches > 1 {
+			name += fmt.Sprintf("/branches=%d", c.branches)
+		}
+		b.Run(name, func(b *testing.B) {
 			v := newVerifier(b, 1<<40)
+			branches := []string{"br"}
+			for i := 1; i < c.branches; i++ {
+				branches = append(branches, fmt.Sprintf("br%02d", i))
+				if _, err := v.Store.InsertMissing(store.Records{Branches: []store.Branch{{ID: branches[i], ServiceID: "svc",
+					Active: true, KeyDigest: store.Digest(branches[i])}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
 			var n atomic.Int64
 			one := func() {
-				p := slip.Bank{BankCode: "004", TransRef: fmt.Sprintf("BENCH%015d", n.Add(1))}.Encode()
-				if _, err := v.Bank(context.Background(), request(p)); err != nil {
+				i := n.Add(1)
+				r := request(slip.Bank{BankCode: "004", TransRef: fmt.Sprintf("BENCH%015d", i)}.Encode())
+				r.BranchID = branches[i%int64(len(branches))]
+				if _, err := v.Bank(context.Background(), r); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportAllocs()
-			if par {
+			if c.parallel {
 				b.SetParallelism(32)
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
