@@ -321,7 +321,7 @@ set +e
 since=() # when each core started (SECONDS)
 delay=() # each core's last wait before a start again
 while :; do
-	wait -n -p gone "${pids[@]}"
+	wait -n -p gone "${pids[@]}" 2>/dev/null # the line below says it, not bash's "Killed"
 	rc=$?
 	j=""
 	if [ -n "${SLIP_STORE:-}" ]; then
