@@ -17,6 +17,11 @@ if [ -n "${SLIP_STORE:-}" ]; then
 	export SLIP_CORE_ADDR="${SLIP_CORE_ADDR:-127.0.0.1:8081,127.0.0.1:8082}"
 	export SLIP_ADMIN_ADDR="${SLIP_ADMIN_ADDR:-127.0.0.1:8085,127.0.0.1:8086}"
 	export SLIP_POSTGRES_ADDR="${SLIP_POSTGRES_ADDR:-127.0.0.1:5442,127.0.0.1:5443}"
+	# A core without the PostgreSQL store would open one bbolt file twice.
+	if ! grep -q '(SLIP_STORE)' <<<"$(bin/core -h 2>&1)"; then
+		echo "stack: bin/core has no PostgreSQL store (it does not read SLIP_STORE)" >&2
+		exit 2
+	fi
 	IFS=, read -ra core_addrs <<<"$SLIP_CORE_ADDR"
 	IFS=, read -ra admin_addrs <<<"$SLIP_ADMIN_ADDR"
 	if [ "$SLIP_ADMIN_ADDR" = off ]; then
