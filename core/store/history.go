@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -14,11 +15,25 @@ import (
 
 // bucketHistory is every branch's history of verifications: one entry for
 // each verification that charged quota or first recorded a slip for the
-// branch (Apply), keyed service NUL branch NUL time (Unix ms, big-endian)
-// and the slip's key, so a branch's entries are one range in time order.
-// The value holds what a listing shows and filters on (History), so a page
-// reads no slip record. The newest entries wait in the outbox (note).
-var bucketHistory = []byte("history")
+// branch (Apply). An entry's key is service NUL branch NUL time (Unix ms,
+// big-endian) and the slip's key, so that a branch's entries are one range
+// in time order; its value holds what a listing shows and filters on
+// (History), so a page reads no slip record. The entries are kept in runs:
+// a run is a branch's entries in key order, under the key service NUL
+// branch NUL the time of its newest entry, holding those after the run
+// before it (runs of a branch never overlap), each as its time (8 bytes),
+// its slip key and its value (a uvarint of the length before each). One
+// put stores a run, where it took one a entry. The newest entries wait in
+// the outbox (note).
+var bucketHistory = []byte("history-runs")
+
+// bucketHistoryEntries is where a store of before the runs kept an entry
+// under its own key: Open moves them into runs.
+var bucketHistoryEntries = []byte("history")
+
+// runBytes is the size up to which a branch's newest run takes the next
+// entries: beyond it, they start a run of their own.
+const runBytes = 4096
 
 // Verification is one entry of a branch's history.
 type Verification struct {
@@ -200,64 +215,40 @@ func cutEntry(entry []byte) (prefix, key, value []byte, ok bool) {
 		return nil, nil, nil, false
 	}
 	key, value = entry[n:n+int(l)], entry[n+int(l):]
-	svc := bytes.IndexByte(key, 0)
-	if svc < 0 {
+	if prefix, ok = keyPrefix(key); !ok || len(key) < len(prefix)+8 {
 		return nil, nil, nil, false
 	}
-	br := bytes.IndexByte(key[svc+1:], 0)
-	if br < 0 || len(key) < svc+br+2+8 {
-		return nil, nil, nil, false
-	}
-	return key[:svc+br+2], key, value, true
+	return prefix, key, value, true
 }
 
 // index moves the entries of the history waiting in the outbox to
-// bucketHistory: copies them there, and Ack removes them from the outbox
-// with the messages around them. The committer learns the outbox sequence
-// number from which entries wait anew once tx commits (update).
+// bucketHistory: adds them to their branches' runs, and Ack removes them
+// from the outbox with the messages around them. The committer learns the
+// outbox sequence number from which entries wait anew once tx commits
+// (update).
 func (s *Store) index(tx *bolt.Tx) error {
-	outbox, history := tx.Bucket(bucketOutbox), tx.Bucket(bucketHistory)
-	// bbolt keeps a value until the transaction commits, and a value read
-	// from a page may not outlive a remapping of the file while the
-	// transaction writes: one copy holds them all.
-	from := seqKey(s.waitingFrom())
+	outbox := tx.Bucket(bucketOutbox)
+	// The entries are read from the outbox's pages, which nothing frees
+	// before the transaction commits; the runs made of them are copies.
+	byBranch := map[string][]kv{} // by prefix
 	c := outbox.Cursor()
-	size := 0
-	moving := map[string]*branchMove{} // by the entries' prefix
-	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
+	for k, v := c.Seek(seqKey(s.waitingFrom())); k != nil; k, v = c.Next() {
 		if !isHistoryKey(k) {
 			continue
 		}
-		size += len(v)
-		if prefix, _, _, ok := cutEntry(v); ok {
-			if m := moving[string(prefix)]; m != nil {
-				m.entries++
-			} else {
-				moving[string(prefix)] = &branchMove{entries: 1}
-			}
-		}
-	}
-	buf := make([]byte, 0, size)
-	h := history.Cursor()
-	for k, v := c.Seek(from); k != nil; k, v = c.Next() {
-		if !isHistoryKey(k) {
-			continue
-		}
-		var entry []byte
-		entry, buf = split(append(buf, v...))
-		prefix, key, value, ok := cutEntry(entry)
+		prefix, key, value, ok := cutEntry(v)
 		if !ok {
 			return errBadHistory
 		}
-		m := moving[string(prefix)]
-		if !m.started {
-			m.started = true
-			if err := s.prune(tx, h, prefix, m.entries*historyPruned); err != nil {
-				return err
-			}
-			m.newest = newestKey(h, prefix)
+		if branch, ok := byBranch[string(prefix)]; ok { // no key made
+			byBranch[string(prefix)] = append(branch, kv{key, value})
+		} else {
+			byBranch[string(prefix)] = make([]kv, 1, 64)
+			byBranch[string(prefix)][0] = kv{key, value}
 		}
-		if err := m.put(history, h, len(prefix), key, value); err != nil {
+	}
+	for _, prefix := range slices.Sorted(maps.Keys(byBranch)) {
+		if err := s.addRuns(tx, []byte(prefix), byBranch[prefix]); err != nil {
 			return err
 		}
 	}
@@ -266,64 +257,218 @@ func (s *Store) index(tx *bolt.Tx) error {
 	return tx.Bucket(bucketMeta).Put(metaHistoryFrom, seqKey(next))
 }
 
-// branchMove is a move's progress through the entries of one branch.
-type branchMove struct {
-	entries int    // the branch's entries in the move
-	started bool   // pruned, and newest read
-	newest  []byte // the key of the branch's newest entry in bucketHistory (nil: none)
-}
+// kv is an entry of the history: its key and value.
+type kv struct{ k, v []byte }
 
-// put puts the entry (key, value) in history, with c a cursor of it; at is
-// where the time starts in key. Two entries of one branch for one slip in
-// the same millisecond take the next free ones (key changes): an entry
-// newer than the branch's newest has nothing to look for.
-func (m *branchMove) put(history *bolt.Bucket, c *bolt.Cursor, at int, key, value []byte) error {
-	if bytes.Compare(key, m.newest) <= 0 {
-		for k := seek(c, key); bytes.Equal(k, key); k = seek(c, key) {
-			binary.BigEndian.PutUint64(key[at:], binary.BigEndian.Uint64(key[at:])+1)
+// addRuns adds entries, all of the branch whose keys start with prefix, to
+// its runs, after removing up to historyPruned of its expired entries for
+// each (prune).
+func (s *Store) addRuns(tx *bolt.Tx, prefix []byte, entries []kv) error {
+	history := tx.Bucket(bucketHistory)
+	if err := s.prune(tx, history, prefix, len(entries)*historyPruned); err != nil {
+		return err
+	}
+	slices.SortStableFunc(entries, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+	c := history.Cursor()
+	// An entry no newer than the branch's newest run (a clock set back)
+	// joins the run whose time it falls in.
+	var newest []byte // the branch's newest run's key
+	if k, _ := c.Seek(runKey(prefix, math.MaxInt64)); k == nil {
+		newest, _ = c.Last()
+	} else {
+		newest, _ = c.Prev()
+	}
+	if !isRunOf(newest, prefix) {
+		newest = nil
+	}
+	for len(entries) > 0 && newest != nil && entryMs(entries[0].k, prefix) <= runMs(newest, prefix) {
+		k, v := c.Seek(runKey(prefix, entryMs(entries[0].k, prefix)))
+		n := 0
+		for n < len(entries) && entryMs(entries[n].k, prefix) <= runMs(k, prefix) {
+			n++
+		}
+		merged, err := decodeRun(k, v)
+		if err != nil {
+			return err
+		}
+		merged = append(merged, entries[:n]...)
+		slices.SortStableFunc(merged, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+		if err := history.Put(k, appendRun(nil, prefix, merged)); err != nil {
+			return err
+		}
+		entries = entries[n:]
+	}
+	// The newer ones extend the newest run up to runBytes, then start runs
+	// of their own.
+	var run []byte
+	if newest != nil && len(entries) > 0 {
+		if v := history.Get(newest); len(v) < runBytes {
+			run = append(run, v...)
+			if err := history.Delete(newest); err != nil {
+				return err
+			}
 		}
 	}
-	if bytes.Compare(key, m.newest) > 0 {
-		m.newest = key
-	}
-	return history.Put(key, value)
+	return putRuns(history, prefix, run, entries)
 }
 
-// newestKey returns the key of the newest entry of the branch whose keys
-// start with prefix, or nil, with c a cursor of bucketHistory.
-func newestKey(c *bolt.Cursor, prefix []byte) []byte {
-	k, _ := c.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
+// putRuns puts entries, of the branch whose keys start with prefix, in key
+// order and newer than its runs, in runs after the start of one, run (nil:
+// none); a run ends past runBytes, but never between entries of one
+// millisecond.
+func putRuns(history *bolt.Bucket, prefix, run []byte, entries []kv) error {
+	for i, e := range entries {
+		run = appendRunEntry(run, prefix, e)
+		if i == len(entries)-1 || len(run) >= runBytes && entryMs(entries[i+1].k, prefix) != entryMs(e.k, prefix) {
+			if err := history.Put(runKey(prefix, entryMs(e.k, prefix)), run); err != nil {
+				return err
+			}
+			run = nil
+		}
 	}
-	if !bytes.HasPrefix(k, prefix) {
+	return nil
+}
+
+// moveEntries puts the entries of bucketHistoryEntries, which a store of
+// before the runs kept, in runs, and removes that bucket.
+func moveEntries(tx *bolt.Tx) error {
+	old := tx.Bucket(bucketHistoryEntries)
+	if old == nil {
 		return nil
 	}
-	return bytes.Clone(k)
+	history := tx.Bucket(bucketHistory)
+	var prefix []byte
+	var branch []kv
+	flush := func() error {
+		err := putRuns(history, prefix, nil, branch)
+		branch = branch[:0]
+		return err
+	}
+	c := old.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		p, ok := keyPrefix(k)
+		if !ok || len(k) < len(p)+8 {
+			return errBadHistory
+		}
+		if !bytes.Equal(p, prefix) {
+			if err := flush(); err != nil {
+				return err
+			}
+			prefix = p
+		}
+		branch = append(branch, kv{k, v})
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return tx.DeleteBucket(bucketHistoryEntries)
+}
+
+// runKey is the key of the run of the branch whose keys start with prefix
+// whose newest entry is of the time ms.
+func runKey(prefix []byte, ms int64) []byte {
+	return binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(ms))
+}
+
+func isRunOf(k, prefix []byte) bool { return len(k) == len(prefix)+8 && bytes.HasPrefix(k, prefix) }
+
+func runMs(k, prefix []byte) int64 { return int64(binary.BigEndian.Uint64(k[len(prefix):])) }
+
+func entryMs(k, prefix []byte) int64 { return int64(binary.BigEndian.Uint64(k[len(prefix):])) }
+
+// appendRunEntry appends the entry e, of the branch whose keys start with
+// prefix, to a run's value.
+func appendRunEntry(dst, prefix []byte, e kv) []byte {
+	dst = append(dst, e.k[len(prefix):len(prefix)+8]...)
+	dst = append(binary.AppendUvarint(dst, uint64(len(e.k)-len(prefix)-8)), e.k[len(prefix)+8:]...)
+	return append(binary.AppendUvarint(dst, uint64(len(e.v))), e.v...)
+}
+
+func appendRun(dst, prefix []byte, entries []kv) []byte {
+	for _, e := range entries {
+		dst = appendRunEntry(dst, prefix, e)
+	}
+	return dst
+}
+
+// decodeRun returns the entries of the run (k, v), their values in v.
+func decodeRun(k, v []byte) ([]kv, error) {
+	entries, _, err := decodeRunInto(nil, nil, k, v)
+	return entries, err
+}
+
+// decodeRunInto is decodeRun appending to dst, the keys made in keys
+// (both reused: their earlier contents are not kept).
+func decodeRunInto(dst []kv, keys []byte, k, v []byte) ([]kv, []byte, error) {
+	prefix := k[:len(k)-8]
+	dst, keys = dst[:0], keys[:0]
+	for rest := v; len(rest) > 0; {
+		if len(rest) < 8 {
+			return nil, keys, errBadHistory
+		}
+		ms := rest[:8]
+		l, n := binary.Uvarint(rest[8:])
+		if n <= 0 || l > uint64(len(rest)-8-n) {
+			return nil, keys, errBadHistory
+		}
+		slip := rest[8+n : 8+n+int(l)]
+		rest = rest[8+n+int(l):]
+		l, n = binary.Uvarint(rest)
+		if n <= 0 || l > uint64(len(rest)-n) {
+			return nil, keys, errBadHistory
+		}
+		at := len(keys)
+		keys = append(append(append(keys, prefix...), ms...), slip...)
+		dst = append(dst, kv{keys[at:len(keys):len(keys)], rest[n : n+int(l)]})
+		rest = rest[n+int(l):]
+	}
+	return dst, keys, nil
+}
+
+// firstRunEntry returns the key of the first entry of the run (k, v).
+func firstRunEntry(k, v []byte) ([]byte, bool) {
+	if len(v) < 8 {
+		return nil, false
+	}
+	l, n := binary.Uvarint(v[8:])
+	if n <= 0 || l > uint64(len(v)-8-n) {
+		return nil, false
+	}
+	return append(append(append(make([]byte, 0, len(k)+int(l)), k[:len(k)-8]...), v[:8]...), v[8+n:8+n+int(l)]...), true
 }
 
 // prune removes up to max of the oldest entries of the branch whose keys
-// start with prefix whose slip record is gone, with c a cursor of
-// bucketHistory, when slip records expire: the history is kept as long as
-// the slips are.
-func (s *Store) prune(tx *bolt.Tx, c *bolt.Cursor, prefix []byte, max int) error {
+// start with prefix whose slip record is gone, when slip records expire:
+// the history is kept as long as the slips are. It reads the branch's
+// oldest run.
+func (s *Store) prune(tx *bolt.Tx, history *bolt.Bucket, prefix []byte, max int) error {
 	if !s.slipAges {
+		return nil
+	}
+	k, v := history.Cursor().Seek(prefix)
+	if !isRunOf(k, prefix) {
 		return nil
 	}
 	slips := tx.Bucket(bucketSlips)
 	serviceID := string(prefix[:bytes.IndexByte(prefix, 0)])
-	for k := seek(c, prefix); max > 0 && bytes.HasPrefix(k, prefix); k = seek(c, prefix) {
-		if liveEntry(slips, serviceID, prefix, k) {
-			break
-		}
-		if err := c.Delete(); err != nil {
-			return err
-		}
-		max--
+	if first, ok := firstRunEntry(k, v); ok && liveEntry(slips, serviceID, prefix, first) {
+		return nil // the oldest lives: nothing to read further
 	}
-	return nil
+	entries, err := decodeRun(k, v)
+	if err != nil {
+		return err
+	}
+	dead := 0
+	for dead < len(entries) && dead < max && !liveEntry(slips, serviceID, prefix, entries[dead].k) {
+		dead++
+	}
+	switch {
+	case dead == 0:
+		return nil
+	case dead == len(entries):
+		return history.Delete(k)
+	}
+	return history.Put(k, appendRun(nil, prefix, entries[dead:]))
 }
 
 func seek(c *bolt.Cursor, k []byte) []byte {
@@ -392,8 +537,19 @@ func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
 				heads = append(heads, h)
 			}
 		}
+		var read []*runs // a run that does not decode fails the listing
 		for _, br := range historyBranches(b, q.ServiceID, q.BranchID) {
-			add(br, b.Cursor())
+			r := &runs{c: b.Cursor()}
+			read = append(read, r)
+			add(br, r)
+		}
+		failed := func() error {
+			for _, r := range read {
+				if r.err != nil {
+					return r.err
+				}
+			}
+			return nil
 		}
 		for br, c := range waiting(tx, q.ServiceID, q.BranchID) {
 			add(br, c)
@@ -412,7 +568,7 @@ func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
 					last = Cursor{AtMs: l.At.UnixMilli(), BranchID: l.BranchID, SlipKey: l.SlipKey}
 				} // else stopped short: go on after the last one read
 				next = &last
-				return nil
+				return failed()
 			}
 			v, err := decodeVerification(h.prefix, h.k, h.v)
 			if err != nil {
@@ -426,7 +582,7 @@ func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
 				heads = append(heads[:top], heads[top+1:]...)
 			}
 		}
-		return nil
+		return failed()
 	})
 	return out, next, err
 }
@@ -505,22 +661,22 @@ func waiting(tx *bolt.Tx, serviceID, branchID string) map[string]*entries {
 			e = &entries{}
 			out[br] = e
 		}
-		e.kv = append(e.kv, [2][]byte{key, value})
+		e.kv = append(e.kv, kv{key, value})
 	}
 	for _, e := range out {
-		slices.SortStableFunc(e.kv, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+		slices.SortStableFunc(e.kv, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
 	}
 	return out
 }
 
 // entries is an entryCursor over entries in memory, sorted by key.
 type entries struct {
-	kv [][2][]byte
+	kv []kv
 	i  int
 }
 
 func (e *entries) Seek(k []byte) ([]byte, []byte) {
-	e.i, _ = slices.BinarySearchFunc(e.kv, k, func(x [2][]byte, k []byte) int { return bytes.Compare(x[0], k) })
+	e.i, _ = slices.BinarySearchFunc(e.kv, k, func(x kv, k []byte) int { return bytes.Compare(x.k, k) })
 	return e.at()
 }
 
@@ -538,7 +694,74 @@ func (e *entries) at() ([]byte, []byte) {
 	if e.i < 0 || e.i >= len(e.kv) {
 		return nil, nil
 	}
-	return e.kv[e.i][0], e.kv[e.i][1]
+	return e.kv[e.i].k, e.kv[e.i].v
+}
+
+// runs is an entryCursor over the entries of bucketHistory's runs, in key
+// order: runs of a branch never overlap, so their order is their entries'.
+type runs struct {
+	c    *bolt.Cursor
+	run  entries // the entries of the run c is on
+	keys []byte  // their keys
+	err  error   // a run that did not decode
+}
+
+func (r *runs) load(k, v []byte) bool {
+	if k == nil {
+		r.run = entries{}
+		return false
+	}
+	var err error
+	if r.run.kv, r.keys, err = decodeRunInto(r.run.kv, r.keys, k, v); err != nil {
+		r.err, r.run = err, entries{}
+		return false
+	}
+	return true
+}
+
+// Seek places r on the first entry at or after k.
+func (r *runs) Seek(k []byte) ([]byte, []byte) {
+	prefix, ok := keyPrefix(k)
+	if !ok {
+		return nil, nil
+	}
+	ms := append(append([]byte(nil), k[len(prefix):min(len(k), len(prefix)+8)]...), make([]byte, 8)...)[:8]
+	for rk, rv := r.c.Seek(append(bytes.Clone(prefix), ms...)); r.load(rk, rv); rk, rv = r.c.Next() {
+		if ek, ev := r.run.Seek(k); ek != nil {
+			return ek, ev
+		}
+	}
+	return nil, nil
+}
+
+func (r *runs) Last() ([]byte, []byte) {
+	if !r.load(r.c.Last()) {
+		return nil, nil
+	}
+	return r.run.Last()
+}
+
+func (r *runs) Prev() ([]byte, []byte) {
+	if ek, ev := r.run.Prev(); ek != nil {
+		return ek, ev
+	}
+	if !r.load(r.c.Prev()) {
+		return nil, nil
+	}
+	return r.run.Last()
+}
+
+// keyPrefix returns the service-and-branch prefix of an entry's key.
+func keyPrefix(k []byte) ([]byte, bool) {
+	svc := bytes.IndexByte(k, 0)
+	if svc < 0 {
+		return nil, false
+	}
+	br := bytes.IndexByte(k[svc+1:], 0)
+	if br < 0 {
+		return nil, false
+	}
+	return k[:svc+br+2], true
 }
 
 func (h *historyHead) ms() int64 { return int64(binary.BigEndian.Uint64(h.k[len(h.prefix):])) }

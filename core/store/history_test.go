@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -88,7 +89,7 @@ func TestHistoryAcrossTheOutbox(t *testing.T) {
 	}
 	counts := func() (moved, waiting int) {
 		s.db.View(func(tx *bolt.Tx) error {
-			moved = tx.Bucket(bucketHistory).Stats().KeyN
+			moved = storedEntries(t, tx)
 			return tx.Bucket(bucketOutbox).ForEach(func(k, _ []byte) error {
 				if isHistoryKey(k) {
 					waiting++
@@ -296,7 +297,7 @@ func TestHistoryKeptAsLongAsSlips(t *testing.T) {
 	}
 	stored := func() int {
 		var n int
-		s.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketHistory).Stats().KeyN; return nil })
+		s.db.View(func(tx *bolt.Tx) error { n = storedEntries(t, tx); return nil })
 		return n
 	}
 	verify("OLD1", "OLD2", "OLD3", "OLD4", "OLD5")
@@ -330,4 +331,155 @@ func waitingEntries(s *Store) int {
 		return nil
 	})
 	return n
+}
+
+// storedEntries counts the entries in bucketHistory's runs.
+func storedEntries(t *testing.T, tx *bolt.Tx) int {
+	t.Helper()
+	n := 0
+	tx.Bucket(bucketHistory).ForEach(func(k, v []byte) error {
+		entries, err := decodeRun(k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(entries)
+		return nil
+	})
+	return n
+}
+
+// TestHistoryEntriesMovedToRuns: the entries a store of layout 4 kept one
+// by one are listed as before once the store is opened, from runs.
+func TestHistoryEntriesMovedToRuns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "core.db")
+	s, err := Open(path, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var want []string
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		old, err := tx.CreateBucket(bucketHistoryEntries)
+		if err != nil {
+			return err
+		}
+		for i := range 300 { // more than one run's worth for br-a
+			br := []string{"br-a", "br-b"}[min(i%5, 1)]
+			v := Verification{At: at.Add(time.Duration(i) * time.Second), ServiceID: "svc", BranchID: br,
+				SlipKey: fmt.Sprintf("bank/004/OLD%03d", i), Amount: float64(i), Remark: "moved"}
+			if err := old.Put(v.appendKey(nil), v.appendValue(nil)); err != nil {
+				return err
+			}
+			want = append([]string{fmt.Sprintf("%s OLD%03d", br, i)}, want...)
+		}
+		return tx.Bucket(bucketMeta).Put([]byte("schema"), []byte("4"))
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = OpenWith(path, time.Now, Options{}); err != nil { // no expiry: the entries have no slip records
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var got []string
+	q := HistoryQuery{ServiceID: "svc", Limit: 7}
+	for {
+		page, next, err := s.History(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range page {
+			got = append(got, v.BranchID+" "+strings.TrimPrefix(v.SlipKey, "bank/004/"))
+			if v.Remark != "moved" {
+				t.Fatalf("entry %+v lost its value", v)
+			}
+		}
+		if next == nil {
+			break
+		}
+		q.After = *next
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %d entries, want the 300 of before, newest first:\n%q", len(got), got)
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketHistoryEntries) != nil {
+			t.Error("the entries' bucket was kept")
+		}
+		if runs := tx.Bucket(bucketHistory).Stats().KeyN; runs < 3 {
+			t.Errorf("%d runs for 300 entries of 2 branches", runs)
+		}
+		return nil
+	})
+}
+
+// TestHistoryClockSetBack: entries older than their branch's newest run (a
+// clock set back) join the run their time falls in, and are listed in time
+// order.
+func TestHistoryClockSetBack(t *testing.T) {
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clock := testnet.NewClock(start)
+	s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), clock.Now, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.historyBatch = 8
+	if _, err := s.InsertMissing(Records{
+		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 1000, CycleAnchorDay: 1}},
+		Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	verify := func(sec int) {
+		t.Helper()
+		clock.Set(start.Add(time.Duration(sec) * time.Second))
+		ref := fmt.Sprintf("S%04d", sec)
+		if _, err := s.Apply("svc", "br", SlipKey("bank", "004", ref), func(Snapshot) (Effect, error) {
+			return Effect{Charge: true, Result: []byte(`{}`), Listed: true, History: Verification{Remark: strings.Repeat("r", 100)}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ref)
+	}
+	for sec := 0; sec < 400; sec += 2 { // runs of about 30 entries
+		verify(sec)
+	}
+	for _, sec := range []int{401, 3, 151, 399, 1, 77, 403, 250} { // back and forth, across runs
+		verify(sec)
+	}
+	for sec := 500; sec < 520; sec++ {
+		verify(sec)
+	}
+	slices.Sort(want)
+	slices.Reverse(want)
+	var got []string
+	q := HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 9}
+	for {
+		page, next, err := s.History(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range page {
+			got = append(got, strings.TrimPrefix(v.SlipKey, "bank/004/"))
+		}
+		if next == nil {
+			break
+		}
+		q.After = *next
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %d entries, want %d in time order:\n%q", len(got), len(want), got)
+	}
+	var runs int
+	s.db.View(func(tx *bolt.Tx) error { runs = tx.Bucket(bucketHistory).Stats().KeyN; return nil })
+	if runs < 3 {
+		t.Errorf("%d runs: the test needs entries set back into runs of before", runs)
+	}
 }

@@ -151,12 +151,12 @@ func TestSchemaVersions(t *testing.T) {
 		t.Errorf("upgraded from 1, the branch's unfinished job not counted: %v", err)
 	}
 	st.Close()
-	setSchema("5")
+	setSchema("6")
 	if st, err := store.Open(path, c.Now); err == nil {
 		st.Close()
-		t.Fatal("a file of layout 5 opened")
-	} else if !strings.Contains(err.Error(), "schema version 5") {
-		t.Errorf("refusing layout 5: %v", err)
+		t.Fatal("a file of layout 6 opened")
+	} else if !strings.Contains(err.Error(), "schema version 6") {
+		t.Errorf("refusing layout 6: %v", err)
 	}
 }
 

@@ -39,7 +39,9 @@ func (e NoService) Is(target error) bool { return target == ErrNotFound }
 // added the slip records' index by age (bucketSlipsByAge), likewise. 4
 // writes slip records in a binary form (SlipRecord.encode), which a build
 // of 3 could not read; records of before stay JSON and are read as such.
-const schemaVersion = 4
+// 5 keeps the history in runs (bucketHistory), into which this build moves
+// the entries a build of 4 kept one by one.
+const schemaVersion = 5
 
 var (
 	bucketMeta     = []byte("meta")
@@ -198,6 +200,9 @@ func OpenWith(path string, now func() time.Time, o Options) (*Store, error) {
 			if err := x.build(tx); err != nil {
 				return err
 			}
+		}
+		if err := moveEntries(tx); err != nil {
+			return err
 		}
 		if countJobs {
 			if err := countAllUnfinished(tx); err != nil {
