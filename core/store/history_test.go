@@ -53,21 +53,10 @@ func TestHistoryAcrossTheOutbox(t *testing.T) {
 		t.Helper()
 		q.ServiceID = "svc"
 		var got []string
-		for range 20 {
-			page, next, err := s.History(q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range page {
-				got = append(got, v.BranchID+" "+strings.TrimPrefix(v.SlipKey, "bank/004/"))
-			}
-			if next == nil {
-				return got
-			}
-			q.After = *next
+		for _, v := range listAll(t, s, q) {
+			got = append(got, v.BranchID+" "+strings.TrimPrefix(v.SlipKey, "bank/004/"))
 		}
-		t.Fatalf("no end to the pages of %+v", q)
-		return nil
+		return got
 	}
 	check := func(when string) {
 		t.Helper()
@@ -164,18 +153,7 @@ func TestHistoryAcrossTheOutbox(t *testing.T) {
 // transactions, several batches moving within one of them, are each listed
 // once.
 func TestHistoryOfConcurrentVerifications(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "core.db"), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.historyBatch = 4
-	if _, err := s.InsertMissing(Records{
-		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 1 << 20, CycleAnchorDay: 1}},
-		Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s := openShop(t, time.Now, Options{SlipAges: true}, 4)
 	const n = 600
 	var wg sync.WaitGroup
 	for w := range 32 {
@@ -199,19 +177,8 @@ func TestHistoryOfConcurrentVerifications(t *testing.T) {
 		t.Fatalf("%d writes in %d transactions: none shared one", writes, commits)
 	}
 	seen := map[string]int{}
-	q := HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 100}
-	for {
-		page, next, err := s.History(q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range page {
-			seen[v.SlipKey]++
-		}
-		if next == nil {
-			break
-		}
-		q.After = *next
+	for _, v := range listAll(t, s, HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 100}) {
+		seen[v.SlipKey]++
 	}
 	twice := 0
 	for _, c := range seen {
@@ -230,17 +197,7 @@ func TestHistoryOfConcurrentVerifications(t *testing.T) {
 func TestHistorySameMillisecond(t *testing.T) {
 	for _, batch := range []uint64{3, 64} {
 		clock := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-		s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), clock.Now, Options{SlipAges: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.historyBatch = batch
-		if _, err := s.InsertMissing(Records{
-			Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
-			Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		s := openShop(t, clock.Now, Options{SlipAges: true}, batch)
 		for range 5 {
 			if _, err := s.Apply("svc", "br", SlipKey("bank", "004", "SAME"), func(Snapshot) (Effect, error) {
 				return Effect{Charge: true, Result: []byte(`{}`), Listed: true}, nil
@@ -252,7 +209,6 @@ func TestHistorySameMillisecond(t *testing.T) {
 		if err != nil || len(page) != 5 {
 			t.Errorf("batch %d: %d entries listed, %v; want the 5 verifications", batch, len(page), err)
 		}
-		s.Close()
 	}
 }
 
@@ -260,18 +216,7 @@ func TestHistorySameMillisecond(t *testing.T) {
 // longer listed, and the moves of its branch's later entries remove it.
 func TestHistoryKeptAsLongAsSlips(t *testing.T) {
 	clock := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), clock.Now, Options{SlipAges: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.historyBatch = 4
-	if _, err := s.InsertMissing(Records{
-		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
-		Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s := openShop(t, clock.Now, Options{SlipAges: true}, 4)
 	verify := func(refs ...string) {
 		t.Helper()
 		for _, ref := range refs {
@@ -387,22 +332,11 @@ func TestHistoryEntriesMovedToRuns(t *testing.T) {
 	}
 	defer s.Close()
 	var got []string
-	q := HistoryQuery{ServiceID: "svc", Limit: 7}
-	for {
-		page, next, err := s.History(q)
-		if err != nil {
-			t.Fatal(err)
+	for _, v := range listAll(t, s, HistoryQuery{ServiceID: "svc", Limit: 7}) {
+		got = append(got, v.BranchID+" "+strings.TrimPrefix(v.SlipKey, "bank/004/"))
+		if v.Remark != "moved" {
+			t.Fatalf("entry %+v lost its value", v)
 		}
-		for _, v := range page {
-			got = append(got, v.BranchID+" "+strings.TrimPrefix(v.SlipKey, "bank/004/"))
-			if v.Remark != "moved" {
-				t.Fatalf("entry %+v lost its value", v)
-			}
-		}
-		if next == nil {
-			break
-		}
-		q.After = *next
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("listed %d entries, want the 300 of before, newest first:\n%q", len(got), got)
@@ -424,18 +358,7 @@ func TestHistoryEntriesMovedToRuns(t *testing.T) {
 func TestHistoryClockSetBack(t *testing.T) {
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	clock := testnet.NewClock(start)
-	s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), clock.Now, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.historyBatch = 8
-	if _, err := s.InsertMissing(Records{
-		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 1000, CycleAnchorDay: 1}},
-		Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s := openShop(t, clock.Now, Options{}, 8)
 	var want []string
 	verify := func(sec int) {
 		t.Helper()
@@ -460,19 +383,8 @@ func TestHistoryClockSetBack(t *testing.T) {
 	slices.Sort(want)
 	slices.Reverse(want)
 	var got []string
-	q := HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 9}
-	for {
-		page, next, err := s.History(q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range page {
-			got = append(got, strings.TrimPrefix(v.SlipKey, "bank/004/"))
-		}
-		if next == nil {
-			break
-		}
-		q.After = *next
+	for _, v := range listAll(t, s, HistoryQuery{ServiceID: "svc", BranchID: "br", Limit: 9}) {
+		got = append(got, strings.TrimPrefix(v.SlipKey, "bank/004/"))
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("listed %d entries, want %d in time order:\n%q", len(got), len(want), got)
@@ -482,4 +394,42 @@ func TestHistoryClockSetBack(t *testing.T) {
 	if runs < 3 {
 		t.Errorf("%d runs: the test needs entries set back into runs of before", runs)
 	}
+}
+
+// openShop opens a store in a new directory, with history batches of
+// batch, holding service svc and its branch br; the test closes it.
+func openShop(t *testing.T, now func() time.Time, o Options, batch uint64) *Store {
+	t.Helper()
+	s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), now, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.historyBatch = batch
+	if _, err := s.InsertMissing(Records{
+		Services: []Service{{ID: "svc", State: StateActive, QuotaLimit: 1 << 20, CycleAnchorDay: 1}},
+		Branches: []Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: Digest("a")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// listAll lists q page after page to the end.
+func listAll(t *testing.T, s *Store, q HistoryQuery) []Verification {
+	t.Helper()
+	var out []Verification
+	for range 10_000 {
+		page, next, err := s.History(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next == nil {
+			return out
+		}
+		q.After = *next
+	}
+	t.Fatalf("no end to the pages of %+v", q)
+	return nil
 }
