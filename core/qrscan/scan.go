@@ -231,6 +231,20 @@ func (s *scanner) run() bool {
 	if s.zoom(false) {
 		return true
 	}
+	// Impulse noise (pixels turned black or white at random, 1 to 8 % of
+	// them) breaks the runs of the finder patterns: a 3×3 median removes
+	// it, then dark and light codes are looked for again. (The half-size
+	// plane, an average, already tones it down in large pictures.)
+	m := median3(full, s.a)
+	s.a = m.pix
+	if s.try("median", m, hybrid, 2, 1) {
+		return true
+	}
+	m = invert(m, m.pix)
+	if s.try("median-inv", m, hybrid, 2, 1) {
+		return true
+	}
+	// Light codes the half-size plane missed, at full size and closer.
 	s.missed = append(s.missed[:0], s.light...)
 	if shrunk {
 		inv = invert(full, s.a)
@@ -242,39 +256,23 @@ func (s *scanner) run() bool {
 	if s.zoom(true) {
 		return true
 	}
-	// Impulse noise (pixels turned black or white at random, 1 to 8 % of
-	// them) breaks the runs of the finder patterns: a 3×3 median removes
-	// it, then dark and light codes are looked for again. (The half-size
-	// plane, an average, already tones it down in large pictures.) It
-	// comes before the last resorts below as it costs a seventh of
-	// contrast stretching and reads more.
-	m := median3(full, s.a)
-	s.a = m.pix
-	if s.try("median", m, hybrid, 2, 1) {
-		return true
-	}
-	m = invert(m, m.pix)
-	if s.try("median-inv", m, hybrid, 2, 1) {
-		return true
-	}
-	// Last resorts: one global threshold (blur), and local contrast
-	// stretching (harsh light). Any rotation needs no pass of its own: the
+	// Blur, then the last resorts: one global threshold, and local
+	// contrast stretching (harsh light), which read nothing of the corpus
+	// that an earlier pass does not (the passes go in the order of their
+	// cost per picture read). Any rotation needs no pass of its own: the
 	// finder-pattern search works at every angle. Magnifying the whole
 	// image (in tiles) was measured and dropped: zoom already reads codes
 	// down to 40 pixels (1.4 pixels a module), tiles found nothing more
 	// below that, and tripled the time of an image without a code.
+	if s.sharp() || s.unblur() || s.defocus() {
+		return true
+	}
 	if s.try("full-global", full, global, 2, 1) {
 		return true
 	}
 	n := normalize(full, 32, s.a)
 	s.a = n.pix
-	if s.try("norm", n, hybrid, 2, 1) {
-		return true
-	}
-	if s.sharp() || s.unblur() {
-		return true
-	}
-	return s.defocus()
+	return s.try("norm", n, hybrid, 2, 1)
 }
 
 // late returns the plane the unblur and defocus passes filter.
