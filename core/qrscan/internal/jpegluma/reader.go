@@ -10,7 +10,8 @@
 // replace Decode and DecodeConfig; makeImg, reconstructBlock and
 // reconstructProgressiveImage write the shrunk luma only; progressive
 // files keep the luma's coefficients alone, in 16 bits; scans of chroma
-// alone are skipped unread. The encoder is gone.
+// alone are skipped unread; sequential scans have an entropy decoder of
+// their own (sequential.go), with the same output. The encoder is gone.
 //
 // JPEG is defined in ITU-T T.81: https://www.w3.org/Graphics/JPEG/itu-t81.pdf.
 package jpegluma
