@@ -47,7 +47,7 @@ type admin struct {
 // SLIP_EDGE_TOKEN), its store, and the box that seals its secrets.
 type Core struct {
 	Server    *server.Server
-	Store     *store.Store
+	Store     store.Store
 	Box       *secret.Box
 	EdgeToken string
 }

@@ -48,7 +48,7 @@ const MaxBatch = 100
 
 // Jobs runs async verification. Its fields are set once, before use.
 type Jobs struct {
-	Store    *store.Store
+	Store    store.Store
 	Verifier *verify.Verifier
 	Box      *secret.Box    // opens branches' webhook secrets
 	Egress   *egress.Client // checks callback and image URLs at submit

@@ -54,7 +54,7 @@ type env struct {
 	t     *testing.T
 	clock *clock
 	path  string
-	st    *store.Store
+	st    store.Store
 	j     *jobs.Jobs
 }
 

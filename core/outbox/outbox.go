@@ -30,7 +30,7 @@ import (
 // verifications come one by one, waiting for more to join it costs less
 // than sending each on its own.
 type Publisher struct {
-	Store   *store.Store
+	Store   store.Store
 	Writer  *kafka.Writer
 	Log     *slog.Logger
 	Batch   int           // messages per write; 0: 10000

@@ -25,7 +25,7 @@ import (
 	"github.com/slipverify/slipverify/deploy/broker"
 )
 
-func openStore(t *testing.T) *store.Store {
+func openStore(t *testing.T) store.Store {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "core.db"), time.Now)
 	if err != nil {

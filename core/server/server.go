@@ -30,7 +30,7 @@ import (
 type Server struct {
 	verifier  *verify.Verifier
 	jobs      *jobs.Jobs
-	store     *store.Store
+	store     store.Store
 	box       *secret.Box
 	edgeToken []byte
 	log       *slog.Logger
@@ -48,7 +48,7 @@ type Server struct {
 // routes do not exist); box opens the secrets the edge needs; edgeToken is
 // the secret the edge sends in api.HeaderEdgeToken; above maxInflight
 // concurrent requests core marks its answers with api.HeaderOverload.
-func New(v *verify.Verifier, j *jobs.Jobs, st *store.Store, box *secret.Box, edgeToken string, maxInflight int, log *slog.Logger) *Server {
+func New(v *verify.Verifier, j *jobs.Jobs, st store.Store, box *secret.Box, edgeToken string, maxInflight int, log *slog.Logger) *Server {
 	banks, err := json.Marshal(bank.Banks())
 	if err != nil {
 		panic(err) // a static list of strings always encodes

@@ -46,7 +46,7 @@ func bankPayload(code, ref string) string { return slip.Bank{BankCode: code, Tra
 type core struct {
 	url     string
 	clock   *clock
-	store   *store.Store
+	store   store.Store
 	handler fasthttp.RequestHandler
 	srv     *fasthttp.Server
 	server  *server.Server

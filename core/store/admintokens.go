@@ -35,7 +35,7 @@ const (
 )
 
 // CreateAdminToken stores a new token.
-func (s *Store) CreateAdminToken(t AdminToken, c Change) error {
+func (s *Bolt) CreateAdminToken(t AdminToken, c Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketAdminTokens).Get([]byte(t.ID)) != nil || tx.Bucket(bucketAdminTokenDigests).Get([]byte(t.Digest)) != nil {
 			return ErrExists
@@ -49,7 +49,7 @@ func (s *Store) CreateAdminToken(t AdminToken, c Change) error {
 }
 
 // DeleteAdminToken revokes a token: it is refused from now on.
-func (s *Store) DeleteAdminToken(id string, c Change) error {
+func (s *Bolt) DeleteAdminToken(id string, c Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		var t AdminToken
 		if err := getJSON(tx.Bucket(bucketAdminTokens), id, &t); err != nil {
@@ -64,7 +64,7 @@ func (s *Store) DeleteAdminToken(id string, c Change) error {
 }
 
 // AdminTokens returns the named tokens, by id.
-func (s *Store) AdminTokens() ([]AdminToken, error) {
+func (s *Bolt) AdminTokens() ([]AdminToken, error) {
 	var out []AdminToken
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketAdminTokens).ForEach(func(_, v []byte) error {
@@ -79,7 +79,7 @@ func (s *Store) AdminTokens() ([]AdminToken, error) {
 
 // AdminTokenByDigest returns the token of a digest, ErrNotFound for an
 // unknown, revoked or expired one.
-func (s *Store) AdminTokenByDigest(digest string) (AdminToken, error) {
+func (s *Bolt) AdminTokenByDigest(digest string) (AdminToken, error) {
 	var t AdminToken
 	err := s.db.View(func(tx *bolt.Tx) error {
 		id := tx.Bucket(bucketAdminTokenDigests).Get([]byte(digest))

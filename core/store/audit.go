@@ -51,7 +51,7 @@ type Change struct {
 // or deleted: every /b2b write, whoever makes it, goes through it, and the
 // check is in the transaction of the write, so a deletion committed first
 // stops it.
-func (s *Store) change(serviceID string, fn func(tx *bolt.Tx) error) error {
+func (s *Bolt) change(serviceID string, fn func(tx *bolt.Tx) error) error {
 	return s.write(func(tx *bolt.Tx) error {
 		if _, err := liveService(tx, serviceID); errors.Is(err, ErrNotFound) {
 			return NoService{serviceID}
@@ -66,7 +66,7 @@ func (s *Store) change(serviceID string, fn func(tx *bolt.Tx) error) error {
 // slip.audit; a change to a service's records also queues the slip.config
 // event that makes every edge drop them. before and after are the records
 // as they were and are (nil for none), keys and secrets left out.
-func (s *Store) audit(tx *bolt.Tx, c Change, action, serviceID string, target api.AuditTarget, before, after any) error {
+func (s *Bolt) audit(tx *bolt.Tx, c Change, action, serviceID string, target api.AuditTarget, before, after any) error {
 	if err := c.Nonce.claim(tx, serviceID); err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ var ErrBadCursor = errors.New("store: not a cursor of the audit log")
 
 // Audit returns audit records newest first, at most f.Limit of them, and
 // the cursor of the next page ("" at the end).
-func (s *Store) Audit(f AuditFilter) ([]api.AuditRecord, string, error) {
+func (s *Bolt) Audit(f AuditFilter) ([]api.AuditRecord, string, error) {
 	var out []api.AuditRecord
 	var last []byte // the key of the last record in out
 	next := ""

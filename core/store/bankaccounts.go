@@ -40,7 +40,7 @@ type AccountName = seedfile.AccountName
 
 // Accounts returns a service's bank accounts; with branchID, only those
 // linked to that branch.
-func (s *Store) Accounts(serviceID, branchID string) ([]BankAccount, error) {
+func (s *Bolt) Accounts(serviceID, branchID string) ([]BankAccount, error) {
 	var out []BankAccount
 	err := s.db.View(func(tx *bolt.Tx) error {
 		all, err := accountsOf(tx, serviceID)
@@ -78,7 +78,7 @@ func accountsOf(tx *bolt.Tx, serviceID string) ([]BankAccount, error) {
 // active account of the service with the same bankCode and bankNumber, and
 // with ErrNotFound a branch to link that is not the service's. A branch
 // listed twice is linked once: a.Branches is left as stored.
-func (s *Store) CreateAccount(a *BankAccount, c Change) error {
+func (s *Bolt) CreateAccount(a *BankAccount, c Change) error {
 	return s.change(a.ServiceID, func(tx *bolt.Tx) error {
 		all, err := accountsOf(tx, a.ServiceID)
 		if err != nil {
@@ -132,7 +132,7 @@ var ErrAccountDuplicate = errors.New("store: duplicate bank account")
 
 // LinkAccount links (link true) or unlinks an account of a service to one
 // of its branches. Unlinking an account that is not linked is ErrNotFound.
-func (s *Store) LinkAccount(serviceID, branchID, accountID string, link bool, c Change) (BankAccount, error) {
+func (s *Bolt) LinkAccount(serviceID, branchID, accountID string, link bool, c Change) (BankAccount, error) {
 	var a BankAccount
 	err := s.change(serviceID, func(tx *bolt.Tx) error {
 		a = BankAccount{}

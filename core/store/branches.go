@@ -31,7 +31,7 @@ type Branch struct {
 }
 
 // Branches returns the branches of a service, main first, then by id.
-func (s *Store) Branches(serviceID string) ([]Branch, error) {
+func (s *Bolt) Branches(serviceID string) ([]Branch, error) {
 	var out []Branch
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return branchesByService.each(tx, serviceID, func(v []byte) error {
@@ -54,7 +54,7 @@ func (s *Store) Branches(serviceID string) ([]Branch, error) {
 }
 
 // Branch returns a branch of a service, or ErrNotFound.
-func (s *Store) Branch(serviceID, branchID string) (Branch, error) {
+func (s *Bolt) Branch(serviceID, branchID string) (Branch, error) {
 	var b Branch
 	err := s.db.View(func(tx *bolt.Tx) error { return branchOf(tx, serviceID, branchID, &b) })
 	return b, err
@@ -71,7 +71,7 @@ func branchOf(tx *bolt.Tx, serviceID, branchID string, b *Branch) error {
 }
 
 // liveBranch reads a branch of a service that is not deleted.
-func (s *Store) liveBranch(tx *bolt.Tx, serviceID, branchID string, b *Branch) error {
+func (s *Bolt) liveBranch(tx *bolt.Tx, serviceID, branchID string, b *Branch) error {
 	if _, err := liveService(tx, serviceID); err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Store) liveBranch(tx *bolt.Tx, serviceID, branchID string, b *Branch) e
 }
 
 // CreateBranch stores a new branch whose key has digest keyDigest.
-func (s *Store) CreateBranch(b Branch, c Change) error {
+func (s *Bolt) CreateBranch(b Branch, c Change) error {
 	return s.change(b.ServiceID, func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketBranches).Get([]byte(b.ID)) != nil || tx.Bucket(bucketKeys).Get([]byte(b.KeyDigest)) != nil {
 			return refuse("id: a branch with this id exists")
@@ -99,7 +99,7 @@ func (s *Store) CreateBranch(b Branch, c Change) error {
 
 // UpdateBranch applies change to a branch of a service atomically and
 // returns the result. change returns an error to refuse.
-func (s *Store) UpdateBranch(serviceID, branchID string, c Change, change func(*Branch, Usage) error) (Branch, error) {
+func (s *Bolt) UpdateBranch(serviceID, branchID string, c Change, change func(*Branch, Usage) error) (Branch, error) {
 	var q BranchQuota
 	err := s.change(serviceID, func(tx *bolt.Tx) error {
 		q = BranchQuota{}
@@ -120,7 +120,7 @@ func (s *Store) UpdateBranch(serviceID, branchID string, c Change, change func(*
 
 // DeleteBranch deletes a branch that is not its service's main branch,
 // with its key and links; its key stops working at once.
-func (s *Store) DeleteBranch(serviceID, branchID string, c Change) error {
+func (s *Bolt) DeleteBranch(serviceID, branchID string, c Change) error {
 	return s.change(serviceID, func(tx *bolt.Tx) error {
 		var b Branch
 		if err := branchOf(tx, serviceID, branchID, &b); err != nil {

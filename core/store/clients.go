@@ -43,7 +43,7 @@ func serviceSeqKey(serviceID string, seq uint64) []byte {
 
 // Client returns the B2B client whose key has digest keyDigest, with its
 // service as it stands now; a deleted service's clients are ErrNotFound.
-func (s *Store) Client(keyDigest string) (sv Service, c B2BClient, err error) {
+func (s *Bolt) Client(keyDigest string) (sv Service, c B2BClient, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		if err := getJSON(tx.Bucket(bucketB2B), keyDigest, &c); err != nil {
 			return err
@@ -60,7 +60,7 @@ func (s *Store) Client(keyDigest string) (sv Service, c B2BClient, err error) {
 }
 
 // Clients returns a service's B2B clients in creation order.
-func (s *Store) Clients(serviceID string) ([]B2BClient, error) {
+func (s *Bolt) Clients(serviceID string) ([]B2BClient, error) {
 	var out []B2BClient
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error
@@ -85,7 +85,7 @@ func clientsOf(tx *bolt.Tx, serviceID string) ([]B2BClient, error) {
 }
 
 // clientByID reads the client of a live service whose ID is id.
-func (s *Store) clientByID(tx *bolt.Tx, serviceID, id string) (B2BClient, error) {
+func (s *Bolt) clientByID(tx *bolt.Tx, serviceID, id string) (B2BClient, error) {
 	if _, err := liveService(tx, serviceID); err != nil {
 		return B2BClient{}, err
 	}
@@ -102,7 +102,7 @@ func (s *Store) clientByID(tx *bolt.Tx, serviceID, id string) (B2BClient, error)
 }
 
 // CreateClient adds a B2B client to a live service.
-func (s *Store) CreateClient(c B2BClient, ch Change) (B2BClient, error) {
+func (s *Bolt) CreateClient(c B2BClient, ch Change) (B2BClient, error) {
 	err := s.write(func(tx *bolt.Tx) error {
 		if _, err := liveService(tx, c.ServiceID); err != nil {
 			return err
@@ -125,7 +125,7 @@ func (s *Store) CreateClient(c B2BClient, ch Change) (B2BClient, error) {
 }
 
 // UpdateClient applies change to a client (its name and permissions).
-func (s *Store) UpdateClient(serviceID, id string, ch Change, change func(*B2BClient)) (B2BClient, error) {
+func (s *Bolt) UpdateClient(serviceID, id string, ch Change, change func(*B2BClient)) (B2BClient, error) {
 	var c B2BClient
 	err := s.write(func(tx *bolt.Tx) error {
 		var err error
@@ -143,7 +143,7 @@ func (s *Store) UpdateClient(serviceID, id string, ch Change, change func(*B2BCl
 }
 
 // DeleteClient removes a client: its key is refused from now on.
-func (s *Store) DeleteClient(serviceID, id string, ch Change) error {
+func (s *Bolt) DeleteClient(serviceID, id string, ch Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		c, err := s.clientByID(tx, serviceID, id)
 		if err != nil {
@@ -160,7 +160,7 @@ func (s *Store) DeleteClient(serviceID, id string, ch Change) error {
 // RotateClientSecret gives a client a new secret, sealed by seal for the
 // client's key digest; the one it had keeps verifying signatures for
 // overlap (0: not at all).
-func (s *Store) RotateClientSecret(serviceID, id string, overlap time.Duration, force bool, ch Change,
+func (s *Bolt) RotateClientSecret(serviceID, id string, overlap time.Duration, force bool, ch Change,
 	seal func(keyDigest string) []byte) (B2BClient, error) {
 	var c B2BClient
 	err := s.write(func(tx *bolt.Tx) error {

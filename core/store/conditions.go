@@ -35,7 +35,7 @@ func (c *Conditions) HasDate() bool { return c.DateFrom != nil || c.DateTo != ni
 
 // BranchConditions returns the default conditions of a branch of the
 // service (the zero Conditions when it has none).
-func (s *Store) BranchConditions(serviceID, branchID string) (Conditions, error) {
+func (s *Bolt) BranchConditions(serviceID, branchID string) (Conditions, error) {
 	var c Conditions
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var b Branch
@@ -51,7 +51,7 @@ func (s *Store) BranchConditions(serviceID, branchID string) (Conditions, error)
 
 // SetBranchConditions replaces the default conditions of a branch of the
 // service (the zero Conditions removes them), audited as c.
-func (s *Store) SetBranchConditions(serviceID, branchID string, cond Conditions, c Change) error {
+func (s *Bolt) SetBranchConditions(serviceID, branchID string, cond Conditions, c Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		var b Branch
 		if err := branchOf(tx, serviceID, branchID, &b); err != nil {

@@ -61,13 +61,13 @@ type BranchQuota struct {
 }
 
 // Quota returns the quota records of a branch and its service.
-func (s *Store) Quota(serviceID, branchID string) (BranchQuota, error) {
+func (s *Bolt) Quota(serviceID, branchID string) (BranchQuota, error) {
 	var q BranchQuota
 	err := s.db.View(func(tx *bolt.Tx) error { return s.quotaOf(tx, serviceID, branchID, &q) })
 	return q, err
 }
 
-func (s *Store) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota) error {
+func (s *Bolt) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota) error {
 	if err := branchOf(tx, serviceID, branchID, &q.Branch); err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Store) quotaOf(tx *bolt.Tx, serviceID, branchID string, q *BranchQuota)
 // ChangeQuota applies change to a branch's quota atomically with every
 // verification: change sees the branch's current usage and returns the new
 // limit and whether usedQuota resets, or an ErrRule refusal.
-func (s *Store) ChangeQuota(serviceID, branchID, action string, c Change, change func(q BranchQuota) (limit *int64, reset bool, err error)) (BranchQuota, error) {
+func (s *Bolt) ChangeQuota(serviceID, branchID, action string, c Change, change func(q BranchQuota) (limit *int64, reset bool, err error)) (BranchQuota, error) {
 	var q BranchQuota
 	err := s.change(serviceID, func(tx *bolt.Tx) error {
 		q = BranchQuota{}
@@ -128,7 +128,7 @@ type BranchCounter struct {
 // Counters returns every service's and branch's quota counters as of at,
 // read in one transaction so they agree with each other, services and
 // branches sorted by id.
-func (s *Store) Counters() (at time.Time, out []ServiceCounters, err error) {
+func (s *Bolt) Counters() (at time.Time, out []ServiceCounters, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		at = s.now() // in the transaction: no unit consumed after it is in what it reads
 		q := tx.Bucket(bucketQuota)

@@ -165,7 +165,7 @@ func isHistoryKey(k []byte) bool { return len(k) == 9 }
 // waitingFrom is the outbox sequence number from which entries of the
 // history wait there, as the running transaction of the committer has
 // left it.
-func (s *Store) waitingFrom() uint64 {
+func (s *Bolt) waitingFrom() uint64 {
 	if s.historyMoved != 0 {
 		return s.historyMoved
 	}
@@ -183,7 +183,7 @@ func historyFrom(tx *bolt.Tx) uint64 {
 // note adds the history entry encoded in entry (appendEntry) to the
 // outbox; entry must stay unchanged until tx commits. The entry that
 // completes a batch moves the waiting ones to bucketHistory.
-func (s *Store) note(tx *bolt.Tx, entry []byte) error {
+func (s *Bolt) note(tx *bolt.Tx, entry []byte) error {
 	b := tx.Bucket(bucketOutbox)
 	b.FillPercent = 1 // see enqueue
 	seq, err := b.NextSequence()
@@ -226,7 +226,7 @@ func cutEntry(entry []byte) (prefix, key, value []byte, ok bool) {
 // from the outbox with the messages around them. The committer learns the
 // outbox sequence number from which entries wait anew once tx commits
 // (update).
-func (s *Store) index(tx *bolt.Tx) error {
+func (s *Bolt) index(tx *bolt.Tx) error {
 	outbox := tx.Bucket(bucketOutbox)
 	// The entries are read from the outbox's pages, which nothing frees
 	// before the transaction commits; the runs made of them are copies.
@@ -263,7 +263,7 @@ type kv struct{ k, v []byte }
 // addRuns adds entries, all of the branch whose keys start with prefix, to
 // its runs, after removing up to historyPruned of its expired entries for
 // each (prune).
-func (s *Store) addRuns(tx *bolt.Tx, prefix []byte, entries []kv) error {
+func (s *Bolt) addRuns(tx *bolt.Tx, prefix []byte, entries []kv) error {
 	history := tx.Bucket(bucketHistory)
 	if err := s.prune(tx, history, prefix, len(entries)*historyPruned); err != nil {
 		return err
@@ -441,7 +441,7 @@ func firstRunEntry(k, v []byte) ([]byte, bool) {
 // start with prefix whose slip record is gone, when slip records expire:
 // the history is kept as long as the slips are. It reads the branch's
 // oldest run.
-func (s *Store) prune(tx *bolt.Tx, history *bolt.Bucket, prefix []byte, max int) error {
+func (s *Bolt) prune(tx *bolt.Tx, history *bolt.Bucket, prefix []byte, max int) error {
 	if !s.slipAges {
 		return nil
 	}
@@ -523,7 +523,7 @@ const maxHistoryScan = 50_000
 // History lists the entries of q, newest first (by time, then branch and
 // slip key), at most q.Limit of them, and the cursor to list the next ones
 // from (nil when none follow).
-func (s *Store) History(q HistoryQuery) ([]Verification, *Cursor, error) {
+func (s *Bolt) History(q HistoryQuery) ([]Verification, *Cursor, error) {
 	var out []Verification
 	var next *Cursor
 	err := s.db.View(func(tx *bolt.Tx) error {

@@ -23,7 +23,7 @@ import (
 func TestHistoryAcrossTheOutbox(t *testing.T) {
 	clock := testnet.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "core.db")
-	open := func() *Store {
+	open := func() *Bolt {
 		s, err := OpenWith(path, clock.Now, Options{SlipAges: true})
 		if err != nil {
 			t.Fatal(err)
@@ -267,7 +267,7 @@ func TestHistoryKeptAsLongAsSlips(t *testing.T) {
 }
 
 // waitingEntries counts the entries waiting in s's outbox.
-func waitingEntries(s *Store) int {
+func waitingEntries(s *Bolt) int {
 	n := 0
 	s.db.View(func(tx *bolt.Tx) error {
 		for _, e := range waiting(tx, "svc", "") {
@@ -398,7 +398,7 @@ func TestHistoryClockSetBack(t *testing.T) {
 
 // openShop opens a store in a new directory, with history batches of
 // batch, holding service svc and its branch br; the test closes it.
-func openShop(t *testing.T, now func() time.Time, o Options, batch uint64) *Store {
+func openShop(t *testing.T, now func() time.Time, o Options, batch uint64) *Bolt {
 	t.Helper()
 	s, err := OpenWith(filepath.Join(t.TempDir(), "core.db"), now, o)
 	if err != nil {
@@ -416,7 +416,7 @@ func openShop(t *testing.T, now func() time.Time, o Options, batch uint64) *Stor
 }
 
 // listAll lists q page after page to the end.
-func listAll(t *testing.T, s *Store, q HistoryQuery) []Verification {
+func listAll(t *testing.T, s *Bolt, q HistoryQuery) []Verification {
 	t.Helper()
 	var out []Verification
 	for range 10_000 {

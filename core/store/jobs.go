@@ -18,7 +18,7 @@ var ErrJobExists = errors.New("store: job exists")
 // unfinished jobs.
 var ErrTooManyJobs = errors.New("store: too many unfinished jobs")
 
-// Job is an async verification as core keeps it. Store keeps it durable and
+// Job is an async verification as core keeps it. The store keeps it durable and
 // indexed; what its fields mean is the business of the package that runs
 // jobs. DueAt (Unix milliseconds, 0 for none) is when the job next needs
 // attention; Created (Unix milliseconds) starts its retention.
@@ -53,7 +53,7 @@ func (j Job) Finished() bool { return len(j.Result) > 0 || len(j.Error) > 0 }
 // jobs (0: no bound); jobs that would take one past it are refused with
 // ErrTooManyJobs. nonce is the signed request's that submits them, claimed
 // for the first job's service.
-func (s *Store) CreateJobs(jobs []Job, msgs []Message, maxUnfinished int, nonce Nonce) error {
+func (s *Bolt) CreateJobs(jobs []Job, msgs []Message, maxUnfinished int, nonce Nonce) error {
 	return s.write(func(tx *bolt.Tx) error {
 		if len(jobs) > 0 {
 			if err := nonce.claim(tx, jobs[0].ServiceID); err != nil {
@@ -91,7 +91,7 @@ func (s *Store) CreateJobs(jobs []Job, msgs []Message, maxUnfinished int, nonce 
 }
 
 // Job returns a job by id, or ErrNotFound.
-func (s *Store) Job(id string) (Job, error) {
+func (s *Bolt) Job(id string) (Job, error) {
 	var j Job
 	err := s.db.View(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketJobs), id, &j) })
 	return j, err
@@ -100,7 +100,7 @@ func (s *Store) Job(id string) (Job, error) {
 // UpdateJob changes a job atomically: change edits the job and returns the
 // messages to publish with the change. A change that returns an error
 // leaves the job as it was; ErrNotFound tells of a job that is gone.
-func (s *Store) UpdateJob(id string, change func(j *Job) ([]Message, error)) (Job, error) {
+func (s *Bolt) UpdateJob(id string, change func(j *Job) ([]Message, error)) (Job, error) {
 	var j Job
 	err := s.write(func(tx *bolt.Tx) error {
 		j = Job{}
@@ -142,7 +142,7 @@ func putJob(tx *bolt.Tx, j Job, oldDue int64) error {
 
 // DueJobs returns the ids of up to max jobs due at or before now, earliest
 // first, and when the next later job is due (zero when none is).
-func (s *Store) DueJobs(now time.Time, max int) (ids []string, next time.Time, err error) {
+func (s *Bolt) DueJobs(now time.Time, max int) (ids []string, next time.Time, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketJobsDue).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
@@ -160,7 +160,7 @@ func (s *Store) DueJobs(now time.Time, max int) (ids []string, next time.Time, e
 
 // ExpireJobs removes up to max jobs created before cutoff and returns how
 // many it removed.
-func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
+func (s *Bolt) ExpireJobs(cutoff time.Time, max int) (int, error) {
 	return s.expireByAge(bucketJobsByAge, cutoff, max, func(tx *bolt.Tx, id string) error {
 		jobs := tx.Bucket(bucketJobs)
 		var j Job
@@ -198,7 +198,7 @@ func InBatches(expire func(max int) (int, error)) (int, error) {
 // of a creation time, then an id) created before cutoff, calling drop to
 // remove what each names, in one transaction. It returns how many it
 // removed.
-func (s *Store) expireByAge(index []byte, cutoff time.Time, max int, drop func(tx *bolt.Tx, id string) error) (int, error) {
+func (s *Bolt) expireByAge(index []byte, cutoff time.Time, max int, drop func(tx *bolt.Tx, id string) error) (int, error) {
 	n := 0
 	err := s.write(func(tx *bolt.Tx) error {
 		n = 0
@@ -219,7 +219,7 @@ func (s *Store) expireByAge(index []byte, cutoff time.Time, max int, drop func(t
 }
 
 // UnfinishedJobs returns how many jobs of a branch have no outcome yet.
-func (s *Store) UnfinishedJobs(serviceID, branchID string) (int, error) {
+func (s *Bolt) UnfinishedJobs(serviceID, branchID string) (int, error) {
 	var n int
 	err := s.db.View(func(tx *bolt.Tx) error {
 		n = unfinished(tx, unfinishedKey(Job{ServiceID: serviceID, BranchID: branchID}))

@@ -30,7 +30,7 @@ type PreviousKey struct {
 // client (nil when it has none) and, for the previous key of a rotation
 // still in its overlap, the instant it ends (else nil). A deleted
 // service's keys, and a previous key past its overlap, are ErrNotFound.
-func (s *Store) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2BClient, keyEnds *time.Time, err error) {
+func (s *Bolt) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2BClient, keyEnds *time.Time, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		now := s.now()
 		id := tx.Bucket(bucketKeys).Get([]byte(keyDigest))
@@ -66,7 +66,7 @@ func (s *Store) BranchByKey(keyDigest string) (sv Service, br Branch, first *B2B
 // had keeps working for overlap (0: not at all), then is refused. While a
 // previous key's overlap is open, a rotation is ErrOverlapOpen unless
 // force, which ends that overlap at once.
-func (s *Store) RotateBranchKey(serviceID, branchID, newDigest string, overlap time.Duration, force bool, c Change) (Branch, error) {
+func (s *Bolt) RotateBranchKey(serviceID, branchID, newDigest string, overlap time.Duration, force bool, c Change) (Branch, error) {
 	var b Branch
 	err := s.write(func(tx *bolt.Tx) error {
 		b = Branch{}
@@ -104,7 +104,7 @@ func (s *Store) RotateBranchKey(serviceID, branchID, newDigest string, overlap t
 }
 
 // RevokePreviousKey ends a branch's previous key now.
-func (s *Store) RevokePreviousKey(serviceID, branchID string, c Change) (Branch, error) {
+func (s *Bolt) RevokePreviousKey(serviceID, branchID string, c Change) (Branch, error) {
 	var b Branch
 	err := s.write(func(tx *bolt.Tx) error {
 		b = Branch{}

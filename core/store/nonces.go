@@ -45,7 +45,7 @@ func (n Nonce) claim(tx *bolt.Tx, serviceID string) error {
 // ClaimNonce claims n for service in a write of its own, for a request
 // that makes no other (a verification answered from the slip's record). The
 // zero Nonce writes nothing.
-func (s *Store) ClaimNonce(serviceID string, n Nonce) error {
+func (s *Bolt) ClaimNonce(serviceID string, n Nonce) error {
 	if n.Value == "" {
 		return nil
 	}
@@ -54,7 +54,7 @@ func (s *Store) ClaimNonce(serviceID string, n Nonce) error {
 
 // ExpireNonces forgets up to max of the nonces no edge would take a
 // request with any more at now, and returns how many it forgot.
-func (s *Store) ExpireNonces(now time.Time, max int) (int, error) {
+func (s *Bolt) ExpireNonces(now time.Time, max int) (int, error) {
 	var cutoff [8]byte
 	binary.BigEndian.PutUint64(cutoff[:], uint64(now.Unix()/60)+1)
 	expired := func(k []byte) bool { return k != nil && bytes.Compare(k[:8], cutoff[:]) < 0 }

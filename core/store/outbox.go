@@ -26,7 +26,7 @@ var ErrOutboxFull = errors.New("store: outbox full")
 
 // enqueue appends msgs to the outbox within tx, a transaction of the
 // committer (a write function or the committer itself).
-func (s *Store) enqueue(tx *bolt.Tx, msgs ...Message) error {
+func (s *Bolt) enqueue(tx *bolt.Tx, msgs ...Message) error {
 	b := tx.Bucket(bucketOutbox)
 	// Keys only grow: full pages (bbolt splits at half by default) halve
 	// the pages each commit writes.
@@ -50,7 +50,7 @@ func (s *Store) enqueue(tx *bolt.Tx, msgs ...Message) error {
 // or one of its own at once when the committer is idle; Close writes
 // every message emitted before it. It returns ErrOutboxFull when
 // OutboxLimit messages already wait, and ErrClosed after Close.
-func (s *Store) Emit(m Message) error {
+func (s *Bolt) Emit(m Message) error {
 	s.closing.RLock()
 	defer s.closing.RUnlock()
 	if s.closed {
@@ -66,12 +66,12 @@ func (s *Store) Emit(m Message) error {
 
 // Outbox returns up to max messages from the start of the outbox, oldest
 // first.
-func (s *Store) Outbox(max int) ([]Message, error) { return s.OutboxAfter(0, max) }
+func (s *Bolt) Outbox(max int) ([]Message, error) { return s.OutboxAfter(0, max) }
 
 // OutboxAfter returns up to max messages that follow seq in the outbox,
 // oldest first: a publisher reads past what it has sent while the ack of
 // that is still being written.
-func (s *Store) OutboxAfter(seq uint64, max int) ([]Message, error) {
+func (s *Bolt) OutboxAfter(seq uint64, max int) ([]Message, error) {
 	var out []Message
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketOutbox).Cursor()
@@ -98,7 +98,7 @@ const ackBatch = 10000
 // Ack removes every message up to and including seq: they reached the
 // broker. It removes the history's entries among them that have moved to
 // bucketHistory too (see note), and keeps those still waiting.
-func (s *Store) Ack(seq uint64) error {
+func (s *Bolt) Ack(seq uint64) error {
 	for more := true; more; {
 		var done [][]byte
 		messages := 0
@@ -139,13 +139,13 @@ func (s *Store) Ack(seq uint64) error {
 
 // OutboxStats reports how many messages wait in the outbox and how many
 // Emit dropped because it was full.
-func (s *Store) OutboxStats() (waiting, dropped int64) {
+func (s *Bolt) OutboxStats() (waiting, dropped int64) {
 	return s.outboxLen.Load(), s.dropped.Load()
 }
 
 // OutboxReady is signalled (without blocking) after a transaction that
 // added messages to the outbox commits.
-func (s *Store) OutboxReady() <-chan struct{} { return s.outboxReady }
+func (s *Bolt) OutboxReady() <-chan struct{} { return s.outboxReady }
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 

@@ -22,7 +22,7 @@ type Records struct {
 // digest) is not stored yet, and leaves stored ones as they are: records
 // changed at run time keep their changes, and a branch deleted at run time
 // stays deleted. It returns how many it inserted.
-func (s *Store) InsertMissing(r Records) (int, error) {
+func (s *Bolt) InsertMissing(r Records) (int, error) {
 	n := 0
 	err := s.write(func(tx *bolt.Tx) error {
 		n = 0

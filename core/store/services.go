@@ -109,7 +109,7 @@ const (
 type Rate = seedfile.Rate
 
 // Services returns every service, deleted ones too, by id.
-func (s *Store) Services() ([]Service, error) {
+func (s *Bolt) Services() ([]Service, error) {
 	var out []Service
 	err := s.db.View(func(tx *bolt.Tx) error {
 		now := s.now()
@@ -127,7 +127,7 @@ func (s *Store) Services() ([]Service, error) {
 
 // Service returns a service as it stands now, with its counters of the
 // current period.
-func (s *Store) Service(id string) (Service, quota.Counter, int64, error) {
+func (s *Bolt) Service(id string) (Service, quota.Counter, int64, error) {
 	var sv Service
 	var c quota.Counter
 	var period int64
@@ -146,7 +146,7 @@ func (s *Store) Service(id string) (Service, quota.Counter, int64, error) {
 
 // CreateService stores a new service with its main branch and its first
 // B2B client. An id or key in use, by a deleted service too, is ErrExists.
-func (s *Store) CreateService(sv Service, main Branch, client B2BClient, c Change) error {
+func (s *Bolt) CreateService(sv Service, main Branch, client B2BClient, c Change) error {
 	return s.write(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketServices).Get([]byte(sv.ID)) != nil {
 			return ErrExists
@@ -180,7 +180,7 @@ func (s *Store) CreateService(sv Service, main Branch, client B2BClient, c Chang
 // writes it with its audit record under action. change gets the service's
 // counter of the current period and returns an ErrRule refusal or nil. A
 // deleted service changes no more (ErrNotFound).
-func (s *Store) UpdateService(id, action string, c Change, change func(sv *Service, used quota.Counter, now time.Time) error) (Service, error) {
+func (s *Bolt) UpdateService(id, action string, c Change, change func(sv *Service, used quota.Counter, now time.Time) error) (Service, error) {
 	var sv Service
 	err := s.write(func(tx *bolt.Tx) error {
 		var err error

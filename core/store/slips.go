@@ -153,7 +153,7 @@ func recordFirstAt(raw []byte) (int64, bool) {
 // ref, and its key; ErrNotFound when the service has none. A reference
 // found at several sending banks is the one first verified. It reads one
 // key per sending bank the service has records of, no index.
-func (s *Store) FindSlip(serviceID, ref string) (key string, rec *SlipRecord, err error) {
+func (s *Bolt) FindSlip(serviceID, ref string) (key string, rec *SlipRecord, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		slips := tx.Bucket(bucketSlips)
 		consider := func(k string) error {
@@ -207,7 +207,7 @@ func appendSlipRecordKey(dst []byte, serviceID, slipKey string) []byte {
 // ExpireSlips removes up to max slip records first verified before cutoff:
 // a slip verified again after that is a new one, not a duplicate. It
 // returns how many it removed.
-func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
+func (s *Bolt) ExpireSlips(cutoff time.Time, max int) (int, error) {
 	if !s.slipAges {
 		return 0, errNoSlipAges
 	}

@@ -40,7 +40,7 @@ func (s *Snapshot) QuotaLeft() bool {
 // Snapshot reads what a verification of slipKey by a branch needs ("" for
 // no slip). It fails with ErrNotFound for an unknown service or branch, or
 // a branch of another service.
-func (s *Store) Snapshot(serviceID, branchID, slipKey string) (Snapshot, error) {
+func (s *Bolt) Snapshot(serviceID, branchID, slipKey string) (Snapshot, error) {
 	var snap Snapshot
 	err := s.db.View(func(tx *bolt.Tx) (err error) {
 		snap, err = s.snapshot(tx, serviceID, branchID, slipKey, true)
@@ -51,7 +51,7 @@ func (s *Store) Snapshot(serviceID, branchID, slipKey string) (Snapshot, error) 
 
 // snapshot reads a Snapshot in tx, with the branch's default conditions
 // when conditions is set.
-func (s *Store) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string, conditions bool) (Snapshot, error) {
+func (s *Bolt) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string, conditions bool) (Snapshot, error) {
 	snap := Snapshot{At: s.now()}
 	sv, err := s.records.service(tx, serviceID)
 	if err != nil {
@@ -108,7 +108,7 @@ type Effect struct {
 }
 
 // historyPruned is how many expired history entries of its branch an
-// entry's move to bucketHistory removes at most (see Store.prune).
+// entry's move to bucketHistory removes at most (see Bolt.prune).
 const historyPruned = 2
 
 var errNoResult = errors.New("store: a new slip record needs a result")
@@ -117,7 +117,7 @@ var errNoResult = errors.New("store: a new slip record needs a result")
 // transaction, and writes the effect decide returns: the charge, the slip's
 // record and the usage event. When decide fails, Apply writes nothing and
 // returns its error. It returns the snapshot decide saw.
-func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(Snapshot) (Effect, error)) (Snapshot, error) {
+func (s *Bolt) Apply(serviceID, branchID, slipKey string, decide func(Snapshot) (Effect, error)) (Snapshot, error) {
 	var snap Snapshot
 	err := s.writeOp(func(tx *bolt.Tx) error {
 		var err error
@@ -133,7 +133,7 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(Snapshot)
 	return snap, err
 }
 
-func (s *Store) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) error {
+func (s *Bolt) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) error {
 	if err := e.Nonce.claim(tx, snap.Service.ID); err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func split(b []byte) (taken, rest []byte) { return b[:len(b):len(b)], b[len(b):]
 // disk bounds them (and a full disk refuses the verification, consuming
 // nothing). Any other event is dropped and counted when the outbox is full:
 // a verification never fails for want of room to report it.
-func (s *Store) enqueueUsage(tx *bolt.Tx, m Message, billable bool) error {
+func (s *Bolt) enqueueUsage(tx *bolt.Tx, m Message, billable bool) error {
 	if !billable && s.outboxLen.Load()+s.enqueued >= s.outboxLimit {
 		s.dropped.Add(1)
 		return nil

@@ -56,7 +56,7 @@ type Request struct {
 
 // Verifier verifies slips. It is safe for concurrent use.
 type Verifier struct {
-	Store    *store.Store
+	Store    store.Store
 	Upstream bank.Connector
 	Images   ImageReader      // nil: image sources are refused
 	Now      func() time.Time // the time of the usage events of refused attempts (a verified slip's is the store's, that of its quota period); nil: time.Now
@@ -396,7 +396,7 @@ func (c Conditions) match(f facts, at time.Time) Matched { return c.Match(f.amou
 // lookupUnannounced runs a bank lookup with the verification's write
 // retracted meanwhile: a bank may take long, and no transaction should wait
 // for it.
-func lookupUnannounced[T any](ctx context.Context, st *store.Store, lookup func(context.Context) (T, error)) (T, error) {
+func lookupUnannounced[T any](ctx context.Context, st store.Store, lookup func(context.Context) (T, error)) (T, error) {
 	st.Retract()
 	defer st.Announce()
 	return lookup(ctx)

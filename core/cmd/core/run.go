@@ -219,7 +219,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 // expire removes jobs past their retention, the nonces of signed requests
 // past their window, and slip records past slipRetention (0: none), once a
 // minute.
-func expire(ctx context.Context, j *jobs.Jobs, st *store.Store, slipRetention time.Duration, log *slog.Logger) error {
+func expire(ctx context.Context, j *jobs.Jobs, st store.Store, slipRetention time.Duration, log *slog.Logger) error {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
