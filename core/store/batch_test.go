@@ -18,8 +18,8 @@ func TestFailingOpWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	put := func(key string, fail error) *op {
-		return &op{fn: func(tx *bolt.Tx) error {
+	put := func(key string, fail error) *Op[*bolt.Tx] {
+		return &Op[*bolt.Tx]{Fn: func(tx *bolt.Tx) error {
 			if err := tx.Bucket(bucketMeta).Put([]byte(key), []byte("v")); err != nil {
 				return err
 			}
@@ -27,14 +27,14 @@ func TestFailingOpWritesNothing(t *testing.T) {
 		}}
 	}
 	refused := errors.New("refused")
-	batch := []*op{put("before", nil), put("failing", refused), put("after", nil), put("failing too", refused)}
+	batch := []*Op[*bolt.Tx]{put("before", nil), put("failing", refused), put("after", nil), put("failing too", refused)}
 	// The committer waits for ops; runBatch runs here as it would there.
-	if err := s.runBatch(batch, []Message{{Topic: "t", Key: "k", Value: []byte("m")}}); err != nil {
+	if err := (*batches)(s).RunBatch(batch, []Message{{Topic: "t", Key: "k", Value: []byte("m")}}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []error{nil, refused, nil, refused} {
-		if !errors.Is(batch[i].err, want) {
-			t.Errorf("op %d: err %v, want %v", i, batch[i].err, want)
+		if !errors.Is(batch[i].Err, want) {
+			t.Errorf("op %d: err %v, want %v", i, batch[i].Err, want)
 		}
 	}
 	s.db.View(func(tx *bolt.Tx) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,63 +62,29 @@ var (
 		bucketAudit, bucketAdminTokens, bucketAdminTokenDigests, bucketNonces, bucketHistory}
 )
 
-// maxBatch bounds how many writes share one transaction, and maxEmitted
-// how many emitted messages: those are small and many (a usage event per
-// verification attempt), so while a transaction syncs to disk the next
-// thousands wait in memory rather than hold up Emit.
-const (
-	maxBatch   = 512
-	maxEmitted = 8192
-)
-
 // Bolt is core's state in one bbolt file, the store of a single core node.
 // It is safe for concurrent use.
 //
-// Reads run in concurrent read transactions. Writes go through one committer
-// goroutine that runs every write waiting at that moment in one transaction,
-// so a lone request pays one fsync and a thousand concurrent requests share a
-// few, without a timer adding latency (bbolt's own Batch waits for one).
+// Reads run in concurrent read transactions. Writes go through a Committer,
+// which runs every write waiting at a moment in one transaction, so a lone
+// request pays one fsync and a thousand concurrent requests share a few,
+// without a timer adding latency (bbolt's own Batch waits for one).
 type Bolt struct {
-	db      *bolt.DB
-	now     func() time.Time
-	ops     chan *op // unbuffered: a sent op is always run
-	quit    chan struct{}
-	stopped chan struct{}
-
-	emitted     chan Message  // messages of Emit, for the next transaction
-	outboxReady chan struct{} // see OutboxReady
-	outboxLen   atomic.Int64
-	outboxLimit int64
-	slipAges    bool // Options.SlipAges
+	db       *bolt.DB
+	now      func() time.Time
+	c        *Committer[*bolt.Tx]
+	slipAges bool // Options.SlipAges
 	// historyBatch is historyBatch but in tests.
 	historyBatch uint64
 	// historyFrom is metaHistoryFrom as committed, and historyMoved its
 	// value once the running transaction commits (0: unchanged; see
 	// waitingFrom); committer only.
 	historyFrom, historyMoved uint64
-	dropped                   atomic.Int64
 	enqueued                  int64 // messages the running transaction added; committer only
 
-	opPool sync.Pool // ops with their channels: a write is made for every verification
-
-	writeFailures atomic.Int64  // transactions that did not commit
-	commits       atomic.Int64  // transactions the committer ran
-	writes        atomic.Int64  // writes they held
-	gather        time.Duration // Options.Gather
-	announced     atomic.Int64  // writes announced and not yet retracted
-	retracted     chan struct{} // a retraction, for a committer that waits
-
-	closing sync.RWMutex // Close waits for Emits in progress
-	closed  bool
+	writeFailures atomic.Int64 // transactions that did not commit
 
 	records decoded // services and branches, decoded once while unchanged
-}
-
-type op struct {
-	announced bool // Apply's, whose writer announced it
-	fn        func(tx *bolt.Tx) error
-	err       error
-	done      chan error
 }
 
 // Open opens or creates the store at path. now is the clock that decides
@@ -198,167 +163,46 @@ func OpenWith(path string, now func() time.Time, o Options) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Bolt{db: db, now: now, ops: make(chan *op), quit: make(chan struct{}), stopped: make(chan struct{}),
-		emitted: make(chan Message, maxEmitted), outboxReady: make(chan struct{}, 1), outboxLimit: o.OutboxLimit, slipAges: o.SlipAges, historyBatch: historyBatch, historyFrom: from,
-		gather: o.Gather, retracted: make(chan struct{}, 1)}
-	s.outboxLen.Store(int64(waiting))
-	go s.commit()
+	s := &Bolt{db: db, now: now, slipAges: o.SlipAges, historyBatch: historyBatch, historyFrom: from}
+	s.c = StartCommitter[*bolt.Tx]((*batches)(s), o, int64(waiting))
 	return s, nil
 }
 
 // Close finishes the writes in hand, writes the emitted messages and closes
 // the file.
 func (s *Bolt) Close() error {
-	s.closing.Lock()
-	already := s.closed
-	s.closed = true
-	s.closing.Unlock()
-	if already {
-		return ErrClosed
+	if err := s.c.Stop(); err != nil {
+		return err
 	}
-	close(s.quit)
-	<-s.stopped
 	return s.db.Close()
 }
 
-// emitDelay bounds how long an emitted message waits for a transaction to
-// join before the committer writes it in one of its own.
-const emitDelay = 10 * time.Millisecond
-
-// commit runs queued writes in shared transactions until Close. Emitted
-// messages join the next transaction; while no write comes, they are
-// written together once maxEmitted of them wait or the first has waited
-// emitDelay, so a stream of them costs few disk syncs.
-func (s *Bolt) commit() {
-	defer close(s.stopped)
-	batch := make([]*op, 0, maxBatch)
-	var msgs []Message
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	armed := false
-	gathering := time.NewTimer(time.Hour)
-	gathering.Stop()
-	for {
-		batch = batch[:0]
-		select {
-		case <-s.quit:
-			s.flushEmitted(msgs)
-			return
-		case o := <-s.ops:
-			batch = append(batch, o)
-		case m := <-s.emitted:
-			msgs = append(msgs, m)
-			if len(msgs) < maxEmitted {
-				if !armed {
-					timer.Reset(emitDelay)
-					armed = true
-				}
-				continue
-			}
-		case <-timer.C:
-			armed = false
-		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case o := <-s.ops:
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
-		if len(batch) > 0 && s.gather > 0 {
-			batch = s.gatherMore(batch, gathering)
-		}
-		s.commits.Add(1)
-		s.writes.Add(int64(len(batch)))
-		err := s.runBatch(batch, msgs)
-		if err != nil && len(msgs) > 0 {
-			s.dropped.Add(int64(len(msgs)))
-		}
-		msgs = msgs[:0]
-		if armed && !timer.Stop() {
-			<-timer.C
-		}
-		armed = false
-		for _, o := range batch {
-			if o.err != nil {
-				o.done <- o.err // it wrote nothing: the transaction's fate is not its
-				continue
-			}
-			o.done <- err
-		}
-	}
-}
-
-// gatherMore adds to batch the writes announced and not yet in it (see
-// Announce) as they come, for up to Options.Gather, until none is missing,
-// the batch is full or the store closes.
-func (s *Bolt) gatherMore(batch []*op, t *time.Timer) []*op {
-	inHand := int64(0)
-	for _, o := range batch {
-		if o.announced {
-			inHand++
-		}
-	}
-	if s.announced.Load() <= inHand {
-		return batch
-	}
-	t.Reset(s.gather)
-	defer t.Stop()
-	for len(batch) < maxBatch && s.announced.Load() > inHand {
-		select {
-		case o := <-s.ops:
-			batch = append(batch, o)
-			if o.announced {
-				inHand++
-			}
-		case <-s.retracted: // count again
-		case <-t.C:
-			return batch
-		case <-s.quit:
-			return batch
-		}
-	}
-	return batch
-}
-
 // Announce tells the committer that the caller will soon write with
-// Apply; Retract, that it has written or will not. While announced writes
-// are on their way, a transaction waits for them up to Options.Gather, so
-// they share its disk syncs. A verification announces its write from its
-// first snapshot to Apply's return, but not while it waits on a bank.
-func (s *Bolt) Announce() { s.announced.Add(1) }
+// Apply; Retract, that it has written or will not (Committer.Announce).
+func (s *Bolt) Announce() { s.c.Announce() }
 
 // Retract ends an Announce.
-func (s *Bolt) Retract() {
-	s.announced.Add(-1)
-	select {
-	case s.retracted <- struct{}{}:
-	default: // the committer has one to read
-	}
-}
+func (s *Bolt) Retract() { s.c.Retract() }
 
 // errOpFailed stops a batch's transaction at the first op that fails.
 var errOpFailed = errors.New("store: an op of the batch failed")
 
-// runBatch runs the ops of a batch and the emitted msgs in one transaction.
+// batches is Bolt's side of its Committer.
+type batches Bolt
+
+// RunBatch runs the ops of a batch and the emitted msgs in one transaction.
 // An op that fails leaves no write behind, whatever else shares the
 // transaction: the transaction is rolled back at once and run again
-// without it, until every op left succeeds. So each op's fn runs on the
-// state the ops before it left, and may run more than once: it must set
-// its results from the transaction alone.
-func (s *Bolt) runBatch(batch []*op, msgs []Message) error {
-	for i := range batch {
-		batch[i].err = nil
-	}
+// without it, until every op left succeeds.
+func (b *batches) RunBatch(batch []*Op[*bolt.Tx], msgs []Message) error {
+	s := (*Bolt)(b)
 	for {
 		err := s.update(func(tx *bolt.Tx) error {
 			for _, o := range batch {
-				if o.err != nil {
+				if o.Err != nil {
 					continue // failed in an earlier run
 				}
-				if o.err = o.fn(tx); o.err != nil {
+				if o.Err = o.Fn(tx); o.Err != nil {
 					return errOpFailed
 				}
 			}
@@ -367,26 +211,6 @@ func (s *Bolt) runBatch(batch []*op, msgs []Message) error {
 		if !errors.Is(err, errOpFailed) {
 			return err
 		}
-	}
-}
-
-// flushEmitted writes, at Close, the messages emitted before it: msgs and
-// those still in the channel.
-func (s *Bolt) flushEmitted(msgs []Message) {
-	for drained := false; !drained; {
-		select {
-		case m := <-s.emitted:
-			msgs = append(msgs, m)
-		default:
-			drained = true
-		}
-	}
-	for len(msgs) > 0 {
-		n := min(len(msgs), maxEmitted)
-		if err := s.update(func(tx *bolt.Tx) error { return s.enqueue(tx, msgs[:n]...) }); err != nil {
-			s.dropped.Add(int64(n))
-		}
-		msgs = msgs[n:]
 	}
 }
 
@@ -409,19 +233,13 @@ func (s *Bolt) update(fn func(tx *bolt.Tx) error) error {
 	if s.historyMoved != 0 {
 		s.historyFrom = s.historyMoved
 	}
-	if s.enqueued > 0 {
-		s.outboxLen.Add(s.enqueued)
-		select {
-		case s.outboxReady <- struct{}{}:
-		default:
-		}
-	}
+	s.c.Outbox.Added(s.enqueued)
 	return nil
 }
 
 // Commits reports how many transactions the committer ran and how many
 // writes they held: their ratio is how many writes a disk sync serves.
-func (s *Bolt) Commits() (commits, writes int64) { return s.commits.Load(), s.writes.Load() }
+func (s *Bolt) Commits() (commits, writes int64) { return s.c.Commits() }
 
 // WriteFailures counts the transactions the store could not commit.
 func (s *Bolt) WriteFailures() int64 { return s.writeFailures.Load() }
@@ -434,26 +252,8 @@ func (s *Bolt) Size() int64 {
 }
 
 // write runs fn in a write transaction shared with other writers. When fn
-// fails, nothing it wrote is kept (see runBatch); fn may run more than once.
-func (s *Bolt) write(fn func(tx *bolt.Tx) error) error { return s.writeOp(fn, false) }
-
-// writeOp is write; announced says the writer announced it (Announce).
-func (s *Bolt) writeOp(fn func(tx *bolt.Tx) error, announced bool) error {
-	o, _ := s.opPool.Get().(*op)
-	if o == nil {
-		o = &op{done: make(chan error, 1)}
-	}
-	o.fn, o.announced = fn, announced
-	select {
-	case s.ops <- o:
-		err := <-o.done
-		o.fn = nil
-		s.opPool.Put(o) // answered: the committer holds it no more
-		return err
-	case <-s.stopped:
-		return ErrClosed
-	}
-}
+// fails, nothing it wrote is kept (see RunBatch); fn may run more than once.
+func (s *Bolt) write(fn func(tx *bolt.Tx) error) error { return s.c.Write(fn, false) }
 
 func getJSON(b *bolt.Bucket, key string, v any) error {
 	raw := b.Get([]byte(key))

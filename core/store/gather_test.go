@@ -23,7 +23,7 @@ func TestGatherWaitsForAnnouncedWrites(t *testing.T) {
 		put := func(announced bool) error {
 			n++
 			key := []byte{byte(n)}
-			return s.writeOp(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(key, []byte("v")) }, announced)
+			return s.c.Write(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(key, []byte("v")) }, announced)
 		}
 		// write starts an announced write, announcing it here unless
 		// announce is false (the caller did), and returns its result's

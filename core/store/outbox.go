@@ -44,25 +44,9 @@ func (s *Bolt) enqueue(tx *bolt.Tx, msgs ...Message) error {
 	return nil
 }
 
-// Emit queues a message that reports no state change of its own (a usage
-// event of a refused verification, for example). It does not wait for a
-// disk write: the message joins the next transaction the committer runs,
-// or one of its own at once when the committer is idle; Close writes
-// every message emitted before it. It returns ErrOutboxFull when
-// OutboxLimit messages already wait, and ErrClosed after Close.
-func (s *Bolt) Emit(m Message) error {
-	s.closing.RLock()
-	defer s.closing.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.outboxLen.Load() >= s.outboxLimit {
-		s.dropped.Add(1)
-		return ErrOutboxFull
-	}
-	s.emitted <- m // the committer runs until Close, which waits for this
-	return nil
-}
+// Emit queues a message that reports no state change of its own
+// (Committer.Emit).
+func (s *Bolt) Emit(m Message) error { return s.c.Emit(m) }
 
 // Outbox returns up to max messages from the start of the outbox, oldest
 // first.
@@ -132,20 +116,18 @@ func (s *Bolt) Ack(seq uint64) error {
 		if err != nil {
 			return err
 		}
-		s.outboxLen.Add(int64(-messages))
+		s.c.Outbox.Removed(int64(messages))
 	}
 	return nil
 }
 
 // OutboxStats reports how many messages wait in the outbox and how many
 // Emit dropped because it was full.
-func (s *Bolt) OutboxStats() (waiting, dropped int64) {
-	return s.outboxLen.Load(), s.dropped.Load()
-}
+func (s *Bolt) OutboxStats() (waiting, dropped int64) { return s.c.Outbox.OutboxStats() }
 
 // OutboxReady is signalled (without blocking) after a transaction that
 // added messages to the outbox commits.
-func (s *Bolt) OutboxReady() <-chan struct{} { return s.outboxReady }
+func (s *Bolt) OutboxReady() <-chan struct{} { return s.c.Outbox.OutboxReady() }
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 

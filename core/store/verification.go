@@ -119,7 +119,7 @@ var errNoResult = errors.New("store: a new slip record needs a result")
 // returns its error. It returns the snapshot decide saw.
 func (s *Bolt) Apply(serviceID, branchID, slipKey string, decide func(Snapshot) (Effect, error)) (Snapshot, error) {
 	var snap Snapshot
-	err := s.writeOp(func(tx *bolt.Tx) error {
+	err := s.c.Write(func(tx *bolt.Tx) error {
 		var err error
 		if snap, err = s.snapshot(tx, serviceID, branchID, slipKey, false); err != nil {
 			return err
@@ -210,8 +210,7 @@ func split(b []byte) (taken, rest []byte) { return b[:len(b):len(b)], b[len(b):]
 // nothing). Any other event is dropped and counted when the outbox is full:
 // a verification never fails for want of room to report it.
 func (s *Bolt) enqueueUsage(tx *bolt.Tx, m Message, billable bool) error {
-	if !billable && s.outboxLen.Load()+s.enqueued >= s.outboxLimit {
-		s.dropped.Add(1)
+	if !billable && !s.c.Outbox.Room(s.enqueued) {
 		return nil
 	}
 	return s.enqueue(tx, m)
