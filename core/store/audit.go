@@ -29,6 +29,10 @@ var (
 	ErrRule = errors.New("store: change refused")
 )
 
+// Refuse returns an ErrRule refusal with a message naming the field and
+// the reason.
+func Refuse(format string, a ...any) error { return refuse(format, a...) }
+
 func refuse(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrRule}, a...)...)
 }
@@ -62,24 +66,13 @@ func (s *Bolt) change(serviceID string, fn func(tx *bolt.Tx) error) error {
 	})
 }
 
-// audit writes the audit record of a change in tx and queues it for
-// slip.audit; a change to a service's records also queues the slip.config
-// event that makes every edge drop them. before and after are the records
-// as they were and are (nil for none), keys and secrets left out.
+// audit writes the audit record of a change in tx and queues its messages
+// (AuditOf).
 func (s *Bolt) audit(tx *bolt.Tx, c Change, action, serviceID string, target api.AuditTarget, before, after any) error {
 	if err := c.Nonce.claim(tx, serviceID); err != nil {
 		return err
 	}
-	rec := api.AuditRecord{ID: uuid.NewString(), At: s.now().UTC(), Actor: c.Actor, RequestID: c.RequestID,
-		Action: action, ServiceID: serviceID, Target: target, Reason: c.Reason}
-	var err error
-	if rec.Before, err = redacted(before); err != nil {
-		return err
-	}
-	if rec.After, err = redacted(after); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(rec)
+	rec, raw, msgs, err := AuditOf(s.now(), c, action, serviceID, target, before, after)
 	if err != nil {
 		return err
 	}
@@ -91,15 +84,37 @@ func (s *Bolt) audit(tx *bolt.Tx, c Change, action, serviceID string, target api
 	if err := b.Put(binary.BigEndian.AppendUint64(timeKey(rec.At.UnixMilli(), ""), seq), raw); err != nil {
 		return err
 	}
+	return s.enqueue(tx, msgs...)
+}
+
+// AuditOf returns the audit record of a change made at now, encoded, and
+// the messages that publish it: the record for slip.audit and, for a
+// change to a service's records, the slip.config event that makes every
+// edge drop them. before and after are the records as they were and are
+// (nil for none), keys and secrets left out.
+func AuditOf(now time.Time, c Change, action, serviceID string, target api.AuditTarget, before, after any) (api.AuditRecord, []byte, []Message, error) {
+	rec := api.AuditRecord{ID: uuid.NewString(), At: now.UTC(), Actor: c.Actor, RequestID: c.RequestID,
+		Action: action, ServiceID: serviceID, Target: target, Reason: c.Reason}
+	var err error
+	if rec.Before, err = redacted(before); err != nil {
+		return rec, nil, nil, err
+	}
+	if rec.After, err = redacted(after); err != nil {
+		return rec, nil, nil, err
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return rec, nil, nil, err
+	}
 	msgs := []Message{{Topic: api.TopicAudit, Key: serviceID, Value: raw}}
 	if serviceID != "" {
 		ev, err := json.Marshal(api.ConfigEvent{EventID: uuid.NewString(), ServiceID: serviceID, At: rec.At})
 		if err != nil {
-			return err
+			return rec, nil, nil, err
 		}
 		msgs = append(msgs, Message{Topic: api.TopicConfig, Key: serviceID, Value: ev})
 	}
-	return s.enqueue(tx, msgs...)
+	return rec, raw, msgs, nil
 }
 
 // redacted encodes a record for the audit log without its keys and

@@ -84,18 +84,9 @@ func (s *Bolt) CreateAccount(a *BankAccount, c Change) error {
 		if err != nil {
 			return err
 		}
-		if len(all) >= MaxAccountsPerService {
-			return refuse("a service holds at most %d bank accounts", MaxAccountsPerService)
+		if err := CheckAccount(all, a); err != nil {
+			return err
 		}
-		for _, o := range all {
-			if o.Active && o.BankCode == a.BankCode && o.BankNumber == a.BankNumber {
-				return ErrAccountDuplicate
-			}
-		}
-		if len(a.Branches) > MaxAccountBranches {
-			return refuse("branches: at most %d", MaxAccountBranches)
-		}
-		a.Branches = distinct(a.Branches)
 		for _, b := range a.Branches {
 			var br Branch
 			if err := branchOf(tx, a.ServiceID, b, &br); err != nil {
@@ -113,6 +104,46 @@ func (s *Bolt) CreateAccount(a *BankAccount, c Change) error {
 		}
 		return s.audit(tx, c, "account.create", a.ServiceID, api.AuditTarget{Type: "account", ID: a.ID}, nil, *a)
 	})
+}
+
+// CheckAccount refuses a new account a of a service holding all: past
+// MaxAccountsPerService, with more than MaxAccountBranches branches, or
+// with ErrAccountDuplicate an active account with the same bankCode and
+// bankNumber. A branch listed twice is linked once: a.Branches is left as
+// it is to be stored.
+func CheckAccount(all []BankAccount, a *BankAccount) error {
+	if len(all) >= MaxAccountsPerService {
+		return refuse("a service holds at most %d bank accounts", MaxAccountsPerService)
+	}
+	for _, o := range all {
+		if o.Active && o.BankCode == a.BankCode && o.BankNumber == a.BankNumber {
+			return ErrAccountDuplicate
+		}
+	}
+	if len(a.Branches) > MaxAccountBranches {
+		return refuse("branches: at most %d", MaxAccountBranches)
+	}
+	a.Branches = distinct(a.Branches)
+	return nil
+}
+
+// Link links (link true) or unlinks the account to a branch and returns
+// the action's name for the audit log. Unlinking an account that is not
+// linked is ErrNotFound.
+func (a *BankAccount) Link(branchID string, link bool) (action string, err error) {
+	i := slices.Index(a.Branches, branchID)
+	switch {
+	case link && i < 0:
+		a.Branches = append(a.Branches, branchID)
+	case !link && i < 0:
+		return "", ErrNotFound
+	case !link:
+		a.Branches = slices.Delete(slices.Clone(a.Branches), i, i+1)
+	}
+	if link {
+		return "account.link", nil
+	}
+	return "account.unlink", nil
 }
 
 // distinct returns ids without repeats, in their first order.
@@ -146,21 +177,12 @@ func (s *Bolt) LinkAccount(serviceID, branchID, accountID string, link bool, c C
 		if a.ServiceID != serviceID {
 			return ErrNotFound
 		}
-		i := slices.Index(a.Branches, branchID)
-		switch {
-		case link && i < 0:
-			a.Branches = append(a.Branches, branchID)
-		case !link && i < 0:
-			return ErrNotFound
-		case !link:
-			a.Branches = slices.Delete(slices.Clone(a.Branches), i, i+1)
+		action, err := a.Link(branchID, link)
+		if err != nil {
+			return err
 		}
 		if err := putJSON(tx.Bucket(bucketAccounts), a.ID, a); err != nil {
 			return err
-		}
-		action := "account.link"
-		if !link {
-			action = "account.unlink"
 		}
 		return s.audit(tx, c, action, serviceID, api.AuditTarget{Type: "account", ID: accountID}, nil, a)
 	})

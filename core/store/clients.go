@@ -168,20 +168,29 @@ func (s *Bolt) RotateClientSecret(serviceID, id string, overlap time.Duration, f
 		if c, err = s.clientByID(tx, serviceID, id); err != nil {
 			return err
 		}
-		now := s.now()
-		if c.Previous != nil && now.Before(c.Previous.ExpiresAt) && !force {
-			return ErrOverlapOpen
-		}
 		before := c
-		c.Previous = nil
-		if overlap > 0 {
-			c.Previous = &PreviousSecret{Secret: c.Secret, ExpiresAt: now.Add(overlap)}
+		if err := c.Rotate(seal(c.KeyDigest), overlap, force, s.now()); err != nil {
+			return err
 		}
-		c.Secret = seal(c.KeyDigest)
 		if err := putJSON(tx.Bucket(bucketB2B), c.KeyDigest, c); err != nil {
 			return err
 		}
 		return s.audit(tx, ch, "client.secret.rotate", serviceID, api.AuditTarget{Type: "client", ID: id}, before, c)
 	})
 	return c, err
+}
+
+// Rotate gives c the sealed secret at now; the one it had keeps verifying
+// signatures for overlap (0: not at all). While a previous secret's
+// overlap is open, a rotation is ErrOverlapOpen unless force.
+func (c *B2BClient) Rotate(sealed []byte, overlap time.Duration, force bool, now time.Time) error {
+	if c.Previous != nil && now.Before(c.Previous.ExpiresAt) && !force {
+		return ErrOverlapOpen
+	}
+	c.Previous = nil
+	if overlap > 0 {
+		c.Previous = &PreviousSecret{Secret: c.Secret, ExpiresAt: now.Add(overlap)}
+	}
+	c.Secret = sealed
+	return nil
 }

@@ -30,6 +30,10 @@ type Batcher[T any] interface {
 type Op[T any] struct {
 	announced bool // Apply's, whose writer announced it
 	Fn        func(tx T) error
+	// Locks names what the write will lock, so that a store whose
+	// transactions lock rows may take every lock of a batch first, in
+	// one order, and no two batches wait on each other.
+	Locks []string
 	// Err is Fn's error in the batch's transaction (nil: it succeeded).
 	Err  error
 	done chan error
@@ -233,17 +237,17 @@ func (c *Committer[T]) flushEmitted(msgs []Message) {
 
 // Write runs fn in a transaction shared with other writes. When fn fails,
 // nothing it wrote is kept; fn may run more than once. announced says the
-// writer announced it (Announce).
-func (c *Committer[T]) Write(fn func(tx T) error, announced bool) error {
+// writer announced it (Announce); locks are Op.Locks.
+func (c *Committer[T]) Write(fn func(tx T) error, announced bool, locks ...string) error {
 	o, _ := c.opPool.Get().(*Op[T])
 	if o == nil {
 		o = &Op[T]{done: make(chan error, 1)}
 	}
-	o.Fn, o.announced = fn, announced
+	o.Fn, o.announced, o.Locks = fn, announced, locks
 	select {
 	case c.ops <- o:
 		err := <-o.done
-		o.Fn = nil
+		o.Fn, o.Locks = nil, nil
 		c.opPool.Put(o) // answered: the committer holds it no more
 		return err
 	case <-c.stopped:

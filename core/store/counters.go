@@ -22,13 +22,19 @@ type Usage struct {
 // periodUsage reads the counters of sv and of its branch branchID ("":
 // none) in the period holding t.
 func periodUsage(tx *bolt.Tx, sv *Service, branchID string, t time.Time) Usage {
-	period := sv.PeriodStart(t).Unix()
 	q := tx.Bucket(bucketQuota)
-	u := Usage{Service: readCounter(q, "s/"+sv.ID).In(period), PeriodStart: period}
+	var br quota.Counter
 	if branchID != "" {
-		u.Branch = readCounter(q, "b/"+branchID).In(period)
+		br = readCounter(q, "b/"+branchID)
 	}
-	return u
+	return UsageAt(sv, t, readCounter(q, "s/"+sv.ID), br)
+}
+
+// UsageAt is the usage in the period of sv holding t, of the counters svc
+// and br as stored: a counter of an earlier period counts nothing used.
+func UsageAt(sv *Service, t time.Time, svc, br quota.Counter) Usage {
+	period := sv.PeriodStart(t).Unix()
+	return Usage{Service: svc.In(period), Branch: br.In(period), PeriodStart: period}
 }
 
 // readCounter decodes a counter: period, used and total as three big-endian

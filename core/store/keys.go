@@ -73,34 +73,49 @@ func (s *Bolt) RotateBranchKey(serviceID, branchID, newDigest string, overlap ti
 		if err := s.liveBranch(tx, serviceID, branchID, &b); err != nil {
 			return err
 		}
-		now := s.now()
-		if b.Previous != nil && now.Before(b.Previous.ExpiresAt) && !force {
-			return ErrOverlapOpen
-		}
-		if tx.Bucket(bucketKeys).Get([]byte(newDigest)) != nil {
-			return ErrExists
-		}
 		before := b
 		keys := tx.Bucket(bucketKeys)
-		if b.Previous != nil {
-			if err := keys.Delete([]byte(b.Previous.Digest)); err != nil {
-				return err
-			}
-			b.Previous = nil
-		}
-		if overlap > 0 {
-			b.Previous = &PreviousKey{Digest: b.KeyDigest, CreatedAt: b.KeyCreatedAt, ExpiresAt: now.Add(overlap)}
-		} else if err := keys.Delete([]byte(b.KeyDigest)); err != nil {
+		dropped, err := b.Rotate(newDigest, keys.Get([]byte(newDigest)) != nil, overlap, force, s.now())
+		if err != nil {
 			return err
 		}
-		t := now.UTC()
-		b.KeyDigest, b.KeyCreatedAt = newDigest, &t
+		for _, d := range dropped {
+			if err := keys.Delete([]byte(d)); err != nil {
+				return err
+			}
+		}
 		if err := errors.Join(keys.Put([]byte(newDigest), []byte(b.ID)), putJSON(tx.Bucket(bucketBranches), b.ID, b)); err != nil {
 			return err
 		}
 		return s.audit(tx, c, "branch.key.rotate", serviceID, api.AuditTarget{Type: "branch", ID: branchID}, before, b)
 	})
 	return b, err
+}
+
+// Rotate gives b the key of digest newDigest at now; taken says the digest
+// is some key's already (ErrExists). The key b had keeps working for
+// overlap (0: not at all). While a previous key's overlap is open, a
+// rotation is ErrOverlapOpen unless force, which ends that overlap at
+// once. It returns the digests of the keys that stop working.
+func (b *Branch) Rotate(newDigest string, taken bool, overlap time.Duration, force bool, now time.Time) (dropped []string, err error) {
+	if b.Previous != nil && now.Before(b.Previous.ExpiresAt) && !force {
+		return nil, ErrOverlapOpen
+	}
+	if taken {
+		return nil, ErrExists
+	}
+	if b.Previous != nil {
+		dropped = append(dropped, b.Previous.Digest)
+		b.Previous = nil
+	}
+	if overlap > 0 {
+		b.Previous = &PreviousKey{Digest: b.KeyDigest, CreatedAt: b.KeyCreatedAt, ExpiresAt: now.Add(overlap)}
+	} else {
+		dropped = append(dropped, b.KeyDigest)
+	}
+	t := now.UTC()
+	b.KeyDigest, b.KeyCreatedAt = newDigest, &t
+	return dropped, nil
 }
 
 // RevokePreviousKey ends a branch's previous key now.

@@ -171,13 +171,13 @@ type Options struct {
 	// DefaultOutboxLimit).
 	OutboxLimit int64
 	// Gather is how long a transaction may wait for writes already on
-	// their way (see Announce): they then share its disk syncs, which cost
-	// core more than anything else a verification does. A write waits at
+	// their way (see Announce): they then share its commit (a disk sync),
+	// which costs core more than anything else a verification does. A write waits at
 	// most Gather, and never for a write nobody announced. 0: every
 	// transaction commits at once.
 	Gather time.Duration
-	// SlipAges keeps the slip records' index by age, which ExpireSlips
-	// reads. A store that never expires slip records goes without: each
+	// SlipAges keeps bbolt's index of the slip records by age, which
+	// ExpireSlips reads (PostgreSQL keeps one always). A store that never expires slip records goes without: each
 	// verification writes one key less (a page more of every commit).
 	// Opened without it, the index is dropped; opened with it again, it
 	// is built anew from the records.

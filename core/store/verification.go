@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/slipverify/slipverify/core/quota"
 )
 
 // Snapshot is everything a verification's decision reads, from one
@@ -61,10 +63,9 @@ func (s *Bolt) snapshot(tx *bolt.Tx, serviceID, branchID, slipKey string, condit
 	if err != nil {
 		return snap, err
 	}
-	if br.ServiceID != sv.ID || sv.State == StateDeleted {
-		return snap, ErrNotFound
+	if err := snap.Of(sv, br); err != nil {
+		return snap, err
 	}
-	snap.Service, snap.Branch = sv.At(snap.At), *br
 	if slipKey != "" {
 		var kb [keyRoom]byte // bbolt's Get keeps no key: on the stack
 		if raw := tx.Bucket(bucketSlips).Get(appendSlipRecordKey(kb[:0], serviceID, slipKey)); raw != nil {
@@ -107,6 +108,49 @@ type Effect struct {
 	History Verification
 }
 
+// Of sets the snapshot's service, as it stands at its time, and branch:
+// ErrNotFound for a branch of another service or a deleted service.
+func (s *Snapshot) Of(sv *Service, br *Branch) error {
+	if br.ServiceID != sv.ID || sv.State == StateDeleted {
+		return ErrNotFound
+	}
+	s.Service, s.Branch = sv.At(s.At), *br
+	return nil
+}
+
+// Charged returns the service's and the branch's counters after the
+// charge of one unit in the snapshot's period.
+func (s *Snapshot) Charged() (svc, brc quota.Counter) {
+	svc, brc = s.Usage.Service, s.Usage.Branch
+	svc.Period, brc.Period = s.Usage.PeriodStart, s.Usage.PeriodStart
+	svc.Used, svc.Total = svc.Used+1, svc.Total+1
+	brc.Used, brc.Total = brc.Used+1, brc.Total+1
+	return svc, brc
+}
+
+// Record returns the slip record the effect e leaves: nil when the one
+// stored stands (the branch verified the slip before), the stored one
+// with the branch added, or a new one (fresh) of e's result.
+func (s *Snapshot) Record(e *Effect) (rec *SlipRecord, fresh bool, err error) {
+	switch rec = s.Slip; {
+	case rec != nil && rec.VerifiedBy(s.Branch.ID):
+		return nil, false, nil
+	case rec != nil:
+		return &SlipRecord{FirstAt: rec.FirstAt, Branches: append(slices.Clip(rec.Branches), s.Branch.ID), Result: rec.Result, Job: rec.Job}, false, nil
+	case e.Result == nil:
+		return nil, false, errNoResult
+	}
+	return &SlipRecord{FirstAt: s.At.Unix(), Branches: []string{s.Branch.ID}, Result: e.Result, Job: e.JobID}, true, nil
+}
+
+// Entry returns e's history entry (History) with the verification's time,
+// service, branch and slip key set.
+func (s *Snapshot) Entry(e *Effect, slipKey string) *Verification {
+	h := &e.History
+	h.At, h.ServiceID, h.BranchID, h.SlipKey = s.At, s.Service.ID, s.Branch.ID, slipKey
+	return h
+}
+
 // historyPruned is how many expired history entries of its branch an
 // entry's move to bucketHistory removes at most (see Bolt.prune).
 const historyPruned = 2
@@ -138,10 +182,7 @@ func (s *Bolt) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) erro
 		return err
 	}
 	if e.Charge {
-		svc, brc := snap.Usage.Service, snap.Usage.Branch
-		svc.Period, brc.Period = snap.Usage.PeriodStart, snap.Usage.PeriodStart
-		svc.Used, svc.Total = svc.Used+1, svc.Total+1
-		brc.Used, brc.Total = brc.Used+1, brc.Total+1
+		svc, brc := snap.Charged()
 		q := tx.Bucket(bucketQuota)
 		if err := errors.Join(writeCounter(q, "s/"+snap.Service.ID, svc), writeCounter(q, "b/"+snap.Branch.ID, brc)); err != nil {
 			return err
@@ -152,19 +193,11 @@ func (s *Bolt) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) erro
 			return err
 		}
 	}
-	rec, fresh := snap.Slip, false // the record to write (nil: none); fresh: a new one
-	switch {
-	case rec != nil && rec.VerifiedBy(snap.Branch.ID):
-		rec = nil
-	case rec != nil:
-		rec = &SlipRecord{FirstAt: rec.FirstAt, Branches: append(slices.Clip(rec.Branches), snap.Branch.ID), Result: rec.Result, Job: rec.Job}
-	case e.Result == nil:
-		return errNoResult
-	default:
-		rec, fresh = &SlipRecord{FirstAt: snap.At.Unix(), Branches: []string{snap.Branch.ID}, Result: e.Result, Job: e.JobID}, true
+	rec, fresh, err := snap.Record(&e)
+	if err != nil {
+		return err
 	}
-	h := &e.History
-	h.At, h.ServiceID, h.BranchID, h.SlipKey = snap.At, snap.Service.ID, snap.Branch.ID, slipKey
+	h := snap.Entry(&e, slipKey)
 	// One allocation holds every key and value this write puts: bbolt
 	// keeps a value until the transaction commits (so none is reused) and
 	// copies a key.

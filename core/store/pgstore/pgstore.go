@@ -1,0 +1,362 @@
+// Package pgstore keeps core's state (store.Store) in PostgreSQL, shared by
+// any number of core processes: what bbolt's store keeps in one file, with
+// the same records, rules and suite (store/storetest).
+//
+// Writes go through a store.Committer, as bbolt's: the writes waiting at a
+// moment share one transaction, each in a savepoint of its own, so one that
+// fails leaves no trace and the others commit. A transaction first locks,
+// in one order, the quota counters its verifications will charge, so
+// verifications of one service decide one after another whichever core
+// runs them, and two batches never wait on each other. A COMMIT is never
+// cancelled; one whose outcome is unknown (the connection lost meanwhile)
+// is resolved by reading back the mark the transaction wrote.
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/slipverify/slipverify/core/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is core's state in PostgreSQL. It is safe for concurrent use, by
+// any number of processes on one database.
+type Store struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+	c    *store.Committer[*tx]
+
+	writeFailures atomic.Int64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a PostgreSQL URL; several hosts
+// with target_session_attrs=read-write find the primary), brings its
+// schema up to this build's under a lock, so cores starting at once
+// migrate it once, and starts the store. now is the store's clock.
+func Open(ctx context.Context, url string, now func() time.Time, o store.Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("SLIP_STORE: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	var waiting int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&waiting); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool, now: now}
+	s.c = store.StartCommitter[*tx]((*batches)(s), o, waiting)
+	return s, nil
+}
+
+// Migrate applies the migrations this build embeds that the database
+// lacks, in order, holding a session lock meanwhile: a core that starts
+// while another migrates waits for it, then finds nothing left to do.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, mustSub(migrations, "migrations"),
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return err
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// Close finishes the writes in hand, writes the emitted messages and
+// closes the connections.
+func (s *Store) Close() error {
+	if err := s.c.Stop(); err != nil {
+		return err
+	}
+	s.pool.Close()
+	return nil
+}
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Ping reports whether the database answers.
+func (s *Store) Ping() error { return s.pool.Ping(context.Background()) }
+
+// Announce and Retract are store.Committer's.
+func (s *Store) Announce() { s.c.Announce() }
+func (s *Store) Retract()  { s.c.Retract() }
+
+// Commits reports how many transactions the committer ran and how many
+// writes they held.
+func (s *Store) Commits() (commits, writes int64) { return s.c.Commits() }
+
+// WriteFailures counts the transactions the store could not commit.
+func (s *Store) WriteFailures() int64 { return s.writeFailures.Load() }
+
+// Size is the size of the database in bytes (0 when it cannot be read).
+func (s *Store) Size() int64 {
+	var n int64
+	s.pool.QueryRow(context.Background(), "SELECT pg_database_size(current_database())").Scan(&n)
+	return n
+}
+
+// tx is a transaction of the committer, with the messages its writes add
+// to the outbox: they are numbered and written at its end.
+type tx struct {
+	pgx.Tx
+	msgs []store.Message
+}
+
+// batches is the Store's side of its Committer.
+type batches Store
+
+// maxAttempts bounds how often a batch runs again after a conflict with
+// another core's transaction (a deadlock, a row taken meanwhile).
+const maxAttempts = 5
+
+// RunBatch runs a batch in one transaction, each op in a savepoint: an op
+// that fails is rolled back to it alone. A conflict with another
+// transaction runs the whole batch again.
+func (b *batches) RunBatch(batch []*store.Op[*tx], msgs []store.Message) error {
+	s := (*Store)(b)
+	for attempt := 1; ; attempt++ {
+		err := s.runBatch(batch, msgs)
+		if err == nil {
+			return nil
+		}
+		if !conflict(err) || attempt == maxAttempts {
+			s.writeFailures.Add(1)
+			if conflict(err) {
+				err = store.WriteError{Err: err}
+			}
+			for _, o := range batch {
+				if conflict(o.Err) {
+					o.Err = nil // the batch's failure, not its own
+				}
+			}
+			return err
+		}
+		for _, o := range batch {
+			o.Err = nil
+		}
+	}
+}
+
+// errConflict is a write that found a row changed under it by another
+// transaction: its batch runs again.
+var errConflict = errors.New("pgstore: a row changed under the transaction")
+
+// conflict reports whether err is a conflict with another transaction:
+// running the batch again resolves it.
+func conflict(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", "40P01", "23505": // serialization failure, deadlock, a key taken meanwhile
+			return true
+		}
+	}
+	return errors.Is(err, errConflict)
+}
+
+func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
+	ctx := context.Background()
+	ptx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return store.WriteError{Err: err}
+	}
+	defer ptx.Rollback(ctx) // after a commit: a no-op
+	t := &tx{Tx: ptx}
+	var locks []string
+	for _, o := range batch {
+		locks = append(locks, o.Locks...)
+	}
+	if len(locks) > 0 {
+		slices.Sort(locks)
+		if _, err := ptx.Exec(ctx, "SELECT 1 FROM counters WHERE scope = ANY($1) ORDER BY scope FOR UPDATE", slices.Compact(locks)); err != nil {
+			return wrapped(err)
+		}
+	}
+	for _, o := range batch {
+		if _, err := ptx.Exec(ctx, "SAVEPOINT op"); err != nil {
+			return store.WriteError{Err: err}
+		}
+		n := len(t.msgs)
+		if o.Err = o.Fn(t); o.Err == nil {
+			if _, err := ptx.Exec(ctx, "RELEASE SAVEPOINT op"); err != nil {
+				return wrapped(err)
+			}
+			continue
+		}
+		if conflict(o.Err) {
+			return o.Err
+		}
+		t.msgs = t.msgs[:n]
+		if _, err := ptx.Exec(ctx, "ROLLBACK TO SAVEPOINT op"); err != nil {
+			o.Err = nil
+			return store.WriteError{Err: err}
+		}
+	}
+	t.msgs = append(t.msgs, msgs...)
+	if err := t.enqueue(ctx); err != nil {
+		return wrapped(err)
+	}
+	mark := uuid.New()
+	if _, err := ptx.Exec(ctx, "INSERT INTO commits (id) VALUES ($1)", mark); err != nil {
+		return wrapped(err)
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		if !s.committed(mark) {
+			return store.WriteError{Err: err}
+		}
+	}
+	s.c.Outbox.Added(int64(len(t.msgs)))
+	return nil
+}
+
+// wrapped is err of a statement of the batch's transaction: a conflict as
+// it is, anything else a failed write.
+func wrapped(err error) error {
+	if conflict(err) {
+		return err
+	}
+	return store.WriteError{Err: err}
+}
+
+// resolveFor bounds how long a COMMIT of unknown outcome is resolved for:
+// longer than a failover takes.
+const resolveFor = 2 * time.Minute
+
+// committed reports whether the transaction that wrote mark committed,
+// reading it back on a new connection until the database answers (a
+// COMMIT whose connection was lost may have committed, or a standby taken
+// its place). Unresolved, it reports false: the caller is told the write
+// failed, and a client tries again, which the duplicate registry makes
+// safe.
+func (s *Store) committed(mark uuid.UUID) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), resolveFor)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		var n int
+		err := s.pool.QueryRow(ctx, "SELECT count(*) FROM commits WHERE id = $1", mark).Scan(&n)
+		if err == nil {
+			return n == 1
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// enqueue writes the transaction's messages to the outbox, numbered after
+// every message of the transactions committed before it: the lock of
+// outbox_next's row, held to the commit, orders them.
+func (t *tx) enqueue(ctx context.Context) error {
+	if len(t.msgs) == 0 {
+		return nil
+	}
+	topics, keys, values := make([]string, len(t.msgs)), make([][]byte, len(t.msgs)), make([][]byte, len(t.msgs))
+	for i, m := range t.msgs {
+		topics[i], keys[i], values[i] = m.Topic, []byte(m.Key), m.Value
+		if values[i] == nil {
+			values[i] = []byte{}
+		}
+	}
+	_, err := t.Exec(ctx, `WITH n AS (UPDATE outbox_next SET last = last + $4 RETURNING last)
+		INSERT INTO outbox (seq, topic, key, value)
+		SELECT n.last - $4 + m.i, m.t, m.k, m.v FROM n, unnest($1::text[], $2::bytea[], $3::bytea[]) WITH ORDINALITY AS m(t, k, v, i)`,
+		topics, keys, values, len(t.msgs))
+	return err
+}
+
+// write runs fn in a transaction shared with other writes (store.Committer).
+func (s *Store) write(fn func(t *tx) error) error { return s.c.Write(fn, false) }
+
+var bg = context.Background()
+
+// getDoc reads the JSON of the one row query selects into v: ErrNotFound
+// for none.
+func getDoc(q querier, v any, query string, args ...any) error {
+	var raw []byte
+	if err := q.QueryRow(bg, query, args...).Scan(&raw); errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	} else if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// docs reads the JSON of every row query selects, in order.
+func docs[T any](q querier, query string, args ...any) ([]T, error) {
+	rows, err := q.Query(bg, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
+// querier is the pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func mustJSON(v any) []byte {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // records are plain data
+	}
+	return raw
+}
+
+func mustSub(f embed.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err) // the directory is embedded
+	}
+	return sub
+}

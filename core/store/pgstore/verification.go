@@ -1,0 +1,367 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/quota"
+	"github.com/slipverify/slipverify/core/store"
+)
+
+// snapshotQuery reads a verification's snapshot in one statement: $1
+// service, $2 branch, $3 slip key, $4 whether the branch's conditions.
+const snapshotQuery = `SELECT s.doc, b.doc, c.doc, sl.first_at, sl.job, sl.branches, sl.result,
+	cs.period, cs.used, cs.total, cb.period, cb.used, cb.total
+FROM services s
+JOIN branches b ON b.id = $2
+LEFT JOIN conditions c ON $4 AND c.branch_id = b.id
+LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3
+LEFT JOIN counters cs ON cs.scope = 's/' || s.id
+LEFT JOIN counters cb ON cb.scope = 'b/' || b.id
+WHERE s.id = $1`
+
+// Snapshot reads what a verification of slipKey by a branch needs.
+func (s *Store) Snapshot(serviceID, branchID, slipKey string) (store.Snapshot, error) {
+	return s.snapshot(s.pool, serviceID, branchID, slipKey, true)
+}
+
+func (s *Store) snapshot(q querier, serviceID, branchID, slipKey string, conditions bool) (store.Snapshot, error) {
+	snap := store.Snapshot{At: s.now()}
+	var svDoc, brDoc, condDoc, result []byte
+	var firstAt *int64
+	var job *string
+	var branches []string
+	var sc, bc [3]*int64
+	err := q.QueryRow(bg, snapshotQuery, serviceID, branchID, slipKey, conditions).Scan(&svDoc, &brDoc, &condDoc,
+		&firstAt, &job, &branches, &result, &sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return snap, store.ErrNotFound
+	} else if err != nil {
+		return snap, err
+	}
+	var sv store.Service
+	var br store.Branch
+	if err := errors.Join(jsonInto(svDoc, &sv), jsonInto(brDoc, &br)); err != nil {
+		return snap, err
+	}
+	if err := snap.Of(&sv, &br); err != nil {
+		return snap, err
+	}
+	if firstAt != nil {
+		snap.Slip = &store.SlipRecord{FirstAt: *firstAt, Job: *job, Branches: branches, Result: result}
+	}
+	snap.Usage = store.UsageAt(&snap.Service, snap.At, counter(sc), counter(bc))
+	if condDoc != nil {
+		err = jsonInto(condDoc, &snap.Conditions)
+	}
+	return snap, err
+}
+
+// counter is a counters row read through an outer join: zero for none.
+func counter(c [3]*int64) quota.Counter {
+	if c[0] == nil {
+		return quota.Counter{}
+	}
+	return quota.Counter{Period: *c[0], Used: *c[1], Total: *c[2]}
+}
+
+// Apply decides a verification again in the write transaction, on a
+// snapshot read once the batch holds the locks of the service's and the
+// branch's counters, and writes the effect decide returns.
+func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Snapshot) (store.Effect, error)) (store.Snapshot, error) {
+	var snap store.Snapshot
+	err := s.c.Write(func(t *tx) error {
+		var err error
+		if snap, err = s.snapshot(t, serviceID, branchID, slipKey, false); err != nil {
+			return err
+		}
+		e, err := decide(snap)
+		if err != nil {
+			return err
+		}
+		return s.apply(t, &snap, slipKey, e)
+	}, true, "b/"+branchID, "s/"+serviceID)
+	return snap, err
+}
+
+func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effect) error {
+	if err := claim(t, snap.Service.ID, e.Nonce); err != nil {
+		return err
+	}
+	if e.Charge {
+		svc, brc := snap.Charged()
+		if err := writeCounters(t, "s/"+snap.Service.ID, svc, "b/"+snap.Branch.ID, brc); err != nil {
+			return err
+		}
+	}
+	if e.Usage != nil && (e.Charge || s.c.Outbox.Room(int64(len(t.msgs)))) {
+		t.msgs = append(t.msgs, e.Usage(e.Charge, snap.At))
+	}
+	rec, fresh, err := snap.Record(&e)
+	if err != nil {
+		return err
+	}
+	if e.Listed {
+		if err := list(t, snap.Entry(&e, slipKey)); err != nil {
+			return err
+		}
+	}
+	switch {
+	case rec == nil:
+		return nil
+	case fresh:
+		_, err = t.Exec(bg, "INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) VALUES ($1, $2, $3, $4, $5, $6)",
+			snap.Service.ID, slipKey, rec.FirstAt, rec.Job, rec.Branches, []byte(rec.Result))
+		return err
+	}
+	tag, err := t.Exec(bg, "UPDATE slips SET branches = $3 WHERE service_id = $1 AND slip_key = $2", snap.Service.ID, slipKey, rec.Branches)
+	if err == nil && tag.RowsAffected() == 0 {
+		return errConflict // removed by an expiry meanwhile
+	}
+	return err
+}
+
+// writeCounters writes two counters' rows.
+func writeCounters(t *tx, scope1 string, c1 quota.Counter, scope2 string, c2 quota.Counter) error {
+	_, err := t.Exec(bg, `INSERT INTO counters (scope, period, used, total) VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)
+		ON CONFLICT (scope) DO UPDATE SET period = excluded.period, used = excluded.used, total = excluded.total`,
+		scope1, c1.Period, c1.Used, c1.Total, scope2, c2.Period, c2.Used, c2.Total)
+	return err
+}
+
+// list adds a history entry; two entries of one branch for one slip in
+// the same millisecond take the next free ones.
+func list(t *tx, v *store.Verification) error {
+	for at := v.At.UnixMilli(); ; at++ {
+		tag, err := t.Exec(bg, `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
+			amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
+			v.ServiceID, v.BranchID, at, v.SlipKey, v.Amount, v.ReceivingBank, v.Duplicate, v.AmountMatched, v.DateMatched, v.Remark, v.JobID)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+	}
+}
+
+// claim records a signed request's nonce for service, or refuses one
+// claimed before (a copy of the request, whichever core it reached).
+func claim(q querier, serviceID string, n store.Nonce) error {
+	if n.Value == "" {
+		return nil
+	}
+	tag, err := q.Exec(bg, "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+		serviceID, n.Value, n.At.Add(api.NonceWindow).Unix()/60+1)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return api.E(api.DuplicateNonce)
+	}
+	return nil
+}
+
+// ClaimNonce claims n for service in a write of its own.
+func (s *Store) ClaimNonce(serviceID string, n store.Nonce) error {
+	if n.Value == "" {
+		return nil
+	}
+	return s.write(func(t *tx) error { return claim(t, serviceID, n) })
+}
+
+// ExpireNonces forgets up to max of the nonces no edge would take a
+// request with any more at now, and the marks of transactions long
+// resolved.
+func (s *Store) ExpireNonces(now time.Time, max int) (int, error) {
+	if _, err := s.pool.Exec(bg, "DELETE FROM commits WHERE at < now() - $1::interval", (2 * resolveFor).String()); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(bg, `DELETE FROM nonces WHERE ctid IN (SELECT ctid FROM nonces WHERE forget_minute < $1 LIMIT $2)`,
+		now.Unix()/60+1, max)
+	return int(tag.RowsAffected()), err
+}
+
+// FindSlip returns the service's record of the slip whose transaction
+// reference is ref, the one first verified when several banks have it.
+func (s *Store) FindSlip(serviceID, ref string) (string, *store.SlipRecord, error) {
+	var key string
+	rec := new(store.SlipRecord)
+	err := s.pool.QueryRow(bg, `SELECT slip_key, first_at, job, branches, result FROM slips WHERE service_id = $1 AND ref = $2
+		ORDER BY first_at, slip_key LIKE 'wallet/%' DESC, slip_key LIMIT 1`, serviceID, ref).Scan(&key, &rec.FirstAt, &rec.Job, &rec.Branches, &rec.Result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, store.ErrNotFound
+	}
+	return key, rec, err
+}
+
+// ExpireSlips removes up to max slip records first verified before
+// cutoff, oldest first, with their history.
+func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
+	n := 0
+	err := s.write(func(t *tx) error {
+		return t.QueryRow(bg, `WITH gone AS (DELETE FROM slips WHERE (service_id, slip_key) IN
+			(SELECT service_id, slip_key FROM slips WHERE first_at * 1000 < $1 ORDER BY first_at LIMIT $2) RETURNING service_id, slip_key),
+			h AS (DELETE FROM history h USING gone WHERE h.service_id = gone.service_id AND h.slip_key = gone.slip_key)
+			SELECT count(*) FROM gone`, cutoff.UnixMilli(), max).Scan(&n)
+	})
+	return n, err
+}
+
+// History lists the entries of q, newest first.
+func (s *Store) History(q store.HistoryQuery) ([]store.Verification, *store.Cursor, error) {
+	var from, to, afterAt *int64
+	if !q.From.IsZero() {
+		ms := q.From.UnixMilli()
+		from = &ms
+	}
+	if !q.To.IsZero() {
+		ms := q.To.UnixMilli()
+		to = &ms
+	}
+	if a := q.After; a.AtMs != 0 || a.BranchID != "" || a.SlipKey != "" {
+		afterAt = &a.AtMs
+	}
+	rows, err := s.pool.Query(bg, `SELECT branch_id, at_ms, slip_key, amount, receiving_bank, duplicate, amount_matched, date_matched, remark, job_id
+		FROM history WHERE service_id = $1 AND ($2 = '' OR branch_id = $2)
+		AND ($3::bigint IS NULL OR at_ms >= $3) AND ($4::bigint IS NULL OR at_ms < $4)
+		AND ($5::boolean IS NULL OR duplicate = $5) AND ($6::float8 IS NULL OR amount >= $6) AND ($7::float8 IS NULL OR amount <= $7)
+		AND ($8::text IS NULL OR remark = $8)
+		AND ($9::bigint IS NULL OR (at_ms, branch_id, slip_key) < ($9, $10::text COLLATE "C", $11::text COLLATE "C"))
+		ORDER BY at_ms DESC, branch_id DESC, slip_key DESC LIMIT $12`,
+		q.ServiceID, q.BranchID, from, to, q.Duplicate, q.AmountMin, q.AmountMax, q.Remark, afterAt, q.After.BranchID, q.After.SlipKey, q.Limit+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []store.Verification
+	var v store.Verification
+	var at int64
+	_, err = pgx.ForEachRow(rows, []any{&v.BranchID, &at, &v.SlipKey, &v.Amount, &v.ReceivingBank, &v.Duplicate, &v.AmountMatched,
+		&v.DateMatched, &v.Remark, &v.JobID}, func() error {
+		v.ServiceID, v.At = q.ServiceID, time.UnixMilli(at)
+		out = append(out, v)
+		v.DateMatched = nil
+		return nil
+	})
+	if err != nil || len(out) <= q.Limit {
+		return out, nil, err
+	}
+	out = out[:q.Limit]
+	l := out[len(out)-1]
+	return out, &store.Cursor{AtMs: l.At.UnixMilli(), BranchID: l.BranchID, SlipKey: l.SlipKey}, nil
+}
+
+// Quota returns the quota records of a branch and its service.
+func (s *Store) Quota(serviceID, branchID string) (store.BranchQuota, error) {
+	var q store.BranchQuota
+	return q, s.quotaOf(s.pool, serviceID, branchID, &q, "")
+}
+
+// quotaOf reads a branch's quota record; lock, when set, locks the
+// branch's row (FOR UPDATE).
+func (s *Store) quotaOf(q querier, serviceID, branchID string, out *store.BranchQuota, lock string) error {
+	var svDoc, brDoc []byte
+	var sc, bc [3]*int64
+	err := q.QueryRow(bg, `SELECT s.doc, b.doc, cs.period, cs.used, cs.total, cb.period, cb.used, cb.total
+		FROM branches b JOIN services s ON s.id = b.service_id
+		LEFT JOIN counters cs ON cs.scope = 's/' || s.id LEFT JOIN counters cb ON cb.scope = 'b/' || b.id
+		WHERE b.id = $1 AND b.service_id = $2 `+lock, branchID, serviceID).Scan(&svDoc, &brDoc, &sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	} else if err != nil {
+		return err
+	}
+	if err := errors.Join(jsonInto(svDoc, &out.Service), jsonInto(brDoc, &out.Branch)); err != nil {
+		return err
+	}
+	now := s.now()
+	out.Service = out.Service.At(now)
+	out.Usage = store.UsageAt(&out.Service, now, counter(sc), counter(bc))
+	return nil
+}
+
+// ChangeQuota applies change to a branch's quota atomically with every
+// verification: it holds the branch's counter's lock.
+func (s *Store) ChangeQuota(serviceID, branchID, action string, c store.Change, change func(q store.BranchQuota) (limit *int64, reset bool, err error)) (store.BranchQuota, error) {
+	var q store.BranchQuota
+	err := s.change(serviceID, func(t *tx) error {
+		q = store.BranchQuota{}
+		if _, err := t.Exec(bg, "SELECT 1 FROM counters WHERE scope = $1 FOR UPDATE", "b/"+branchID); err != nil {
+			return err
+		}
+		if err := s.quotaOf(t, serviceID, branchID, &q, "FOR UPDATE OF b"); err != nil {
+			return err
+		}
+		before := q.Branch
+		limit, reset, err := change(q)
+		if err != nil {
+			return err
+		}
+		q.Branch.LimitQuota = limit
+		if reset {
+			q.Usage.Branch.Used = 0
+			b := q.Usage.Branch
+			if _, err := t.Exec(bg, "UPDATE counters SET period = $2, used = $3, total = $4 WHERE scope = $1", "b/"+branchID, b.Period, b.Used, b.Total); err != nil {
+				return err
+			}
+		}
+		if _, err := t.Exec(bg, "UPDATE branches SET doc = $2 WHERE id = $1", branchID, mustJSON(q.Branch)); err != nil {
+			return err
+		}
+		return s.audit(t, c, action, serviceID, api.AuditTarget{Type: "branch", ID: branchID}, before, q.Branch)
+	})
+	return q, err
+}
+
+// Counters returns every service's and branch's quota counters as of at,
+// read in one snapshot taken before at.
+func (s *Store) Counters() (at time.Time, out []store.ServiceCounters, err error) {
+	ptx, err := s.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return at, nil, err
+	}
+	defer ptx.Rollback(bg)
+	rows, err := ptx.Query(bg, `SELECT s.doc, c.period, c.used, c.total FROM services s LEFT JOIN counters c ON c.scope = 's/' || s.id ORDER BY s.id`)
+	if err != nil {
+		return at, nil, err
+	}
+	at = s.now() // after the snapshot: no unit consumed after it is in what it reads
+	index := map[string]int{}
+	var raw []byte
+	var c [3]*int64
+	_, err = pgx.ForEachRow(rows, []any{&raw, &c[0], &c[1], &c[2]}, func() error {
+		var sv store.Service
+		if err := jsonInto(raw, &sv); err != nil {
+			return err
+		}
+		sv = sv.At(at)
+		u := store.UsageAt(&sv, at, counter(c), quota.Counter{})
+		index[sv.ID] = len(out)
+		out = append(out, store.ServiceCounters{Service: sv, PeriodStart: u.PeriodStart, Counter: u.Service})
+		return nil
+	})
+	if err != nil {
+		return at, nil, err
+	}
+	rows, err = ptx.Query(bg, `SELECT b.id, b.service_id, c.period, c.used, c.total FROM branches b LEFT JOIN counters c ON c.scope = 'b/' || b.id ORDER BY b.id`)
+	if err != nil {
+		return at, nil, err
+	}
+	var id, svc string
+	_, err = pgx.ForEachRow(rows, []any{&id, &svc, &c[0], &c[1], &c[2]}, func() error {
+		if i, ok := index[svc]; ok {
+			sc := &out[i]
+			sc.Branches = append(sc.Branches, store.BranchCounter{BranchID: id, Counter: counter(c).In(sc.PeriodStart)})
+		}
+		return nil
+	})
+	return at, out, err
+}
+
+func jsonInto(raw []byte, v any) error {
+	if raw == nil {
+		return store.ErrNotFound
+	}
+	return json.Unmarshal(raw, v)
+}
