@@ -312,6 +312,11 @@ func (o *OutboxCount) Added(n int64) {
 // Removed counts n messages acked.
 func (o *OutboxCount) Removed(n int64) { o.waiting.Add(-n) }
 
+// Set sets the count to n waiting, counted in the outbox itself: where
+// several processes write and ack one outbox, each counts anew after an
+// ack.
+func (o *OutboxCount) Set(n int64) { o.waiting.Store(n) }
+
 // OutboxStats reports how many messages wait in the outbox and how many
 // were dropped because it was full.
 func (o *OutboxCount) OutboxStats() (waiting, dropped int64) {

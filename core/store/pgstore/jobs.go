@@ -171,10 +171,14 @@ func (s *Store) OutboxAfter(seq uint64, max int) ([]store.Message, error) {
 	})
 }
 
-// Ack removes every message up to and including seq.
+// Ack removes every message up to and including seq, and counts anew
+// the messages waiting: other cores add and ack too.
 func (s *Store) Ack(seq uint64) error {
-	tag, err := s.pool.Exec(bg, "DELETE FROM outbox WHERE seq <= $1", int64(seq))
-	s.c.Outbox.Removed(tag.RowsAffected())
+	var waiting int64
+	err := s.pool.QueryRow(bg, "WITH d AS (DELETE FROM outbox WHERE seq <= $1 RETURNING 1) SELECT (SELECT count(*) FROM outbox) - (SELECT count(*) FROM d)", int64(seq)).Scan(&waiting)
+	if err == nil {
+		s.c.Outbox.Set(waiting)
+	}
 	return err
 }
 
