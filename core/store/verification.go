@@ -128,19 +128,21 @@ func (s *Snapshot) Charged() (svc, brc quota.Counter) {
 	return svc, brc
 }
 
-// Record returns the slip record the effect e leaves: nil when the one
-// stored stands (the branch verified the slip before), the stored one
-// with the branch added, or a new one (fresh) of e's result.
-func (s *Snapshot) Record(e *Effect) (rec *SlipRecord, fresh bool, err error) {
-	switch rec = s.Slip; {
-	case rec != nil && rec.VerifiedBy(s.Branch.ID):
-		return nil, false, nil
-	case rec != nil:
-		return &SlipRecord{FirstAt: rec.FirstAt, Branches: append(slices.Clip(rec.Branches), s.Branch.ID), Result: rec.Result, Job: rec.Job}, false, nil
+// Record returns the slip record the effect e leaves, and whether it is
+// to be written (false: the stored one stands, the branch verified the
+// slip before) and whether it is a new one, of e's result. A new record's
+// branches are appended to room[:0] (nil for none): room for one keeps a
+// record that is only encoded off the heap.
+func (s *Snapshot) Record(e *Effect, room []string) (rec SlipRecord, write, fresh bool, err error) {
+	switch old := s.Slip; {
+	case old != nil && old.VerifiedBy(s.Branch.ID):
+		return rec, false, false, nil
+	case old != nil:
+		return SlipRecord{FirstAt: old.FirstAt, Branches: append(slices.Clip(old.Branches), s.Branch.ID), Result: old.Result, Job: old.Job}, true, false, nil
 	case e.Result == nil:
-		return nil, false, errNoResult
+		return rec, false, false, errNoResult
 	}
-	return &SlipRecord{FirstAt: s.At.Unix(), Branches: []string{s.Branch.ID}, Result: e.Result, Job: e.JobID}, true, nil
+	return SlipRecord{FirstAt: s.At.Unix(), Branches: append(room[:0], s.Branch.ID), Result: e.Result, Job: e.JobID}, true, true, nil
 }
 
 // Entry returns e's history entry (History) with the verification's time,
@@ -193,7 +195,8 @@ func (s *Bolt) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) erro
 			return err
 		}
 	}
-	rec, fresh, err := snap.Record(&e)
+	var room [1]string // the record is encoded below, not kept
+	rec, write, fresh, err := snap.Record(&e, room[:])
 	if err != nil {
 		return err
 	}
@@ -202,7 +205,7 @@ func (s *Bolt) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) erro
 	// keeps a value until the transaction commits (so none is reused) and
 	// copies a key.
 	size := 0
-	if rec != nil {
+	if write {
 		size += 2*(len(snap.Service.ID)+1+len(slipKey)) + 8 + rec.maxSize()
 	}
 	if e.Listed {
@@ -216,7 +219,7 @@ func (s *Bolt) apply(tx *bolt.Tx, snap *Snapshot, slipKey string, e Effect) erro
 			return err
 		}
 	}
-	if rec == nil {
+	if !write {
 		return nil
 	}
 	var key, val []byte

@@ -101,7 +101,7 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 	if e.Usage != nil && (e.Charge || s.c.Outbox.Room(int64(len(t.msgs)))) {
 		t.msgs = append(t.msgs, e.Usage(e.Charge, snap.At))
 	}
-	rec, fresh, err := snap.Record(&e)
+	rec, write, fresh, err := snap.Record(&e, nil)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 		}
 	}
 	switch {
-	case rec == nil:
+	case !write:
 		return nil
 	case fresh:
 		_, err = t.Exec(bg, "INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) VALUES ($1, $2, $3, $4, $5, $6)",
