@@ -303,6 +303,12 @@ func (o *OutboxCount) Added(n int64) {
 		return
 	}
 	o.waiting.Add(n)
+	o.Signal()
+}
+
+// Signal signals OutboxReady (without blocking): messages wait to be
+// published.
+func (o *OutboxCount) Signal() {
 	select {
 	case o.ready <- struct{}{}:
 	default:

@@ -135,9 +135,9 @@ func (s *Store) DueJobs(now time.Time, max int) (ids []string, next time.Time, e
 }
 
 // ExpireJobs removes up to max jobs created before cutoff, oldest first.
+// Another core sweeping meanwhile leaves it none (sweep).
 func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
-	tag, err := s.pool.Exec(bg, "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE created < $1 ORDER BY created, id LIMIT $2)", cutoff.UnixMilli(), max)
-	return int(tag.RowsAffected()), err
+	return s.sweep(sweepJobs, "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE created < $1 ORDER BY created, id LIMIT $2)", cutoff.UnixMilli(), max)
 }
 
 // UnfinishedJobs returns how many jobs of a branch have no outcome yet.
@@ -151,12 +151,21 @@ func (s *Store) UnfinishedJobs(serviceID, branchID string) (int, error) {
 // (store.Committer.Emit).
 func (s *Store) Emit(m store.Message) error { return s.c.Emit(m) }
 
-// Outbox returns up to max messages from the start of the outbox.
-func (s *Store) Outbox(max int) ([]store.Message, error) { return s.OutboxAfter(0, max) }
+// Outbox returns up to max messages from the start of the outbox, whoever
+// relays them.
+func (s *Store) Outbox(max int) ([]store.Message, error) { return s.outbox(0, max) }
 
 // OutboxAfter returns up to max messages that follow seq in the outbox,
-// oldest first.
+// oldest first, for this core to publish: none unless it holds the relay
+// lock, so one core publishes at a time.
 func (s *Store) OutboxAfter(seq uint64, max int) ([]store.Message, error) {
+	if !s.relay.held.Load() {
+		return nil, nil
+	}
+	return s.outbox(seq, max)
+}
+
+func (s *Store) outbox(seq uint64, max int) ([]store.Message, error) {
 	rows, err := s.pool.Query(bg, "SELECT seq, topic, key, value FROM outbox WHERE seq > $1 ORDER BY seq LIMIT $2", int64(seq), max)
 	if err != nil {
 		return nil, err

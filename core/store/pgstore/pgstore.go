@@ -43,6 +43,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
 	c    *store.Committer[*tx]
+	// relay says whether this core relays the outbox (relay.go).
+	relay *relay
 
 	writeFailures atomic.Int64
 }
@@ -73,6 +75,7 @@ func Open(ctx context.Context, url string, now func() time.Time, o store.Options
 	}
 	s := &Store{pool: pool, now: now}
 	s.c = store.StartCommitter[*tx]((*batches)(s), o, waiting)
+	s.relay = s.startRelay(context.Background(), s.c.Outbox.Signal)
 	return s, nil
 }
 
@@ -103,6 +106,7 @@ func (s *Store) Close() error {
 	if err := s.c.Stop(); err != nil {
 		return err
 	}
+	s.relay.close()
 	s.pool.Close()
 	return nil
 }
@@ -299,6 +303,9 @@ func (t *tx) enqueue(ctx context.Context) error {
 		INSERT INTO outbox (seq, topic, key, value)
 		SELECT n.last - $4 + m.i, m.t, m.k, m.v FROM n, unnest($1::text[], $2::bytea[], $3::bytea[]) WITH ORDINALITY AS m(t, k, v, i)`,
 		topics, keys, values, len(t.msgs))
+	if err == nil { // heard by the relaying core when the transaction commits
+		_, err = t.Exec(ctx, "NOTIFY slip_outbox")
+	}
 	return err
 }
 

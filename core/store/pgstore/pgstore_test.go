@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/slipverify/slipverify/core/lib/pgtest"
+	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/store"
 	"github.com/slipverify/slipverify/core/store/pgstore"
 	"github.com/slipverify/slipverify/core/store/storetest"
@@ -62,4 +63,82 @@ func TestConcurrentStarts(t *testing.T) {
 	if applied != versions || versions == 0 {
 		t.Errorf("migrations applied %d times for %d versions", applied, versions)
 	}
+}
+
+// TestOneSweeper: while another core sweeps (holds the sweep's lock), a
+// core's sweep removes nothing and leaves the work to it; then it sweeps.
+func TestOneSweeper(t *testing.T) {
+	url := pgtest.Start(t).Database(t)
+	st, err := pgstore.Open(context.Background(), url, time.Now, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CreateJobs([]store.Job{{ID: "j", ServiceID: "svc", BranchID: "br", Created: 1}}, nil, 0, store.Nonce{}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	lock := func(take bool) {
+		t.Helper()
+		fn := "pg_advisory_unlock"
+		if take {
+			fn = "pg_advisory_lock"
+		}
+		if _, err := other.Exec(context.Background(), "SELECT "+fn+"($1)", pgstore.SweepJobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock(true)
+	if n, err := st.ExpireJobs(time.Now(), 10); err != nil || n != 0 {
+		t.Fatalf("a sweep while another core sweeps: %d removed, %v; want none", n, err)
+	}
+	lock(false)
+	if n, err := st.ExpireJobs(time.Now(), 10); err != nil || n != 1 {
+		t.Fatalf("the sweep once the other is done: %d removed, %v; want 1", n, err)
+	}
+}
+
+// TestOneRelay: of two cores on one database, one relays the outbox: it
+// hears of the messages the other's commits add and reads them, while the
+// other reads none; when it stops, the other takes over and reads what is
+// left.
+func TestOneRelay(t *testing.T) {
+	url := pgtest.Start(t).Database(t)
+	open := func() store.Store {
+		st, err := pgstore.Open(context.Background(), url, time.Now, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	first, second := open(), open()
+	pending := func(st store.Store) int {
+		msgs, err := st.OutboxAfter(0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(msgs)
+	}
+	for range len(first.OutboxReady()) {
+		<-first.OutboxReady()
+	}
+	if err := second.Emit(store.Message{Topic: "t", Value: []byte("from the second")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.OutboxReady():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relaying core never heard of the other's message")
+	}
+	if a, b := pending(first), pending(second); a != 1 || b != 0 {
+		t.Fatalf("messages to publish: %d by the first core, %d by the second; want 1 and 0", a, b)
+	}
+	first.Close()
+	testnet.Eventually(t, 10*time.Second, func() bool { return pending(second) == 1 },
+		func() string { return "the second core never took over the relay" })
 }

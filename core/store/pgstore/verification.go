@@ -173,14 +173,44 @@ func (s *Store) ClaimNonce(serviceID string, n store.Nonce) error {
 
 // ExpireNonces forgets up to max of the nonces no edge would take a
 // request with any more at now, and the marks of transactions long
-// resolved.
+// resolved. Another core sweeping meanwhile leaves it none (sweep).
 func (s *Store) ExpireNonces(now time.Time, max int) (int, error) {
-	if _, err := s.pool.Exec(bg, "DELETE FROM commits WHERE at < now() - $1::interval", (2 * resolveFor).String()); err != nil {
+	if _, err := s.sweep(sweepCommits, "DELETE FROM commits WHERE at < now() - $1::interval", (2 * resolveFor).String()); err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(bg, `DELETE FROM nonces WHERE ctid IN (SELECT ctid FROM nonces WHERE forget_minute < $1 LIMIT $2)`,
-		now.Unix()/60+1, max)
-	return int(tag.RowsAffected()), err
+	return s.sweep(sweepNonces, "DELETE FROM nonces WHERE ctid IN (SELECT ctid FROM nonces WHERE forget_minute < $1 LIMIT $2)", now.Unix()/60+1, max)
+}
+
+// Advisory locks of the sweeps, one kind each.
+const (
+	sweepJobs int64 = 0x5e1f0001 + iota
+	sweepNonces
+	sweepCommits
+	sweepSlips
+)
+
+// sweep runs the deletion query under the advisory lock of its kind, taken
+// without waiting: every core sweeps once a minute, and one that finds
+// another sweeping leaves the work to it, rather than both read and delete
+// the same rows. It returns how many rows it deleted.
+func (s *Store) sweep(lock int64, query string, args ...any) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(bg, s.pool, func(t pgx.Tx) error {
+		if held, err := tryLock(t, lock); err != nil || !held {
+			return err
+		}
+		tag, err := t.Exec(bg, query, args...)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, err
+}
+
+// tryLock takes the transaction's advisory lock of key if it is free.
+func tryLock(q querier, key int64) (bool, error) {
+	var held bool
+	err := q.QueryRow(bg, "SELECT pg_try_advisory_xact_lock($1)", key).Scan(&held)
+	return held, err
 }
 
 // FindSlip returns the service's record of the slip whose transaction
@@ -197,10 +227,15 @@ func (s *Store) FindSlip(serviceID, ref string) (string, *store.SlipRecord, erro
 }
 
 // ExpireSlips removes up to max slip records first verified before
-// cutoff, oldest first, with their history.
+// cutoff, oldest first, with their history. Another core sweeping
+// meanwhile leaves it none (sweep).
 func (s *Store) ExpireSlips(cutoff time.Time, max int) (int, error) {
 	n := 0
 	err := s.write(func(t *tx) error {
+		n = 0
+		if held, err := tryLock(t, sweepSlips); err != nil || !held {
+			return err
+		}
 		return t.QueryRow(bg, `WITH gone AS (DELETE FROM slips WHERE (service_id, slip_key) IN
 			(SELECT service_id, slip_key FROM slips WHERE first_at * 1000 < $1 ORDER BY first_at LIMIT $2) RETURNING service_id, slip_key),
 			h AS (DELETE FROM history h USING gone WHERE h.service_id = gone.service_id AND h.slip_key = gone.slip_key)

@@ -1,0 +1,4 @@
+package pgstore
+
+// SweepJobs is the advisory lock of the jobs' sweep.
+const SweepJobs = sweepJobs
