@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"slices"
@@ -183,12 +184,22 @@ func (s *Store) outbox(seq uint64, max int) ([]store.Message, error) {
 // Ack removes every message up to and including seq, and counts anew
 // the messages waiting: other cores add and ack too.
 func (s *Store) Ack(seq uint64) error {
-	var waiting int64
-	err := s.pool.QueryRow(bg, "WITH d AS (DELETE FROM outbox WHERE seq <= $1 RETURNING 1) SELECT (SELECT count(*) FROM outbox) - (SELECT count(*) FROM d)", int64(seq)).Scan(&waiting)
+	if _, err := s.pool.Exec(bg, "DELETE FROM outbox WHERE seq <= $1", int64(seq)); err != nil {
+		return err
+	}
+	n, err := s.waiting(bg)
 	if err == nil {
-		s.c.Outbox.Set(waiting)
+		s.c.Outbox.Set(n)
 	}
 	return err
+}
+
+// waiting counts the messages in the outbox, from its first and last
+// numbers: they are numbered without gaps, and acks remove the oldest.
+func (s *Store) waiting(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM outbox").Scan(&n)
+	return n, err
 }
 
 // OutboxStats reports how many messages wait in the outbox, as this

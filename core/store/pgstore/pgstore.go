@@ -68,12 +68,12 @@ func Open(ctx context.Context, url string, now func() time.Time, o store.Options
 		pool.Close()
 		return nil, err
 	}
-	var waiting int64
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&waiting); err != nil {
+	s := &Store{pool: pool, now: now}
+	waiting, err := s.waiting(ctx)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, now: now}
 	s.c = store.StartCommitter[*tx]((*batches)(s), o, waiting)
 	s.relay = s.startRelay(context.Background(), s.c.Outbox.Signal)
 	return s, nil

@@ -23,17 +23,23 @@ const relayRetry = time.Second
 
 // relay holds or seeks the relay lock until ctx is done.
 type relay struct {
-	held atomic.Bool
-	stop context.CancelFunc
-	done chan struct{}
+	held    atomic.Bool
+	recount func() // counts the messages waiting anew
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // startRelay tries the lock once before it returns, so a lone core relays
 // from its start, then keeps at it in the background; signal is called
-// when messages may wait for this core to publish.
+// when messages may wait for this core to publish. Every relayRetry at
+// most, it counts the messages waiting anew: other cores add and ack them.
 func (s *Store) startRelay(ctx context.Context, signal func()) *relay {
 	ctx, stop := context.WithCancel(ctx)
-	r := &relay{stop: stop, done: make(chan struct{})}
+	r := &relay{stop: stop, done: make(chan struct{}), recount: func() {
+		if n, err := s.waiting(ctx); err == nil {
+			s.c.Outbox.Set(n)
+		}
+	}}
 	conn, err := s.relayConn(ctx)
 	if err == nil && !r.try(ctx, conn, signal) {
 		conn.Close(context.Background())
@@ -85,6 +91,7 @@ func (r *relay) listen(ctx context.Context, conn *pgx.Conn, signal func()) {
 		wctx, cancel := context.WithTimeout(ctx, relayRetry)
 		_, err := conn.WaitForNotification(wctx)
 		cancel()
+		r.recount()
 		switch {
 		case err == nil:
 			if r.held.Load() {
