@@ -172,9 +172,9 @@ type Options struct {
 	OutboxLimit int64
 	// Gather is how long a transaction may wait for writes already on
 	// their way (see Announce): they then share its commit (a disk sync),
-	// which costs core more than anything else a verification does. A write waits at
-	// most Gather, and never for a write nobody announced. 0: every
-	// transaction commits at once.
+	// which costs core more than anything else a verification does. A
+	// write waits at most Gather, and never for a write nobody announced.
+	// 0: every transaction commits at once.
 	Gather time.Duration
 	// SlipAges keeps bbolt's index of the slip records by age, which
 	// ExpireSlips reads (PostgreSQL keeps one always). A store that never expires slip records goes without: each

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -44,7 +45,7 @@ func (s *Store) CreateJobs(jobs []store.Job, msgs []store.Message, maxUnfinished
 			for k := range adding {
 				branches = append(branches, k)
 			}
-			slices.SortFunc(branches, func(a, b [2]string) int { return compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+			slices.SortFunc(branches, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 			for _, k := range branches {
 				var n int
 				if err := t.QueryRow(bg, `SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(1) || $2, 0)) IS NULL,
@@ -65,16 +66,6 @@ func (s *Store) CreateJobs(jobs []store.Job, msgs []store.Message, maxUnfinished
 		t.msgs = append(t.msgs, msgs...)
 		return nil
 	})
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // due is a job's due time as stored: nil for none.

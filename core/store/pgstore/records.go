@@ -47,11 +47,11 @@ func (s *Store) InsertMissing(r store.Records) (int, error) {
 				}
 			}
 			if !known {
-				return refusef("branch %s: unknown service %s", br.ID, br.ServiceID)
+				return store.Refuse("branch %s: unknown service %s", br.ID, br.ServiceID)
 			}
 			var owner string
 			if err := t.QueryRow(bg, "SELECT branch_id FROM keys WHERE digest = $1", br.KeyDigest).Scan(&owner); err == nil && owner != br.ID {
-				return refusef("branch %s: its key belongs to branch %s", br.ID, owner)
+				return store.Refuse("branch %s: its key belongs to branch %s", br.ID, owner)
 			} else if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
@@ -106,8 +106,6 @@ func (s *Store) InsertMissing(r store.Records) (int, error) {
 	})
 	return n, err
 }
-
-func refusef(format string, a ...any) error { return store.Refuse(format, a...) }
 
 func newCounter(t *tx, scope string) error {
 	_, err := t.Exec(bg, "INSERT INTO counters (scope) VALUES ($1) ON CONFLICT DO NOTHING", scope)
@@ -290,7 +288,7 @@ func (s *Store) CreateBranch(b store.Branch, c store.Change) error {
 			return err
 		}
 		if taken {
-			return refusef("id: a branch with this id exists")
+			return store.Refuse("id: a branch with this id exists")
 		}
 		if _, err := t.Exec(bg, "INSERT INTO branches (id, service_id, doc) VALUES ($1, $2, $3)", b.ID, b.ServiceID, mustJSON(b)); err != nil {
 			return err
@@ -331,7 +329,7 @@ func (s *Store) DeleteBranch(serviceID, branchID string, c store.Change) error {
 			return err
 		}
 		if b.Main {
-			return refusef("branch: the main branch cannot be deleted")
+			return store.Refuse("branch: the main branch cannot be deleted")
 		}
 		accounts, err := docs[store.BankAccount](t, "SELECT doc FROM accounts WHERE service_id = $1 ORDER BY id FOR UPDATE", serviceID)
 		if err != nil {
@@ -442,7 +440,7 @@ func (s *Store) RevokePreviousKey(serviceID, branchID string, c store.Change) (s
 			return err
 		}
 		if b.Previous == nil {
-			return refusef("branch %s has no previous key", branchID)
+			return store.Refuse("branch %s has no previous key", branchID)
 		}
 		before := b
 		if err := dropKey(t, b.Previous.Digest); err != nil {
@@ -641,7 +639,7 @@ func (s *Store) CreateAccount(a *store.BankAccount, c store.Change) error {
 		}
 		if taken, err := exists(t, "SELECT 1 FROM accounts WHERE id = $1", a.ID); err != nil || taken {
 			if err == nil {
-				err = refusef("id: an account with this id exists")
+				err = store.Refuse("id: an account with this id exists")
 			}
 			return err
 		}
