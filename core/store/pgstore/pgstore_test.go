@@ -142,3 +142,64 @@ func TestOneRelay(t *testing.T) {
 	testnet.Eventually(t, 10*time.Second, func() bool { return pending(second) == 1 },
 		func() string { return "the second core never took over the relay" })
 }
+
+// TestCommitLostThenReadBack: a verification whose COMMIT loses its
+// connection after PostgreSQL committed it (here, while the COMMIT waits
+// for a synchronous standby, as a failover cuts it) is answered as done,
+// not as failed: the store reads its transaction's mark back. It is
+// recorded and charged once.
+func TestCommitLostThenReadBack(t *testing.T) {
+	url := pgtest.Start(t).Database(t)
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, url, time.Now, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	standby := func(names string) {
+		t.Helper()
+		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	standby("nobody") // every COMMIT waits for a standby that never comes
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Apply("svc", "br", store.SlipKey("bank", "004", "LOST"), func(s store.Snapshot) (store.Effect, error) {
+			return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
+		})
+		done <- err
+	}()
+	var pid int
+	testnet.Eventually(t, 10*time.Second, func() bool {
+		return admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'").Scan(&pid) == nil
+	}, func() string { return "no COMMIT waits for the standby" })
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	standby("") // the read-back and later writes commit
+	if err := <-done; err != nil {
+		t.Fatalf("a verification committed before its connection was lost: %v, want it answered as done", err)
+	}
+	q, err := st.Quota("svc", "br")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.FindSlip("svc", "LOST"); err != nil || q.Usage.Service.Used != 1 {
+		t.Errorf("after the lost COMMIT: record %v, used %d; want the record and 1 used", err, q.Usage.Service.Used)
+	}
+}
