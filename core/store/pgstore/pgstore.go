@@ -212,22 +212,23 @@ func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
 			return wrapped(err)
 		}
 	}
+	// Each op in a savepoint of its own: the one before is released as
+	// the next is made, in one round trip.
+	savepoint := "SAVEPOINT op"
 	for _, o := range batch {
-		if _, err := ptx.Exec(ctx, "SAVEPOINT op"); err != nil {
-			return store.WriteError{Err: err}
+		if _, err := ptx.Exec(ctx, savepoint, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return wrapped(err)
 		}
+		savepoint = "RELEASE SAVEPOINT op; SAVEPOINT op"
 		n := len(t.msgs)
 		if o.Err = o.Fn(t); o.Err == nil {
-			if _, err := ptx.Exec(ctx, "RELEASE SAVEPOINT op"); err != nil {
-				return wrapped(err)
-			}
 			continue
 		}
 		if conflict(o.Err) {
 			return o.Err
 		}
 		t.msgs = t.msgs[:n]
-		if _, err := ptx.Exec(ctx, "ROLLBACK TO SAVEPOINT op"); err != nil {
+		if _, err := ptx.Exec(ctx, "ROLLBACK TO SAVEPOINT op", pgx.QueryExecModeSimpleProtocol); err != nil {
 			o.Err = nil
 			return store.WriteError{Err: err}
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/quota"
@@ -89,57 +90,80 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Sna
 }
 
 func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effect) error {
-	if err := claim(t, snap.Service.ID, e.Nonce); err != nil {
+	rec, write, fresh, err := snap.Record(&e, nil)
+	if err != nil {
 		return err
+	}
+	// Every write in one round trip; a refusal found in their results
+	// (a nonce claimed before) rolls them back with the op's savepoint.
+	var b pgx.Batch
+	var nonce, slip, entry *pgx.QueuedQuery
+	if e.Nonce.Value != "" {
+		nonce = b.Queue(claimNonce, snap.Service.ID, e.Nonce.Value, forgetMinute(e.Nonce))
 	}
 	if e.Charge {
 		svc, brc := snap.Charged()
-		if err := writeCounters(t, "s/"+snap.Service.ID, svc, "b/"+snap.Branch.ID, brc); err != nil {
+		b.Queue(putCounters, "s/"+snap.Service.ID, svc.Period, svc.Used, svc.Total, "b/"+snap.Branch.ID, brc.Period, brc.Used, brc.Total)
+	}
+	switch {
+	case write && fresh:
+		b.Queue("INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) VALUES ($1, $2, $3, $4, $5, $6)",
+			snap.Service.ID, slipKey, rec.FirstAt, rec.Job, rec.Branches, []byte(rec.Result))
+	case write:
+		slip = b.Queue("UPDATE slips SET branches = $3 WHERE service_id = $1 AND slip_key = $2", snap.Service.ID, slipKey, rec.Branches)
+	}
+	var h *store.Verification
+	if e.Listed {
+		h = snap.Entry(&e, slipKey)
+		entry = b.Queue(putEntry, entryArgs(h, h.At.UnixMilli())...)
+	}
+	if b.Len() > 0 {
+		affected := map[*pgx.QueuedQuery]int64{}
+		for _, q := range b.QueuedQueries {
+			q.Exec(func(tag pgconn.CommandTag) error { affected[q] = tag.RowsAffected(); return nil })
+		}
+		if err := t.SendBatch(bg, &b).Close(); err != nil {
 			return err
+		}
+		switch {
+		case nonce != nil && affected[nonce] == 0:
+			return api.E(api.DuplicateNonce)
+		case slip != nil && affected[slip] == 0:
+			return errConflict // removed by an expiry meanwhile
+		case entry != nil && affected[entry] == 0:
+			if err := list(t, h); err != nil { // its millisecond taken
+				return err
+			}
 		}
 	}
 	if e.Usage != nil && (e.Charge || s.c.Outbox.Room(int64(len(t.msgs)))) {
 		t.msgs = append(t.msgs, e.Usage(e.Charge, snap.At))
 	}
-	rec, write, fresh, err := snap.Record(&e, nil)
-	if err != nil {
-		return err
-	}
-	if e.Listed {
-		if err := list(t, snap.Entry(&e, slipKey)); err != nil {
-			return err
-		}
-	}
-	switch {
-	case !write:
-		return nil
-	case fresh:
-		_, err = t.Exec(bg, "INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) VALUES ($1, $2, $3, $4, $5, $6)",
-			snap.Service.ID, slipKey, rec.FirstAt, rec.Job, rec.Branches, []byte(rec.Result))
-		return err
-	}
-	tag, err := t.Exec(bg, "UPDATE slips SET branches = $3 WHERE service_id = $1 AND slip_key = $2", snap.Service.ID, slipKey, rec.Branches)
-	if err == nil && tag.RowsAffected() == 0 {
-		return errConflict // removed by an expiry meanwhile
-	}
-	return err
+	return nil
 }
 
-// writeCounters writes two counters' rows.
-func writeCounters(t *tx, scope1 string, c1 quota.Counter, scope2 string, c2 quota.Counter) error {
-	_, err := t.Exec(bg, `INSERT INTO counters (scope, period, used, total) VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)
-		ON CONFLICT (scope) DO UPDATE SET period = excluded.period, used = excluded.used, total = excluded.total`,
-		scope1, c1.Period, c1.Used, c1.Total, scope2, c2.Period, c2.Used, c2.Total)
-	return err
+const (
+	claimNonce  = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+	putCounters = `INSERT INTO counters (scope, period, used, total) VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)
+		ON CONFLICT (scope) DO UPDATE SET period = excluded.period, used = excluded.used, total = excluded.total`
+	putEntry = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
+		amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`
+)
+
+// forgetMinute is the Unix minute from which no edge takes a request with
+// nonce n any more.
+func forgetMinute(n store.Nonce) int64 { return n.At.Add(api.NonceWindow).Unix()/60 + 1 }
+
+func entryArgs(v *store.Verification, at int64) []any {
+	return []any{v.ServiceID, v.BranchID, at, v.SlipKey, v.Amount, v.ReceivingBank, v.Duplicate, v.AmountMatched, v.DateMatched, v.Remark, v.JobID}
 }
 
-// list adds a history entry; two entries of one branch for one slip in
-// the same millisecond take the next free ones.
+// list adds a history entry at the first free millisecond from its own:
+// two entries of one branch for one slip in one millisecond take the next
+// ones.
 func list(t *tx, v *store.Verification) error {
 	for at := v.At.UnixMilli(); ; at++ {
-		tag, err := t.Exec(bg, `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
-			amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
-			v.ServiceID, v.BranchID, at, v.SlipKey, v.Amount, v.ReceivingBank, v.Duplicate, v.AmountMatched, v.DateMatched, v.Remark, v.JobID)
+		tag, err := t.Exec(bg, putEntry, entryArgs(v, at)...)
 		if err != nil || tag.RowsAffected() == 1 {
 			return err
 		}
@@ -152,8 +176,7 @@ func claim(q querier, serviceID string, n store.Nonce) error {
 	if n.Value == "" {
 		return nil
 	}
-	tag, err := q.Exec(bg, "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-		serviceID, n.Value, n.At.Add(api.NonceWindow).Unix()/60+1)
+	tag, err := q.Exec(bg, claimNonce, serviceID, n.Value, forgetMinute(n))
 	if err != nil {
 		return err
 	}
