@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/cmplx"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -156,11 +157,12 @@ func TestSharpEdges(t *testing.T) {
 }
 
 // TestFFTAsDFT: the transform of random values is the discrete Fourier
-// transform's, computed from its definition, at every length from 1 to
-// 256 that is a power of two.
+// transform's, computed from its definition, and the inverse brings them
+// back, at every length from 1 to 256 that is a power of two and at
+// lengths of 2^a·3^b.
 func TestFFTAsDFT(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for n := 1; n <= 256; n *= 2 {
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 3, 6, 9, 12, 24, 27, 48, 54, 81, 96, 162, 243, 432} {
 		a := make([]complex128, n)
 		for i := range a {
 			a[i] = complex(r.Float64()*255, r.Float64()*255)
@@ -174,6 +176,52 @@ func TestFFTAsDFT(t *testing.T) {
 			}
 			if cmplx.Abs(got[k]-want) > 1e-6 {
 				t.Fatalf("length %d, bin %d: %v, want %v", n, k, got[k], want)
+			}
+		}
+		fft(got, true)
+		for i := range a {
+			if cmplx.Abs(got[i]-a[i]) > 1e-9 {
+				t.Fatalf("length %d, sample %d: %v after the round trip, want %v", n, i, got[i], a[i])
+			}
+		}
+	}
+}
+
+// TestFFTLen: the transform length is the shortest 2^a·3^b at least n.
+func TestFFTLen(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 2: 2, 5: 6, 7: 8, 10: 12, 13: 16, 17: 18, 100: 108, 782: 864, 1025: 1152, 1537: 1728, 1623: 1728, 1729: 1944, 2000: 2048} {
+		if got := fftLen(n); got != want {
+			t.Errorf("fftLen(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// TestLinesCoverPlane: at every angle, the digital lines' pixels
+// (appendLine) are those each visits, in the same order, and cover the
+// plane once.
+func TestLinesCoverPlane(t *testing.T) {
+	for _, size := range [][2]int{{37, 23}, {23, 37}, {1, 9}, {9, 1}} {
+		w, h := size[0], size[1]
+		for j := range 48 {
+			a := float64(j) * math.Pi / 48
+			ls := newLineSet(w, h, a)
+			first, last, _ := ls.span()
+			seen := make([]int, w*h)
+			for n := first - 2; n <= last+2; n++ {
+				var want []int32
+				ls.each(n, func(i, _ int) { want = append(want, int32(i)) })
+				got := ls.appendLine(nil, n)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%d×%d at %.1f°, line %d: %v, want %v", w, h, a*180/math.Pi, n, got, want)
+				}
+				for _, i := range got {
+					seen[i]++
+				}
+			}
+			for i, c := range seen {
+				if c != 1 {
+					t.Fatalf("%d×%d at %.1f°: pixel %d on %d lines", w, h, a*180/math.Pi, i, c)
+				}
 			}
 		}
 	}

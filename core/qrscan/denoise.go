@@ -41,7 +41,7 @@ func median3(src plane, dst []byte) plane {
 func sharpen(src plane, r, amount int, dst, tmp []byte) (plane, []byte) {
 	w, h := src.w, src.h
 	dst, tmp = grow(dst, w*h), grow(tmp, w*h)
-	boxMean(src.pix, tmp, w, h, r)
+	boxMean(src.pix, tmp, dst, w, h, r) // dst as scratch, then the result
 	for i, v := range src.pix[:w*h] {
 		d := int(v) + amount*(int(v)-int(tmp[i]))
 		dst[i] = uint8(max(0, min(255, d)))
@@ -50,21 +50,49 @@ func sharpen(src plane, r, amount int, dst, tmp []byte) (plane, []byte) {
 }
 
 // boxMean writes the mean of the (2r+1)² square around each pixel of src
-// (fewer at the edges) into dst: rows, then columns, by running sums.
-func boxMean(src, dst []byte, w, h, r int) {
-	// Rows into dst, then columns of dst in place, a column at a time.
+// (fewer at the edges) into dst: rows into rows, scratch of the plane's
+// size, then columns of rows into dst, by running sums: one per column,
+// moved down a row at a time.
+func boxMean(src, dst, rows []byte, w, h, r int) {
 	for y := range h {
-		boxLine(src[y*w:y*w+w], dst[y*w:y*w+w], r)
+		boxLine(src[y*w:y*w+w], rows[y*w:y*w+w], r)
 	}
-	col := make([]byte, 2*h)
-	in, out := col[:h], col[h:]
-	for x := range w {
-		for y := range in {
-			in[y] = dst[y*w+x]
+	sum := make([]int32, w)
+	row := func(y int) []byte { return rows[y*w : y*w+w] }
+	cnt := int32(0)
+	for y := range min(r, h) {
+		for x, v := range row(y) {
+			sum[x] += int32(v)
 		}
-		boxLine(in, out, r)
-		for y, v := range out {
-			dst[y*w+x] = v
+		cnt++
+	}
+	for y := range h {
+		o := dst[y*w : y*w+w]
+		add, drop := y+r < h, y-r-1 >= 0
+		if add && drop { // the middle of the plane, most of it
+			a, d := row(y + r)[:len(o)], row(y - r - 1)[:len(o)]
+			half := cnt / 2
+			for x := range o {
+				s := sum[x] + int32(a[x]) - int32(d[x])
+				sum[x] = s
+				o[x] = uint8((s + half) / cnt)
+			}
+			continue
+		}
+		if add {
+			for x, v := range row(y + r) {
+				sum[x] += int32(v)
+			}
+			cnt++
+		}
+		if drop {
+			for x, v := range row(y - r - 1) {
+				sum[x] -= int32(v)
+			}
+			cnt--
+		}
+		for x := range o {
+			o[x] = uint8((sum[x] + cnt/2) / cnt)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func TestBoxMean(t *testing.T) {
 			src[i] = byte(rnd.Uint32())
 		}
 		dst := make([]byte, len(src))
-		boxMean(src, dst, c.w, c.h, c.r)
+		boxMean(src, dst, make([]byte, len(src)), c.w, c.h, c.r)
 		for y := range c.h {
 			for x := range c.w {
 				sum, n := 0, 0

@@ -266,34 +266,64 @@ func invert(src plane, dst []byte) plane {
 }
 
 // scaleRect copies the rectangle r of src, scaled by k with bilinear
-// interpolation, into dst.
+// interpolation, into dst. Each source row is interpolated across once,
+// and each output row blends the two it falls between, held as v[0] and
+// v[1]: magnified, consecutive output rows share their source rows.
 func scaleRect(src plane, r image.Rectangle, k float64, dst []byte) plane {
 	w, h := int(float64(r.Dx())*k), int(float64(r.Dy())*k)
 	dst = grow(dst, w*h)
 	inv := 1 / k
-	// Where each column comes from, the same on every row.
+	// Where each column comes from, the same on every row, and the upper
+	// and lower source rows interpolated across.
 	cols := make([]struct {
 		x0, x1 int
-		t      float64
+		t, u   float64 // u = 1-t
+		v      [2]float64
 	}, w)
 	for x := range cols {
 		fx := (float64(x)+0.5)*inv - 0.5 + float64(r.Min.X)
 		x0 := int(math.Floor(fx))
 		cols[x].t = fx - float64(x0)
+		cols[x].u = 1 - cols[x].t
 		cols[x].x0, cols[x].x1 = clampInt(x0, 0, src.w-1), clampInt(x0+1, 0, src.w-1)
 	}
+	fill := func(s, y int) {
+		sr := src.pix[y*src.w : y*src.w+src.w]
+		for x := range cols {
+			c := &cols[x]
+			c.v[s] = float64(sr[c.x0])*c.u + float64(sr[c.x1])*c.t
+		}
+	}
+	move := func(from, to int) {
+		for x := range cols {
+			cols[x].v[to] = cols[x].v[from]
+		}
+	}
+	upper, lower := -1, -1 // the source rows in v[0] and v[1]
 	for y := range h {
 		fy := (float64(y)+0.5)*inv - 0.5 + float64(r.Min.Y)
 		y0 := int(math.Floor(fy))
 		ty := fy - float64(y0)
 		y0c, y1c := clampInt(y0, 0, src.h-1), clampInt(y0+1, 0, src.h-1)
-		r0, r1 := src.pix[y0c*src.w:y0c*src.w+src.w], src.pix[y1c*src.w:y1c*src.w+src.w]
-		o := dst[y*w : y*w+w]
-		for x, c := range cols {
-			x0c, x1c, tx := c.x0, c.x1, c.t
-			top := float64(r0[x0c])*(1-tx) + float64(r0[x1c])*tx
-			bot := float64(r1[x0c])*(1-tx) + float64(r1[x1c])*tx
-			o[x] = uint8(top*(1-ty) + bot*ty + 0.5)
+		switch y0c {
+		case upper:
+		case lower:
+			move(1, 0)
+		default:
+			fill(0, y0c)
+		}
+		switch y1c {
+		case lower:
+		case y0c:
+			move(0, 1)
+		default:
+			fill(1, y1c)
+		}
+		upper, lower = y0c, y1c
+		o, ry := dst[y*w:y*w+w], 1-ty
+		for x := range o {
+			c := &cols[x]
+			o[x] = uint8(c.v[0]*ry + c.v[1]*ty + 0.5)
 		}
 	}
 	return plane{pix: dst, w: w, h: h}

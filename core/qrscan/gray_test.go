@@ -116,3 +116,40 @@ func TestNormalize(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleRect: the magnified window is, byte for byte, the bilinear
+// interpolation of each output pixel from its four source pixels, for
+// windows inside the plane and over its edges, magnified and shrunk.
+func TestScaleRect(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	src := plane{pix: make([]byte, 61*47), w: 61, h: 47}
+	for i := range src.pix {
+		src.pix[i] = byte(rnd.Uint32())
+	}
+	at := func(x, y int) float64 {
+		return float64(src.pix[clampInt(y, 0, src.h-1)*src.w+clampInt(x, 0, src.w-1)])
+	}
+	for _, r := range []image.Rectangle{image.Rect(10, 7, 40, 30), image.Rect(-9, -12, 20, 15), image.Rect(45, 30, 70, 60), image.Rect(0, 0, 61, 47)} {
+		for _, k := range []float64{0.6, 1, 1.5, 2.17, 3} {
+			got, inv := scaleRect(src, r, k, nil), 1/k
+			if w, h := int(float64(r.Dx())*k), int(float64(r.Dy())*k); got.w != w || got.h != h {
+				t.Fatalf("%v by %v: %d×%d, want %d×%d", r, k, got.w, got.h, w, h)
+			}
+			for y := range got.h {
+				fy := (float64(y)+0.5)*inv - 0.5 + float64(r.Min.Y)
+				y0 := int(math.Floor(fy))
+				ty := fy - float64(y0)
+				for x := range got.w {
+					fx := (float64(x)+0.5)*inv - 0.5 + float64(r.Min.X)
+					x0 := int(math.Floor(fx))
+					tx := fx - float64(x0)
+					top := at(x0, y0)*(1-tx) + at(x0+1, y0)*tx
+					bot := at(x0, y0+1)*(1-tx) + at(x0+1, y0+1)*tx
+					if want := uint8(top*(1-ty) + bot*ty + 0.5); got.pix[y*got.w+x] != want {
+						t.Fatalf("%v by %v: pixel (%d, %d) is %d, want %d", r, k, x, y, got.pix[y*got.w+x], want)
+					}
+				}
+			}
+		}
+	}
+}
