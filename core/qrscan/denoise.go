@@ -17,17 +17,24 @@ func median3(src plane, dst []byte) plane {
 		a := src.pix[max(0, y-1)*w : max(0, y-1)*w+w]
 		b := src.pix[y*w : y*w+w]
 		c := src.pix[min(h-1, y+1)*w : min(h-1, y+1)*w+w]
-		for x := range w {
-			l, m, u := sort3(a[x], b[x], c[x])
-			lo[x+1], mid[x+1], hi[x+1] = l, m, u
+		// Each column at x+1, the edge ones repeated at 0 and w+1. The
+		// slices of equal length let the loops run without bounds checks.
+		lo1, mid1, hi1 := lo[1:w+1], mid[1:w+1], hi[1:w+1]
+		b, c = b[:len(a)], c[:len(a)]
+		lo1, mid1, hi1 = lo1[:len(a)], mid1[:len(a)], hi1[:len(a)]
+		for x, va := range a {
+			lo1[x], mid1[x], hi1[x] = sort3(va, b[x], c[x])
 		}
 		lo[0], mid[0], hi[0] = lo[1], mid[1], hi[1]
 		lo[w+1], mid[w+1], hi[w+1] = lo[w], mid[w], hi[w]
 		o := dst[y*w : y*w+w]
+		l0, l1, l2 := lo[:w], lo[1:w+1], lo[2:w+2]
+		m0, m1, m2 := mid[:w], mid[1:w+1], mid[2:w+2]
+		h0, h1, h2 := hi[:w], hi[1:w+1], hi[2:w+2]
 		for x := range o {
-			l := max(lo[x], lo[x+1], lo[x+2])
-			_, m, _ := sort3(mid[x], mid[x+1], mid[x+2])
-			u := min(hi[x], hi[x+1], hi[x+2])
+			l := max(l0[x], l1[x], l2[x])
+			_, m, _ := sort3(m0[x], m1[x], m2[x])
+			u := min(h0[x], h1[x], h2[x])
 			_, o[x], _ = sort3(l, m, u)
 		}
 	}
