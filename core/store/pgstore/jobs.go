@@ -178,7 +178,16 @@ func (s *Store) Ack(seq uint64) error {
 	if _, err := s.pool.Exec(bg, "DELETE FROM outbox WHERE seq <= $1", int64(seq)); err != nil {
 		return err
 	}
-	n, err := s.waiting(bg)
+	return s.recount(bg)
+}
+
+// recount counts the messages in the outbox anew (waiting). One
+// count at a time, so that a count begun before an ack cannot overwrite
+// the ack's.
+func (s *Store) recount(ctx context.Context) error {
+	s.counting.Lock()
+	defer s.counting.Unlock()
+	n, err := s.waiting(ctx)
 	if err == nil {
 		s.c.Outbox.Set(n)
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,8 @@ type Store struct {
 	now  func() time.Time
 	c    *store.Committer[*tx]
 	// relay says whether this core relays the outbox (relay.go).
-	relay *relay
+	relay    *relay
+	counting sync.Mutex // recount
 
 	writeFailures atomic.Int64
 }

@@ -35,11 +35,7 @@ type relay struct {
 // most, it counts the messages waiting anew: other cores add and ack them.
 func (s *Store) startRelay(ctx context.Context, signal func()) *relay {
 	ctx, stop := context.WithCancel(ctx)
-	r := &relay{stop: stop, done: make(chan struct{}), recount: func() {
-		if n, err := s.waiting(ctx); err == nil {
-			s.c.Outbox.Set(n)
-		}
-	}}
+	r := &relay{stop: stop, done: make(chan struct{}), recount: func() { s.recount(ctx) }}
 	conn, err := s.relayConn(ctx)
 	if err == nil && !r.try(ctx, conn, signal) {
 		conn.Close(context.Background())
