@@ -181,9 +181,9 @@ func (s *Store) Ack(seq uint64) error {
 	return s.recount(bg)
 }
 
-// recount counts the messages in the outbox anew (waiting). One
-// count at a time, so that a count begun before an ack cannot overwrite
-// the ack's.
+// recount counts the messages in the outbox anew (waiting). One count at
+// a time, so that a count begun before an ack cannot overwrite the ack's,
+// and none while this process commits and counts messages it adds.
 func (s *Store) recount(ctx context.Context) error {
 	s.counting.Lock()
 	defer s.counting.Unlock()

@@ -46,7 +46,7 @@ type Store struct {
 	c    *store.Committer[*tx]
 	// relay says whether this core relays the outbox (relay.go).
 	relay    *relay
-	counting sync.Mutex // recount
+	counting sync.Mutex // a recount, or a commit and the count of its messages
 
 	writeFailures atomic.Int64
 }
@@ -243,6 +243,10 @@ func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
 	if _, err := ptx.Exec(ctx, "INSERT INTO commits (id) VALUES ($1)", mark); err != nil {
 		return wrapped(err)
 	}
+	// A count of the outbox (recount) comes before the commit or after
+	// its messages are counted, never between: they are counted once.
+	s.counting.Lock()
+	defer s.counting.Unlock()
 	if err := ptx.Commit(ctx); err != nil {
 		if !s.committed(mark) {
 			return store.WriteError{Err: err}
