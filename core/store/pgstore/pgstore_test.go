@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -176,30 +177,51 @@ func TestCommitLostThenReadBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	standby("nobody") // every COMMIT waits for a standby that never comes
-	done := make(chan error, 1)
-	go func() {
-		_, err := st.Apply("svc", "br", store.SlipKey("bank", "004", "LOST"), func(s store.Snapshot) (store.Effect, error) {
-			return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
-		})
-		done <- err
-	}()
-	var pid int
-	testnet.Eventually(t, 10*time.Second, func() bool {
-		return admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'").Scan(&pid) == nil
-	}, func() string { return "no COMMIT waits for the standby" })
-	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-		t.Fatal(err)
-	}
-	standby("") // the read-back and later writes commit
-	if err := <-done; err != nil {
-		t.Fatalf("a verification committed before its connection was lost: %v, want it answered as done", err)
+	// Every COMMIT waits for a standby that never comes, once the backends
+	// have read the setting: a COMMIT that goes through before they have
+	// did not wait, and the next verification tries again.
+	standby("nobody")
+	var ref string
+	committed := 0 // verifications that went through before the setting held
+	for waiting := false; !waiting; {
+		ref = fmt.Sprintf("LOST%d", committed)
+		done := make(chan error, 1)
+		go func() {
+			_, err := st.Apply("svc", "br", store.SlipKey("bank", "004", ref), func(s store.Snapshot) (store.Effect, error) {
+				return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
+			})
+			done <- err
+		}()
+		var pid int
+		testnet.Eventually(t, 30*time.Second, func() bool {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				committed++
+				return true
+			default:
+			}
+			waiting = admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'").Scan(&pid) == nil
+			return waiting
+		}, func() string { return "no COMMIT waits for the standby" })
+		if !waiting {
+			continue
+		}
+		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+			t.Fatal(err)
+		}
+		standby("") // the read-back and later writes commit
+		if err := <-done; err != nil {
+			t.Fatalf("a verification committed before its connection was lost: %v, want it answered as done", err)
+		}
 	}
 	q, err := st.Quota("svc", "br")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.FindSlip("svc", "LOST"); err != nil || q.Usage.Service.Used != 1 {
-		t.Errorf("after the lost COMMIT: record %v, used %d; want the record and 1 used", err, q.Usage.Service.Used)
+	if _, _, err := st.FindSlip("svc", ref); err != nil || q.Usage.Service.Used != int64(committed)+1 {
+		t.Errorf("after the lost COMMIT: record %v, used %d; want the record and %d used", err, q.Usage.Service.Used, committed+1)
 	}
 }
