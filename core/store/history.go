@@ -281,10 +281,10 @@ func (s *Bolt) addRuns(tx *bolt.Tx, prefix []byte, entries []kv) error {
 	if !isRunOf(newest, prefix) {
 		newest = nil
 	}
-	for len(entries) > 0 && newest != nil && entryMs(entries[0].k, prefix) <= runMs(newest, prefix) {
-		k, v := c.Seek(runKey(prefix, entryMs(entries[0].k, prefix)))
+	for len(entries) > 0 && newest != nil && keyMs(entries[0].k, prefix) <= keyMs(newest, prefix) {
+		k, v := c.Seek(runKey(prefix, keyMs(entries[0].k, prefix)))
 		n := 0
-		for n < len(entries) && entryMs(entries[n].k, prefix) <= runMs(k, prefix) {
+		for n < len(entries) && keyMs(entries[n].k, prefix) <= keyMs(k, prefix) {
 			n++
 		}
 		merged, err := decodeRun(k, v)
@@ -319,8 +319,8 @@ func (s *Bolt) addRuns(tx *bolt.Tx, prefix []byte, entries []kv) error {
 func putRuns(history *bolt.Bucket, prefix, run []byte, entries []kv) error {
 	for i, e := range entries {
 		run = appendRunEntry(run, prefix, e)
-		if i == len(entries)-1 || len(run) >= runBytes && entryMs(entries[i+1].k, prefix) != entryMs(e.k, prefix) {
-			if err := history.Put(runKey(prefix, entryMs(e.k, prefix)), run); err != nil {
+		if i == len(entries)-1 || len(run) >= runBytes && keyMs(entries[i+1].k, prefix) != keyMs(e.k, prefix) {
+			if err := history.Put(runKey(prefix, keyMs(e.k, prefix)), run); err != nil {
 				return err
 			}
 			run = nil
@@ -372,9 +372,8 @@ func runKey(prefix []byte, ms int64) []byte {
 
 func isRunOf(k, prefix []byte) bool { return len(k) == len(prefix)+8 && bytes.HasPrefix(k, prefix) }
 
-func runMs(k, prefix []byte) int64 { return int64(binary.BigEndian.Uint64(k[len(prefix):])) }
-
-func entryMs(k, prefix []byte) int64 { return int64(binary.BigEndian.Uint64(k[len(prefix):])) }
+// keyMs is the time in an entry's or a run's key that starts with prefix.
+func keyMs(k, prefix []byte) int64 { return int64(binary.BigEndian.Uint64(k[len(prefix):])) }
 
 // appendRunEntry appends the entry e, of the branch whose keys start with
 // prefix, to a run's value.
@@ -469,11 +468,6 @@ func (s *Bolt) prune(tx *bolt.Tx, history *bolt.Bucket, prefix []byte, max int) 
 		return history.Delete(k)
 	}
 	return history.Put(k, appendRun(nil, prefix, entries[dead:]))
-}
-
-func seek(c *bolt.Cursor, k []byte) []byte {
-	k, _ = c.Seek(k)
-	return k
 }
 
 // liveEntry reports whether the slip record of the history entry with key
