@@ -20,7 +20,7 @@ run: build ## start the whole dev stack in the foreground (Ctrl-C stops it)
 # LONG are the packages whose full tests are slow under the race detector
 # (the image corpus, whole-stack runs, timing measurements): they run in
 # full without it.
-LONG := ./core/qrscan ./deploy/... ./edge/openapi ./edge/cmd/edge ./usage/cmd/usage ./dispatcher ./bench/load ./core/bank/bankfake ./bench/scenario
+LONG := ./core/qrscan ./core/cmd/core ./deploy/... ./edge/openapi ./edge/cmd/edge ./usage/cmd/usage ./dispatcher ./bench/load ./core/bank/bankfake ./bench/scenario
 # NORACE are packages whose tests must also run without the race detector:
 # their allocation counts skip under it (it allocates), and the edge's raw
 # socket calls are Go's own calls under it (it cannot follow raw ones).

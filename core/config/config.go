@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/slipverify/slipverify/core/bank/httpbank"
 	"github.com/slipverify/slipverify/core/bank/route"
 	"github.com/slipverify/slipverify/core/bank/upstream"
@@ -24,6 +26,7 @@ import (
 type Config struct {
 	Addr         string        // listener for the edge
 	DataDir      string        // holds core.db
+	Store        string        // empty: bbolt in DataDir; a PostgreSQL URL: the PostgreSQL store
 	Seed         string        // seed file loaded at start; empty loads none
 	Bank         string        // bank connector: sandbox, http, kbank, scb or a route list
 	BankURL      string        // upstream bank gateway for Bank=http
@@ -85,6 +88,7 @@ func (c *Config) vars() []envflag.Var {
 	return append([]envflag.Var{
 		envflag.Def("SLIP_CORE_ADDR", "addr", "127.0.0.1:8081", "core's listener (reached only by the edge)", &c.Addr),
 		envflag.Def("SLIP_DATA_DIR", "data-dir", ".data", "directory of core.db", &c.DataDir),
+		envflag.Def("SLIP_STORE", "store", "", "where core keeps its state: empty for core.db in SLIP_DATA_DIR (one core node), or a PostgreSQL URL shared by any number of cores (several hosts with target_session_attrs=read-write find the primary)", &c.Store),
 		envflag.Def("SLIP_SEED", "seed", "deploy/dev/seed.json", "seed file loaded at start, idempotently (none: no seed)", &c.Seed),
 		envflag.Def("SLIP_BANK", "bank", "sandbox", "bank connector: sandbox, http, kbank, scb, rdcw, or a route list by sending bank such as 014=scb,*=kbank", &c.Bank),
 		envflag.Def("SLIP_BANK_URL", "bank-url", "", "upstream bank gateway URL (SLIP_BANK=http)", &c.BankURL),
@@ -168,6 +172,11 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("SLIP_DATA_DIR: must not be empty")
+	}
+	if c.Store != "" {
+		if _, err := pgconn.ParseConfig(c.Store); err != nil {
+			bad("SLIP_STORE: not a PostgreSQL URL: %v", err)
+		}
 	}
 	errs = append(errs, c.validateBank()...)
 	if len(c.EdgeToken) < 32 {

@@ -40,6 +40,7 @@ import (
 	"github.com/slipverify/slipverify/core/seed"
 	"github.com/slipverify/slipverify/core/server"
 	"github.com/slipverify/slipverify/core/store"
+	"github.com/slipverify/slipverify/core/store/pgstore"
 	"github.com/slipverify/slipverify/core/verify"
 )
 
@@ -85,11 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return err
-	}
-	st, err := store.OpenWith(filepath.Join(cfg.DataDir, "core.db"), time.Now,
-		store.Options{OutboxLimit: int64(cfg.OutboxLimit), SlipAges: cfg.SlipRetention > 0, Gather: cfg.CommitGather})
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -214,6 +211,19 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	stopWork()
 	work.Wait()
 	return err
+}
+
+// openStore opens the store cfg names: bbolt's file in the data directory,
+// or the PostgreSQL database of SLIP_STORE.
+func openStore(ctx context.Context, cfg config.Config) (store.Store, error) {
+	o := store.Options{OutboxLimit: int64(cfg.OutboxLimit), SlipAges: cfg.SlipRetention > 0, Gather: cfg.CommitGather}
+	if cfg.Store != "" {
+		return pgstore.Open(ctx, cfg.Store, time.Now, o)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	return store.OpenWith(filepath.Join(cfg.DataDir, "core.db"), time.Now, o)
 }
 
 // expire removes jobs past their retention, the nonces of signed requests
