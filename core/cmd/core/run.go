@@ -161,7 +161,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		background(name, func(ctx context.Context) error {
 			return stream.Resume(ctx, log, name, time.Second, func(ctx context.Context) error {
 				r := stream.NewReader(brokers, link, topic, group)
-				defer r.Close()
+				defer stream.Close(r)
 				return stream.Consume(ctx, r, workers, h)
 			})
 		})

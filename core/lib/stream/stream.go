@@ -89,16 +89,39 @@ func NewWriter(brokers []string, link *kafkalink.Link) *kafka.Writer {
 // nearly all an idle core did, 1.7 % of a CPU at 50 ms with two groups of
 // six partitions. kafka-go's Close waits for the fetch in hand, so a
 // reader takes as long to stop.
+//
+// A rebalance waits up to 10 s for the members to join again (kafka-go's
+// default is 30 s): a member that died (a core killed) never joins, and
+// holds the group, and the Close of every other member, for that long.
 func NewReader(brokers []string, link *kafkalink.Link, topic, group string) *kafka.Reader {
 	return kafka.NewReader(kafka.ReaderConfig{
 		Brokers: brokers, Topic: topic, GroupID: group, Dialer: link.Dialer(),
-		StartOffset:    kafka.FirstOffset,
-		SessionTimeout: 6 * time.Second, // the shortest a broker accepts
-		MaxWait:        250 * time.Millisecond,
-		MinBytes:       1,
-		MaxBytes:       4 << 20,
-		CommitInterval: 100 * time.Millisecond,
+		StartOffset:      kafka.FirstOffset,
+		SessionTimeout:   6 * time.Second, // the shortest a broker accepts
+		RebalanceTimeout: 10 * time.Second,
+		MaxWait:          250 * time.Millisecond,
+		MinBytes:         1,
+		MaxBytes:         4 << 20,
+		CommitInterval:   100 * time.Millisecond,
 	})
+}
+
+// Close closes r, waiting at most 3 s: a reader in a rebalance stops only
+// once the rebalance ends. A reader not closed in time is left to the
+// process's exit; commits it still held are lost, and their records are
+// handled again (at-least-once).
+func Close(r *kafka.Reader) {
+	done := make(chan struct{})
+	go func() {
+		r.Close()
+		close(done)
+	}()
+	t := time.NewTimer(3 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // Wait waits for d (when positive) or a signal on ready (when not nil); it

@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	log.Info("delivering", "addr", ln.Addr().String(), "kafka", cfg.KafkaAddr, "signatureHeader", cfg.SignatureHeader, "version", version)
 	err = stream.Resume(ctx, log, "callbacks consumer", time.Second, func(ctx context.Context) error {
 		r := stream.NewReader(brokers, link, api.TopicResults, group)
-		defer r.Close()
+		defer stream.Close(r)
 		return stream.Consume(ctx, r, cfg.Workers, d.Handle)
 	})
 	log.Info("stopped")
