@@ -230,8 +230,10 @@ if [ -n "${SLIP_STORE:-}" ]; then
 	pg_log() { echo "stack: the end of $pg_dir/$1.log:" >&2; tail -n 20 "$pg_dir/$1.log" >&2; }
 	# pg_server NAME HOST:PORT SETTINGS...: run a server of data dir NAME.
 	pg_server() {
-		tier "${as_pg[@]}" "$pg_bin/postgres" -D "$pg_dir/$1" -p "${2##*:}" -k "$pg_dir" \
-			-c listen_addresses="${2%:*}" -c cluster_name="$1" "${@:3}" >>"$pg_dir/$1.log" 2>&1
+		# SIGINT if this script dies: PostgreSQL's fast shutdown, which ends
+		# the sessions of cores dying beside it (SIGTERM waits for them).
+		setsid setpriv --pdeathsig INT "${as_pg[@]}" "$pg_bin/postgres" -D "$pg_dir/$1" -p "${2##*:}" -k "$pg_dir" \
+			-c listen_addresses="${2%:*}" -c cluster_name="$1" "${@:3}" >>"$pg_dir/$1.log" 2>&1 &
 		pids+=($!)
 		for _ in $(seq 1 600); do
 			"$pg_bin/pg_isready" -q -U postgres -h "$pg_dir" -p "${2##*:}" && return 0
