@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/lib/pgtest"
 	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/core/slip"
 	"github.com/slipverify/slipverify/edge/authn"
@@ -94,9 +95,21 @@ type stack struct {
 	seen map[string]bool // "METHOD /templated/path status"
 }
 
-func startStack(t *testing.T) *stack {
-	core := testnet.StartCore(t, testnet.Seed(t, seedJSON(time.Now())), "SLIP_EGRESS_ALLOW_CIDRS=") // no broker: jobs wait in core's outbox
-	edge := testnet.StartEdge(t, core.Addr, "SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_TRUSTED_PROXIES=")
+// startStack starts one core on bbolt, or (postgres) two cores on one
+// PostgreSQL database, and the edge in front.
+func startStack(t *testing.T, postgres bool) *stack {
+	seed := testnet.Seed(t, seedJSON(time.Now()))
+	settings := []string{"SLIP_EGRESS_ALLOW_CIDRS="} // no broker: jobs wait in core's outbox
+	cores := 1
+	if postgres {
+		settings = append(settings, "SLIP_STORE="+pgtest.Start(t).Database(t))
+		cores = 2
+	}
+	var addrs []string
+	for range cores {
+		addrs = append(addrs, testnet.StartCore(t, seed, settings...).Addr)
+	}
+	edge := testnet.StartEdge(t, strings.Join(addrs, ","), "SLIP_EDGE_METRICS_ADDR="+testnet.FreeAddr(t), "SLIP_TRUSTED_PROXIES=")
 	return &stack{url: edge.URL(), spec: load(t), seen: map[string]bool{}}
 }
 
@@ -251,12 +264,18 @@ func form(t *testing.T, part string, file []byte, fields map[string]string) ([]b
 	return b.Bytes(), w.FormDataContentType()
 }
 
-// TestConformance runs every documented operation against core and edge.
+// TestConformance runs every documented operation against the edge and
+// core, on each store: one core on bbolt, and two cores sharing PostgreSQL,
+// between which the edge balances the requests.
 func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs core and edge")
 	}
-	st := startStack(t)
+	t.Run("bbolt", func(t *testing.T) { conformance(t, startStack(t, false)) })
+	t.Run("postgres", func(t *testing.T) { conformance(t, startStack(t, true)) })
+}
+
+func conformance(t *testing.T, st *stack) {
 	post := func(path string, body any, h ...string) req {
 		return req{method: "POST", path: path, body: js(body), header: h}
 	}
