@@ -32,13 +32,22 @@ const matchRef = "MATCH001462999"
 // (the seed's listed slips as listed, fresh slips as the sandbox bank makes
 // them, quota as it was used). Each wrong field is one error naming the
 // operation and the field's path; COMPAT_LOG=1 logs every answer as well.
+//
+// It runs on each store: core on bbolt, and two cores sharing PostgreSQL
+// (SLIP_STORE=postgres make run), between which the edge balances.
 func TestCommercialClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
 	}
 	w := newWorld(t)
-	p := freePorts(t)
-	s := startStack(t, t.TempDir(), p)
+	t.Run("bbolt", func(t *testing.T) { commercialClient(t, w, startStack(t, t.TempDir(), freePorts(t))) })
+	t.Run("postgres", func(t *testing.T) {
+		l := postgresLayout(t)
+		commercialClient(t, w, startStack(t, l.dataDir, l.ports, l.settings...))
+	})
+}
+
+func commercialClient(t *testing.T, w *world, s *stack) {
 	host := "http://" + s.addr
 	v1 := &Client{BaseURL: host, Key: demoKey}
 	apiV1 := &Client{BaseURL: host + "/api/v1", Key: demoKey}

@@ -27,23 +27,8 @@ func TestMakeRunPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack with PostgreSQL")
 	}
-	if env, err := os.ReadFile("../env/core.env"); err != nil || !bytes.Contains(env, []byte("\nSLIP_STORE=")) {
-		t.Skip("core has no PostgreSQL store yet (deploy/env/core.env lists no SLIP_STORE)")
-	}
-	// Not t.TempDir: PostgreSQL runs as its own user, which must get
-	// through every directory above its data.
-	dataDir, err := os.MkdirTemp("", "slip-postgres-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dataDir) }) // last: after the stack's processes are gone
-	p := freePorts(t)
-	cores := []string{p.core, testnet.FreeAddr(t)}
-	admins := []string{p.admin, testnet.FreeAddr(t)}
-	pg := []string{testnet.FreeAddr(t), testnet.FreeAddr(t)}
-	p.more = append([]string{cores[1], admins[1]}, pg...)
-	settings := []string{"SLIP_STORE=postgres", "SLIP_CORE_ADDR=" + strings.Join(cores, ","),
-		"SLIP_ADMIN_ADDR=" + strings.Join(admins, ","), "SLIP_POSTGRES_ADDR=" + strings.Join(pg, ",")}
+	l := postgresLayout(t)
+	dataDir, p, cores, pg, settings := l.dataDir, l.ports, l.cores, l.pg, l.settings
 	s := startStack(t, dataDir, p, settings...)
 	testnet.Eventually(t, 10*time.Second, func() bool { return strings.Contains(s.Output(), "stack: ready on http://"+p.edge) },
 		func() string { return "no stack: ready line:\n" + s.Output() })
@@ -105,6 +90,36 @@ func TestMakeRunPostgres(t *testing.T) {
 	}
 	verify(true)
 	s.stop(t, syscall.SIGTERM)
+}
+
+// layout is where SLIP_STORE=postgres make run listens and keeps its data
+// in a test: two cores, PostgreSQL's primary and its standby, on free ports.
+type layout struct {
+	dataDir   string
+	ports     ports
+	cores, pg []string
+	settings  []string // make run's, beside startStack's
+}
+
+func postgresLayout(t *testing.T) layout {
+	t.Helper()
+	if env, err := os.ReadFile("../env/core.env"); err != nil || !bytes.Contains(env, []byte("\nSLIP_STORE=")) {
+		t.Skip("core has no PostgreSQL store yet (deploy/env/core.env lists no SLIP_STORE)")
+	}
+	// Not t.TempDir: PostgreSQL runs as its own user, which must get
+	// through every directory above its data.
+	dataDir, err := os.MkdirTemp("", "slip-postgres-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) }) // last: after the stack's processes are gone
+	p := freePorts(t)
+	cores := []string{p.core, testnet.FreeAddr(t)}
+	admins := []string{p.admin, testnet.FreeAddr(t)}
+	pg := []string{testnet.FreeAddr(t), testnet.FreeAddr(t)}
+	p.more = append([]string{cores[1], admins[1]}, pg...)
+	return layout{dataDir: dataDir, ports: p, cores: cores, pg: pg, settings: []string{"SLIP_STORE=postgres",
+		"SLIP_CORE_ADDR=" + strings.Join(cores, ","), "SLIP_ADMIN_ADDR=" + strings.Join(admins, ","), "SLIP_POSTGRES_ADDR=" + strings.Join(pg, ",")}}
 }
 
 // edgeReady reports whether the edge whose metrics listener is metrics
