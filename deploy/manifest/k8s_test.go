@@ -3,9 +3,13 @@ package manifest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,8 +102,10 @@ type workload struct {
 type service struct {
 	Metadata meta `yaml:"metadata"`
 	Spec     struct {
-		Selector map[string]string `yaml:"selector"`
-		Ports    []struct {
+		ClusterIP                string            `yaml:"clusterIP"`
+		PublishNotReadyAddresses bool              `yaml:"publishNotReadyAddresses"`
+		Selector                 map[string]string `yaml:"selector"`
+		Ports                    []struct {
 			Name       string    `yaml:"name"`
 			Port       int       `yaml:"port"`
 			TargetPort yaml.Node `yaml:"targetPort"`
@@ -110,7 +116,8 @@ type service struct {
 type pdb struct {
 	Metadata meta `yaml:"metadata"`
 	Spec     struct {
-		Selector labelSelector `yaml:"selector"`
+		MaxUnavailable yaml.Node     `yaml:"maxUnavailable"`
+		Selector       labelSelector `yaml:"selector"`
 	} `yaml:"spec"`
 }
 
@@ -146,80 +153,251 @@ type cluster struct {
 	kinds      map[string]int
 }
 
-// readCluster reads the files kustomization.yaml lists, and checks that
-// it lists every manifest of the directory.
-func readCluster(t *testing.T) *cluster {
+// layouts are the ways deploy/k8s runs core: as it is, on bbolt (one
+// replica), and with the component postgres, on PostgreSQL (N replicas).
+var layouts = []struct {
+	name       string
+	components []string // added to kustomization.yaml's
+}{
+	{"bbolt", nil},
+	{"postgres", []string{"postgres"}},
+}
+
+// kustomization is what the tests read of a kustomization.yaml: resources
+// that are files of its directory, components, and strategic merge patches
+// given inline that delete an object or merge maps.
+type kustomization struct {
+	Kind       string   `yaml:"kind"`
+	Resources  []string `yaml:"resources"`
+	Components []string `yaml:"components"`
+	Patches    []struct {
+		Patch  string `yaml:"patch"`
+		Path   string `yaml:"path"`
+		Target any    `yaml:"target"`
+	} `yaml:"patches"`
+}
+
+// object is one object of the manifests as YAML decodes it.
+type object = map[string]any
+
+// readKustomization reads dir's kustomization.yaml, of kind, and the
+// objects of its resources, and checks that it lists every manifest of
+// the directory.
+func readKustomization(t *testing.T, dir, kind string) (kustomization, []object) {
 	t.Helper()
-	dir := filepath.Join(root, k8sDir)
-	var kust struct {
-		Resources []string `yaml:"resources"`
-	}
+	var k kustomization
 	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(b, &kust); err != nil {
+	if err := yaml.Unmarshal(b, &k); err != nil {
 		t.Fatal(err)
+	}
+	if k.Kind != kind {
+		t.Errorf("%s/kustomization.yaml: kind %q, want %s", dir, k.Kind, kind)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range files {
-		if base := filepath.Base(f); base != "kustomization.yaml" && !contains(kust.Resources, base) {
-			t.Errorf("kustomization.yaml does not list %s", base)
+		if base := filepath.Base(f); base != "kustomization.yaml" && !contains(k.Resources, base) {
+			t.Errorf("%s/kustomization.yaml does not list %s", dir, base)
 		}
 	}
-	c := &cluster{configMaps: map[string]map[string]string{}, services: map[string]service{}, kinds: map[string]int{}}
-	for _, r := range kust.Resources {
+	var objs []object
+	for _, r := range k.Resources {
 		b, err := os.ReadFile(filepath.Join(dir, r))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: resource %s: %v (the tests read files of the directory only)", dir, r, err)
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		for {
-			var n yaml.Node
-			if err := dec.Decode(&n); errors.Is(err, io.EOF) {
+			var o object
+			if err := dec.Decode(&o); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
 				t.Fatalf("%s: %v", r, err)
 			}
-			var head struct {
-				Kind     string `yaml:"kind"`
-				Metadata meta   `yaml:"metadata"`
-				Data     map[string]string
-			}
-			decode := func(v any) {
-				if err := n.Decode(v); err != nil {
-					t.Fatalf("%s: %v", r, err)
-				}
-			}
-			decode(&head)
-			c.kinds[head.Kind]++
-			switch head.Kind {
-			case "ConfigMap":
-				c.configMaps[head.Metadata.Name] = head.Data
-			case "Service":
-				var s service
-				decode(&s)
-				c.services[s.Metadata.Name] = s
-			case "Deployment", "StatefulSet":
-				var w workload
-				decode(&w)
-				c.workloads = append(c.workloads, w)
-			case "Job":
-				var w workload
-				decode(&w)
-				c.jobs = append(c.jobs, w)
-			case "PodDisruptionBudget":
-				var p pdb
-				decode(&p)
-				c.pdbs = append(c.pdbs, p)
-			case "Ingress":
-				var i ingress
-				decode(&i)
-				c.ingresses = append(c.ingresses, i)
+			if o != nil {
+				objs = append(objs, o)
 			}
 		}
 	}
+	return k, objs
+}
+
+// objectID is an object's kind and name.
+func objectID(o object) string {
+	name, _ := o["metadata"].(object)["name"].(string)
+	return fmt.Sprint(o["kind"], "/", name)
+}
+
+// patch applies one inline strategic merge patch as kustomize does, for
+// the two forms the manifests use: `$patch: delete` removes the object,
+// and maps merge, a null removing the key. A list in a patch would need
+// strategic merge's keys: it fails the test instead.
+func patch(t *testing.T, where string, objs []object, text string) []object {
+	t.Helper()
+	var p object
+	if err := yaml.Unmarshal([]byte(text), &p); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	id := objectID(p)
+	i := slices.IndexFunc(objs, func(o object) bool { return objectID(o) == id })
+	if i < 0 {
+		t.Fatalf("%s: patch of %s, which no resource defines", where, id)
+	}
+	if p["$patch"] == "delete" {
+		return slices.Delete(objs, i, i+1)
+	}
+	var merge func(path string, dst, src object)
+	merge = func(path string, dst, src object) {
+		for k, v := range src {
+			switch v := v.(type) {
+			case nil:
+				delete(dst, k)
+			case object:
+				d, ok := dst[k].(object)
+				if !ok {
+					d = object{}
+					dst[k] = d
+				}
+				merge(path+"."+k, d, v)
+			case []any:
+				t.Fatalf("%s: patch of %s sets the list %s%s; the tests merge maps only", where, id, path, k)
+			default:
+				dst[k] = v
+			}
+		}
+	}
+	merge("", objs[i], p)
+	return objs
+}
+
+// buildObjects returns the objects kustomize makes of deploy/k8s with
+// components added to its own.
+func buildObjects(t *testing.T, components []string) []object {
+	t.Helper()
+	dir := filepath.Join(root, k8sDir)
+	k, objs := readKustomization(t, dir, "Kustomization")
+	for _, c := range append(k.Components, components...) {
+		ck, cobjs := readKustomization(t, filepath.Join(dir, c), "Component")
+		objs = append(objs, cobjs...)
+		objs = applyPatches(t, c, ck, objs)
+	}
+	return applyPatches(t, ".", k, objs)
+}
+
+func applyPatches(t *testing.T, where string, k kustomization, objs []object) []object {
+	t.Helper()
+	for i, p := range k.Patches {
+		if p.Path != "" || p.Target != nil || p.Patch == "" {
+			t.Fatalf("%s: patch %d: the tests read inline strategic merge patches only (patch:, no target)", where, i)
+		}
+		objs = patch(t, fmt.Sprintf("%s: patch %d", where, i), objs, p.Patch)
+	}
+	return objs
+}
+
+// readCluster reads deploy/k8s as kustomize builds it with components.
+func readCluster(t *testing.T, components []string) *cluster {
+	t.Helper()
+	c := &cluster{configMaps: map[string]map[string]string{}, services: map[string]service{}, kinds: map[string]int{}}
+	for _, o := range buildObjects(t, components) {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := objectID(o)
+		var head struct {
+			Kind     string `yaml:"kind"`
+			Metadata meta   `yaml:"metadata"`
+			Data     map[string]string
+		}
+		decode := func(v any) {
+			if err := yaml.Unmarshal(b, v); err != nil {
+				t.Fatalf("%s: %v", r, err)
+			}
+		}
+		decode(&head)
+		c.kinds[head.Kind]++
+		switch head.Kind {
+		case "ConfigMap":
+			c.configMaps[head.Metadata.Name] = head.Data
+		case "Service":
+			var s service
+			decode(&s)
+			c.services[s.Metadata.Name] = s
+		case "Deployment", "StatefulSet":
+			var w workload
+			decode(&w)
+			c.workloads = append(c.workloads, w)
+		case "Job":
+			var w workload
+			decode(&w)
+			c.jobs = append(c.jobs, w)
+		case "PodDisruptionBudget":
+			var p pdb
+			decode(&p)
+			c.pdbs = append(c.pdbs, p)
+		case "Ingress":
+			var i ingress
+			decode(&i)
+			c.ingresses = append(c.ingresses, i)
+		}
+	}
 	return c
+}
+
+// TestKustomizeAgrees: where kubectl is installed, kustomize's own build
+// of each layout has the objects the tests read, and the same settings.
+func TestKustomizeAgrees(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed")
+	}
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "k8s")
+			if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, k8sDir))); err != nil {
+				t.Fatal(err)
+			}
+			if len(l.components) > 0 {
+				f, err := os.OpenFile(filepath.Join(dir, "kustomization.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(f, "components: [%s]\n", strings.Join(l.components, ", "))
+				f.Close()
+			}
+			out, err := exec.Command(kubectl, "kustomize", dir).Output()
+			if err != nil {
+				t.Fatalf("kubectl kustomize: %v", err)
+			}
+			settings := func(objs []object) map[string]string {
+				m := map[string]string{}
+				for _, o := range objs {
+					m[objectID(o)] = ""
+					if o["kind"] == "ConfigMap" {
+						m[objectID(o)] = fmt.Sprint(o["data"])
+					}
+				}
+				return m
+			}
+			var built []object
+			dec := yaml.NewDecoder(bytes.NewReader(out))
+			for {
+				var o object
+				if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				built = append(built, o)
+			}
+			if got, want := settings(built), settings(buildObjects(t, l.components)); !maps.Equal(got, want) {
+				t.Errorf("kustomize builds %v,\nthe tests read %v", got, want)
+			}
+		})
+	}
 }
 
 // k8sProgram returns the program a container runs: the project's image and
@@ -338,20 +516,30 @@ func (cl *cluster) serviceTarget(t *testing.T, hp string) (bool, *program, map[s
 	return true, k8sProgram(*c), env, 0
 }
 
-// TestKubernetes holds every program container of the manifests to its
-// program (as TestCompose does) and to what running it on Kubernetes
-// needs: probes on the program's listeners and routes (readiness on its
-// health route), container ports that are its listeners, resource requests
-// and limits, a PodDisruptionBudget, a non-root user, a grace period that
-// fits the drain and shutdown, core as one StatefulSet replica with its data
-// on a claim, and consumers no more numerous than their topic's partitions.
+// TestKubernetes holds every program container of the manifests, in each
+// layout, to its program (as TestCompose does) and to what running it on
+// Kubernetes needs: probes on the program's listeners and routes (readiness
+// on its readiness route), container ports that are its listeners, resource
+// requests and limits, a PodDisruptionBudget, a non-root user, a grace
+// period that fits the drain and shutdown, consumers no more numerous than
+// their topic's partitions; core on bbolt as one StatefulSet replica with
+// its data on a claim, core on PostgreSQL as a Deployment of several, its
+// URL from a Secret, one core at a time disrupted, and the edges resolving
+// a headless Service to every core.
 func TestKubernetes(t *testing.T) {
-	cl := readCluster(t)
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { testKubernetes(t, readCluster(t, l.components)) })
+	}
+}
+
+func testKubernetes(t *testing.T, cl *cluster) {
 	if cl.kinds["Secret"] > 0 {
 		t.Error("the manifests define a Secret; secrets are the operator's, created apart (README.md)")
 	}
 	topics := k8sTopics(t, cl)
 	seen := map[string]bool{}
+	var manyCores map[string]string // the pod labels of a core of several replicas
+	var edgeCores []string          // each edge's SLIP_CORE_ADDR
 	for _, w := range cl.workloads {
 		pod := w.Spec.Template.Spec
 		for _, c := range pod.Containers {
@@ -418,6 +606,21 @@ func TestKubernetes(t *testing.T) {
 
 			switch p.name {
 			case "core":
+				if env["SLIP_STORE"] != "" {
+					if !secret["SLIP_STORE"] {
+						t.Errorf("%s: SLIP_STORE holds the database's password: take it from a Secret", where)
+					}
+					if w.Kind != "Deployment" || w.Spec.Replicas == nil || *w.Spec.Replicas < 2 {
+						t.Errorf("%s: core on PostgreSQL must be a Deployment of two replicas or more", where)
+					}
+					for _, b := range cl.pdbs {
+						if selects(b.Spec.Selector.MatchLabels, w.Spec.Template.Metadata.Labels) && b.Spec.MaxUnavailable.Value != "1" {
+							t.Errorf("%s: PodDisruptionBudget %s: maxUnavailable %q, want 1 (one core at a time)", where, b.Metadata.Name, b.Spec.MaxUnavailable.Value)
+						}
+					}
+					manyCores = w.Spec.Template.Metadata.Labels
+					break
+				}
 				if w.Kind != "StatefulSet" || w.Spec.Replicas == nil || *w.Spec.Replicas != 1 {
 					t.Errorf("%s: core must be a StatefulSet of exactly one replica (one bbolt file, one process)", where)
 				}
@@ -442,6 +645,7 @@ func TestKubernetes(t *testing.T) {
 				if w.Spec.Replicas == nil || *w.Spec.Replicas < 2 {
 					t.Errorf("%s: run at least two edges", where)
 				}
+				edgeCores = append(edgeCores, p.value(env, "SLIP_CORE_ADDR"))
 			}
 		}
 		if sc := pod.SecurityContext; sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
@@ -465,6 +669,21 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("the manifests do not run %s", name)
 		}
 	}
+	// Several cores: each edge's SLIP_CORE_ADDR is a name that resolves
+	// to every core pod (a headless Service), not one virtual address.
+	for _, addrs := range edgeCores {
+		for _, hp := range strings.Split(addrs, ",") {
+			if manyCores == nil {
+				break
+			}
+			host, _ := splitHostPort(strings.TrimSpace(hp))
+			name, _, _ := strings.Cut(host, ".")
+			s, ok := cl.services[name]
+			if !ok || s.Spec.ClusterIP != "None" || !selects(s.Spec.Selector, manyCores) {
+				t.Errorf("edge: SLIP_CORE_ADDR %s is not a headless Service of the cores: the edges would see one address, not every core", hp)
+			}
+		}
+	}
 	for name, s := range cl.services {
 		if w, _ := cl.programOf(s); w == nil {
 			t.Errorf("Service %s selects no program's pods", name)
@@ -474,9 +693,14 @@ func TestKubernetes(t *testing.T) {
 
 // TestIngressHashesOnKey: the edges' Ingress hashes on both key headers,
 // so one key's nonces and rate limits meet one edge, and reaches the edge's
-// listener.
+// listener, in each layout.
 func TestIngressHashesOnKey(t *testing.T) {
-	cl := readCluster(t)
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { testIngressHashesOnKey(t, readCluster(t, l.components)) })
+	}
+}
+
+func testIngressHashesOnKey(t *testing.T, cl *cluster) {
 	if len(cl.ingresses) == 0 {
 		t.Fatal("no Ingress for the edges")
 	}
@@ -549,10 +773,16 @@ func k8sTopics(t *testing.T, cl *cluster) map[string]topic {
 	return nil
 }
 
-// TestKubernetesSecrets: the Secrets the manifests reference are the ones
-// the directory's README tells the operator to create, key by key.
+// TestKubernetesSecrets: the Secrets the manifests reference, in each
+// layout, are the ones the directory's README tells the operator to
+// create, key by key.
 func TestKubernetesSecrets(t *testing.T) {
-	cl := readCluster(t)
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { testKubernetesSecrets(t, readCluster(t, l.components)) })
+	}
+}
+
+func testKubernetesSecrets(t *testing.T, cl *cluster) {
 	readme, err := os.ReadFile(filepath.Join(root, k8sDir, "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -64,10 +64,17 @@ var programs = map[string]*program{
 			return c.Validate()
 		},
 		listeners: map[string][]route{
-			"SLIP_CORE_ADDR":  {{"/health", "core/server/server.go", `r.GET("/health", s.health)`}},
+			"SLIP_CORE_ADDR": {
+				{"/health", "core/server/server.go", `r.GET("/health", s.health)`},
+				{"/ready", "core/server/server.go", `r.GET("/ready", s.ready)`},
+				{"/metrics", "core/server/server.go", `r.GET("/metrics", s.writeMetrics)`},
+			},
 			"SLIP_ADMIN_ADDR": {{"/admin/v1/services", "core/admin/admin.go", `r.GET(p+"/services", read(a.listServices))`}},
 		},
-		healthVar: "SLIP_CORE_ADDR", healthPath: "/health", grace: 23, // fetch + bank timeouts + 5 s
+		healthVar: "SLIP_CORE_ADDR", healthPath: "/health", grace: 23, drainVar: "SLIP_CORE_DRAIN", // fetch + bank timeouts + 5 s
+		// Ready while it takes new requests: /ready fails from SIGTERM on,
+		// while core drains, so that the edges and Services move off it.
+		readyVar: "SLIP_CORE_ADDR", readyPath: "/ready",
 	},
 	"edge": {
 		name: "edge", vars: edge.Vars(),
@@ -252,6 +259,8 @@ var operatorValues = map[string]string{
 	"SLIP_BANK_URL":            "https://bank-gateway.example",
 	"SLIP_SEED_FILE":           "/srv/slipverify/seed.json",
 	"SLIP_TRUSTED_PROXIES":     "",
+	"SLIP_POSTGRES_PASSWORD":   "operator-password",
+	"SLIP_STORE":               "postgres://slip:operator-password@pg-0.postgres.svc:5432,pg-1.postgres.svc:5432/slip?target_session_attrs=read-write&pool_max_conns=16",
 }
 
 // container is one program's container in a deployment file, reduced to
@@ -316,6 +325,9 @@ func checkProgram(t *testing.T, c container) {
 	for _, v := range []string{"SLIP_DATA_DIR", "SLIP_SEED"} {
 		if p.variable(v) == nil {
 			continue
+		}
+		if v == "SLIP_DATA_DIR" && p.name == "core" && c.env["SLIP_STORE"] != "" {
+			continue // core on PostgreSQL keeps no file
 		}
 		path := p.value(c.env, v)
 		if !filepath.IsAbs(path) || !mounted(c.mounts, path) {
