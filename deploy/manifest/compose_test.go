@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
 	"github.com/slipverify/slipverify/core/lib/envflag"
@@ -37,19 +38,96 @@ type composeService struct {
 	} `yaml:"healthcheck"`
 	DependsOn       map[string]struct{ Condition string } `yaml:"depends_on"`
 	StopGracePeriod string                                `yaml:"stop_grace_period"`
+	Deploy          struct {
+		Replicas *int `yaml:"replicas"`
+	} `yaml:"deploy"`
+}
+
+// composeSets are the ways compose runs the platform: compose.yaml alone
+// (core on bbolt), and with the override compose.postgres.yaml (two cores
+// on PostgreSQL).
+var composeSets = [][]string{
+	{"deploy/compose.yaml"},
+	{"deploy/compose.yaml", "deploy/compose.postgres.yaml"},
 }
 
 func readCompose(t *testing.T) composeFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "deploy/compose.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	return readComposeFiles(t, composeSets[0])
+}
+
+// readComposeFiles reads compose files as `docker compose -f ... -f ...`
+// merges them (mergeCompose).
+func readComposeFiles(t *testing.T, files []string) composeFile {
+	t.Helper()
+	var merged *yaml.Node
+	for _, name := range files {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if merged == nil {
+			merged = doc.Content[0]
+			continue
+		}
+		merged = mergeCompose("", merged, doc.Content[0])
 	}
 	var f composeFile
-	if err := yaml.Unmarshal(b, &f); err != nil {
+	if err := merged.Decode(&f); err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// mergeCompose merges an override file's node onto the one before, as
+// compose does: mappings key by key; a value tagged !override replaces,
+// !reset removes; sequences are appended (volumes, ports), but for
+// command, entrypoint and a health check's test, which replace; anything
+// else replaces.
+func mergeCompose(key string, dst, src *yaml.Node) *yaml.Node {
+	switch {
+	case src.Tag == "!reset":
+		return nil
+	case src.Tag == "!override":
+		src.Tag = ""
+		return src
+	case dst == nil:
+		return src
+	case dst.Kind == yaml.MappingNode && src.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(src.Content); i += 2 {
+			k, v := src.Content[i], src.Content[i+1]
+			j := -1
+			for n := 0; n+1 < len(dst.Content); n += 2 {
+				if dst.Content[n].Value == k.Value {
+					j = n
+				}
+			}
+			var old *yaml.Node
+			if j >= 0 {
+				old = dst.Content[j+1]
+			}
+			m := mergeCompose(k.Value, old, v)
+			switch {
+			case m == nil && j >= 0:
+				dst.Content = slices.Delete(dst.Content, j, j+2)
+			case m == nil:
+			case j >= 0:
+				dst.Content[j+1] = m
+			default:
+				dst.Content = append(dst.Content, k, m)
+			}
+		}
+		return dst
+	case dst.Kind == yaml.SequenceNode && src.Kind == yaml.SequenceNode && !slices.Contains([]string{"command", "entrypoint", "test"}, key):
+		dst.Content = append(dst.Content, src.Content...)
+		return dst
+	default:
+		return src
+	}
 }
 
 var interpolation = regexp.MustCompile(`\$\{([A-Z0-9_]+)(?:(:\?|:-)([^}]*))?\}`)
@@ -89,15 +167,47 @@ func composeProgram(s composeService) *program {
 	return programs[s.Command[0]]
 }
 
-// TestCompose holds every tier of compose.yaml to its program: the
-// variables it sets, the configuration the program validates, listeners,
-// volumes, connections to other services, the health check (the image's
-// probe on the program's health route), the stop grace, and start order
-// after the topics exist.
+// TestCompose holds every tier of compose.yaml, alone and with
+// compose.postgres.yaml, to its program: the variables it sets, the
+// configuration the program validates, listeners, volumes, connections to
+// other services, the health check (the image's probe on the program's
+// health route), the stop grace, start order after the topics exist; core
+// on bbolt one replica, on PostgreSQL several, started after the database
+// is healthy. secrets.env.example lists what the files read.
 func TestCompose(t *testing.T) {
-	f := readCompose(t)
-	envs := map[string]map[string]string{}
 	refs := map[string]bool{}
+	for _, files := range composeSets {
+		t.Run(strings.Join(files, "+"), func(t *testing.T) { testCompose(t, readComposeFiles(t, files), refs) })
+	}
+
+	// The operator's env file documents exactly the variables compose reads.
+	example, err := envflag.ReadEnvFile(filepath.Join(root, "deploy/secrets.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing, extra []string
+	for n := range refs {
+		if _, ok := example[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	for n, v := range example {
+		if !refs[n] {
+			extra = append(extra, n)
+		}
+		if secretLike.MatchString(n) && v != "" {
+			t.Errorf("secrets.env.example: %s has a value; the example must hold none", n)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(missing) > 0 || len(extra) > 0 {
+		t.Errorf("secrets.env.example lacks %v that the compose files read, and lists %v that they do not", missing, extra)
+	}
+}
+
+func testCompose(t *testing.T, f composeFile, refs map[string]bool) {
+	envs := map[string]map[string]string{}
 	for name, s := range f.Services {
 		env := map[string]string{}
 		for k, v := range s.Environment {
@@ -193,41 +303,51 @@ func TestCompose(t *testing.T) {
 		if _, ok := env["SLIP_KAFKA_ADDR"]; ok && !dependsOn(f, name, "kafka-topics", "service_completed_successfully", map[string]bool{}) {
 			t.Errorf("%s: uses Kafka but does not start after kafka-topics completed", where)
 		}
+
+		// Core: on bbolt one process holds core.db; on PostgreSQL several
+		// share the database, which they wait for.
+		if p.name == "core" {
+			replicas := 1
+			if s.Deploy.Replicas != nil {
+				replicas = *s.Deploy.Replicas
+			}
+			store := env["SLIP_STORE"]
+			switch {
+			case store == "" && replicas != 1:
+				t.Errorf("%s: %d replicas of core on bbolt; one process holds core.db", where, replicas)
+			case store != "" && replicas < 2:
+				t.Errorf("%s: core on PostgreSQL runs one replica; run two or more", where)
+			case store != "" && !secret["SLIP_STORE"]:
+				t.Errorf("%s: SLIP_STORE holds the database's password: take it from the env file", where)
+			}
+			if store != "" {
+				pc, err := pgconn.ParseConfig(store)
+				if err != nil {
+					t.Fatalf("%s: SLIP_STORE: %v", where, err)
+				}
+				hosts := []string{pc.Host}
+				for _, fb := range pc.Fallbacks {
+					hosts = append(hosts, fb.Host)
+				}
+				for _, h := range hosts {
+					if _, ok := f.Services[h]; !ok {
+						t.Errorf("%s: SLIP_STORE names %s, no service of the file", where, h)
+					} else if !dependsOn(f, name, h, "service_healthy", map[string]bool{}) {
+						t.Errorf("%s: does not start after %s is healthy", where, h)
+					}
+				}
+			}
+		}
 	}
 	for name := range programs {
 		if !seen[name] {
-			t.Errorf("compose.yaml does not run %s", name)
+			t.Errorf("compose does not run %s", name)
 		}
 	}
 	for name, s := range f.Services {
 		if composeProgram(s) == nil && len(s.Ports) > 0 {
 			t.Errorf("compose service %s publishes ports; only the edge may", name)
 		}
-	}
-
-	// The operator's env file documents exactly the variables compose reads.
-	example, err := envflag.ReadEnvFile(filepath.Join(root, "deploy/secrets.env.example"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var missing, extra []string
-	for n := range refs {
-		if _, ok := example[n]; !ok {
-			missing = append(missing, n)
-		}
-	}
-	for n, v := range example {
-		if !refs[n] {
-			extra = append(extra, n)
-		}
-		if secretLike.MatchString(n) && v != "" {
-			t.Errorf("secrets.env.example: %s has a value; the example must hold none", n)
-		}
-	}
-	sort.Strings(missing)
-	sort.Strings(extra)
-	if len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("secrets.env.example lacks %v that compose.yaml reads, and lists %v that it does not", missing, extra)
 	}
 }
 
