@@ -9,18 +9,20 @@ import (
 )
 
 // TestPlan checks the model's arithmetic on round numbers, without
-// pictures (TestPlanPictures plans them).
+// pictures (TestPlanPictures plans them), in instances of 8 cores, one of
+// which holds core on bbolt (TestPlanStores plans beyond one).
 func TestPlan(t *testing.T) {
 	in := DefaultInput
-	in.ImageShare = 0
-	in.PerCore = PerCore{Edge: 10000, CoreSync: 2000, CoreImage: 20, CoreAsync: 1000, Dispatcher: 500, Usage: 10000}
+	in.ImageShare, in.CoresPerInstance = 0, 8
+	in.PerCore = PerCore{Edge: 10000, CoreSync: 2000, CoreImage: 20, CoreAsync: 1000, Dispatcher: 500, Usage: 10000,
+		CorePostgres: 1000, Postgres: 2000, PostgresStandby: 10000}
 	out, err := Plan(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 4,000 sync + 1,000 async: edge 5,000 req/s → 0.5 cores → 1 instance,
 	// raised to the floor of 2; core 4000/2000 + 1000/1000 = 3 cores →
-	// one instance always (of 3/0.6 = 5 cores); dispatcher 1000/500 = 2 cores
+	// one bbolt instance (8 cores at 60 % hold 4.8); dispatcher 1000/500 = 2 cores
 	// → 2; usage 0.5 → 2.
 	want := map[string]struct {
 		cores float64
@@ -40,7 +42,7 @@ func TestPlan(t *testing.T) {
 	var b bytes.Buffer
 	out.Print(&b)
 	for _, s := range []string{"5000 verifications/s, 20 % async", "dispatcher", "Assumptions", "60 % CPU",
-		"core is one instance, always (one bbolt file), of at least 5 cores", "907 GB a day"} {
+		"else PostgreSQL with N cores): bbolt", "bbolt     core 3.00 cores busy in one instance (one file, one writer); offered", "907 GB a day"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("printed model lacks %q:\n%s", s, b.String())
 		}
@@ -54,8 +56,9 @@ func TestPlan(t *testing.T) {
 // change with the share.
 func TestPlanPictures(t *testing.T) {
 	in := DefaultInput
-	in.Target, in.AsyncShare = 1000, 0
-	in.PerCore = PerCore{Edge: 10000, CoreSync: 1000, CoreImage: 10, CoreAsync: 500, Dispatcher: 500, Usage: 10000}
+	in.Target, in.AsyncShare, in.CoresPerInstance = 1000, 0, 200
+	in.PerCore = PerCore{Edge: 10000, CoreSync: 1000, CoreImage: 10, CoreAsync: 500, Dispatcher: 500, Usage: 10000,
+		CorePostgres: 1000, Postgres: 2000, PostgresStandby: 10000}
 	core := func(out Output) Tier {
 		for _, tier := range out.Tiers {
 			if tier.Name == "core" {
@@ -116,8 +119,8 @@ func TestPlanPictures(t *testing.T) {
 	var b bytes.Buffer
 	out.Print(&b)
 	for _, s := range []string{"1000 verifications/s, 50 % async (mean batch 1), 10 % by picture", "Core's work", "picture's scan, async",
-		"pictures: 10 % of the verifications, 87 % of core's CPU; a picture costs core as much as 100 payloads",
-		"core is one instance, always (one bbolt file), of at least 19 cores"} {
+		"pictures: 10 % of the verifications, 87 % of core's CPU on bbolt; a picture costs core as much as 100 payloads",
+		"bbolt     core 11.40 cores busy in one instance"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("printed model lacks %q:\n%s", s, b.String())
 		}
@@ -174,5 +177,89 @@ func TestSourceSurvivesJSON(t *testing.T) {
 	back.Print(&after)
 	if before.String() != after.String() || !strings.Contains(after.String(), "measured: usage-drain") || !strings.Contains(after.String(), "picture, sync") {
 		t.Errorf("printed before JSON:\n%s\nafter:\n%s", before.String(), after.String())
+	}
+}
+
+// TestPlanStores plans core's store as a planner reads it: bbolt while one
+// core instance holds the target, else PostgreSQL with as many cores as
+// the target needs (at least two), a primary and a standby sized from
+// their CPU per verification, up to the commit ceiling. Instances of 2
+// cores at 50 % CPU: one holds 1 core, 2,000 payloads a second on bbolt.
+func TestPlanStores(t *testing.T) {
+	in := DefaultInput
+	in.AsyncShare, in.ImageShare, in.CoresPerInstance, in.Utilisation = 0, 0, 2, 0.5
+	in.PerCore = PerCore{Edge: 10000, CoreSync: 2000, CoreImage: 20, CoreAsync: 1000, Dispatcher: 500, Usage: 10000,
+		CorePostgres: 1800, Postgres: 2000, PostgresStandby: 10000}
+	in.PostgresCeiling = 5000
+	plan := func(target float64) (Output, string) {
+		t.Helper()
+		in.Target = target
+		out, err := Plan(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		out.Print(&b)
+		return out, b.String()
+	}
+	tier := func(out Output, name string) *Tier {
+		for i := range out.Tiers {
+			if out.Tiers[i].Name == name {
+				return &out.Tiers[i]
+			}
+		}
+		return nil
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+	// 1,000/s: 0.5 cores, one bbolt instance holds them; PostgreSQL is
+	// offered too, not planned: no PostgreSQL tier.
+	out, text := plan(1000)
+	if c := tier(out, "core"); out.Store != Bbolt || c.Instances != 1 || !near(c.Cores, 0.5) || tier(out, "postgres") != nil ||
+		!out.Stores[0].Offered || !out.Stores[1].Offered {
+		t.Errorf("1000/s: store %s, core %+v, stores %+v\n%s", out.Store, c, out.Stores, text)
+	}
+
+	// 2,100/s: 1.05 cores on bbolt, more than one instance holds; on
+	// PostgreSQL a verification costs core 1/1800 s: 1.17 cores in two
+	// instances, the primary 1.05 cores busy (a server of 3 cores at
+	// 50 %), the standby 0.21.
+	out, text = plan(2100)
+	c, pg := tier(out, "core"), tier(out, "postgres")
+	if out.Store != Postgres || out.Stores[0].Offered || c.Instances != 2 || !near(c.Cores, 2100.0/1800) ||
+		pg == nil || pg.Instances != 2 || !near(pg.Cores, 1.05+0.21) || out.Stores[1].ServerCores != 3 {
+		t.Errorf("2100/s: store %s, core %+v, postgres %+v, stores %+v\n%s", out.Store, c, pg, out.Stores, text)
+	}
+	for _, s := range []string{
+		"bbolt     core 1.05 cores busy in one instance (one file, one writer); NOT offered: needs 1.05 cores, more than one instance of 2 cores at 50 % CPU (1.00)",
+		"postgres  core 1.17 cores busy in 2 instances of 2 cores; PostgreSQL primary 1.05 cores busy, standby 0.21: two servers of 3 cores at 50 % CPU",
+		"commit ceiling 5000 verifications/s, the target 42 % of it; offered",
+		"store on PostgreSQL                2100      18000     0.12",
+	} {
+		if !strings.Contains(text, s) {
+			t.Errorf("2100/s: printed plan lacks %q:\n%s", s, text)
+		}
+	}
+
+	// 4,000/s: 2.22 cores, three instances; PostgreSQL's primary 2 cores
+	// busy, a server of 4.
+	out, _ = plan(4000)
+	if c := tier(out, "core"); c.Instances != 3 || out.Stores[1].ServerCores != 4 {
+		t.Errorf("4000/s: core %+v, stores %+v", c, out.Stores)
+	}
+
+	// 6,000/s: above the commit ceiling, which cores do not raise: no store
+	// is offered, and the plan says so.
+	out, text = plan(6000)
+	if out.Stores[1].Offered || !strings.Contains(text, "NOT offered: the target is above PostgreSQL's commit ceiling of 5000 verifications/s") {
+		t.Errorf("6000/s: stores %+v\n%s", out.Stores, text)
+	}
+
+	// A store that costs core less than bbolt (its pages are PostgreSQL's
+	// work): the store's line takes cores away.
+	in.PerCore.CorePostgres = 4000
+	out, _ = plan(3000)
+	if c := tier(out, "core"); out.Store != Postgres || !near(c.Cores, 0.75) || c.Instances != 2 || !near(out.Stores[1].Work.Cores, -0.75) {
+		t.Errorf("PostgreSQL cheaper for core: core %+v, stores %+v", c, out.Stores)
 	}
 }

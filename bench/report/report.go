@@ -51,6 +51,20 @@ type Report struct {
 	// Settling says, when the run let the stack settle after each
 	// scenario (Scenario.Settle), what it waited for: "core outbox 0, …".
 	Settling string `json:"settling,omitempty"`
+	// Store is where the stack's core kept its state ("bbolt",
+	// "postgres"; empty in files from before the suite ran on
+	// PostgreSQL: bbolt) and Cores how many core processes served.
+	Store string `json:"store,omitempty"`
+	Cores int    `json:"cores,omitempty"`
+}
+
+// StoreName is where r's core kept its state: "bbolt" for files from
+// before the suite ran on PostgreSQL.
+func (r *Report) StoreName() string {
+	if r.Store == "" {
+		return "bbolt"
+	}
+	return r.Store
 }
 
 // Host is the machine the run was made on.
@@ -179,6 +193,9 @@ type Scenario struct {
 	// PerCore is successful verifications per CPU-second of each tier: the
 	// throughput one fully busy core of it sustains at this mix.
 	PerCore map[string]float64 `json:"perCore,omitempty"`
+	// Commits is what core's store committed during the scenario, every
+	// core summed (nil: not read).
+	Commits *Commits `json:"commits,omitempty"`
 	// Kinds are the scenario's kinds of verification apart, when it mixes
 	// them (SetKinds; mixed: images and payloads), and CoreCPUExplained
 	// the share of the core CPU it used that their derived costs add up
@@ -322,6 +339,27 @@ func (s *Scenario) SetCPU(cpu map[string]time.Duration) {
 			s.PerCore[name] = done / d.Seconds()
 		}
 	}
+}
+
+// Commits counts the transactions core's committer ran and the writes
+// (verifications, jobs' steps, other changes) they carried, from core's
+// slip_core_store_commits_total and slip_core_store_writes_total.
+type Commits struct {
+	Commits float64 `json:"commits"`
+	Writes  float64 `json:"writes"`
+}
+
+// Sub returns c - o.
+func (c Commits) Sub(o Commits) Commits { return Commits{c.Commits - o.Commits, c.Writes - o.Writes} }
+
+// CPUPer returns the CPU of tier (a key of s.CPU, "core", "postgres",
+// "postgres/primary") per successful verification, or 0 when s did not
+// measure it.
+func (s *Scenario) CPUPer(tier string) time.Duration {
+	if pc := s.PerCore[tier]; pc > 0 {
+		return time.Duration(float64(time.Second) / pc)
+	}
+	return 0
 }
 
 // callbackFailures returns the first callbacks that verified nothing: a

@@ -7,12 +7,17 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Table writes the report as terminal tables: one line per scenario, then
 // each scenario's errors by code, CPU per tier and callbacks.
 func (r *Report) Table(w io.Writer) {
-	fmt.Fprintf(w, "slipverify bench: %s, %d CPUs %s, target %s\n\n", r.Created.Format("2006-01-02 15:04 MST"), r.Host.CPUs, r.Host.CPUModel, r.Target)
+	fmt.Fprintf(w, "slipverify bench: %s, %d CPUs %s, target %s", r.Created.Format("2006-01-02 15:04 MST"), r.Host.CPUs, r.Host.CPUModel, r.Target)
+	if r.Store != "" {
+		fmt.Fprintf(w, ", core on %s (%d %s)", r.Store, r.Cores, plural(r.Cores, "process", "processes"))
+	}
+	fmt.Fprint(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tload\treq/s\tverif/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tok p50 ms\tok p99 ms\terrors\t")
 	for _, s := range r.Scenarios {
@@ -63,6 +68,12 @@ func (r *Report) Table(w io.Writer) {
 				cpu = append(cpu, c)
 			}
 			line += "\n  CPU: " + strings.Join(cpu, ", ")
+			if per := cpuPerVerification(s); per != "" {
+				line += "\n  CPU per verification: " + per
+			}
+		}
+		if c := s.Commits; c != nil && c.Commits > 0 {
+			line += fmt.Sprintf("\n  core's store: %.0f commits (%.0f/s), %.0f writes, %.1f writes per commit", c.Commits, c.Commits/max(s.Elapsed, 1e-9), c.Writes, c.Writes/c.Commits)
 		}
 		for _, n := range kindNotes(s) {
 			line += "\n  " + n
@@ -90,6 +101,39 @@ func (r *Report) Table(w io.Writer) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nnote: %s\n", n)
 	}
+}
+
+// cpuPerVerification puts in words what a successful verification cost
+// core and PostgreSQL (each server apart) in µs of CPU, or "" when the
+// run measured neither.
+func cpuPerVerification(s *Scenario) string {
+	var parts []string
+	if d := s.CPUPer("core"); d > 0 {
+		parts = append(parts, fmt.Sprintf("core %.0f µs", us(d)))
+	}
+	if d := s.CPUPer("postgres"); d > 0 {
+		p := fmt.Sprintf("postgres %.0f µs", us(d))
+		var servers []string
+		for _, k := range sortedKeys(s.PerCore) {
+			if name, ok := strings.CutPrefix(k, "postgres/"); ok {
+				servers = append(servers, fmt.Sprintf("%s %.0f", name, us(s.CPUPer(k))))
+			}
+		}
+		if len(servers) > 0 {
+			p += " (" + strings.Join(servers, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // kindTable writes the kinds of the scenarios that mix them, one line

@@ -1,7 +1,9 @@
 // Package stack starts a fresh dev stack for a bench run, exactly as a user
 // does (make run), on free loopback ports with a temporary data directory and
-// the bench seed, and reads the CPU time each tier's process has used, so a
-// run can state throughput per core of each tier.
+// the bench seed, with core's state in bbolt (one core) or in PostgreSQL
+// (SLIP_STORE=postgres: a primary, its synchronous standby and several
+// cores), and reads the CPU time each tier's processes have used, so a run
+// can state throughput per core of each tier.
 package stack
 
 import (
@@ -37,16 +39,35 @@ type Options struct {
 	// Ready bounds the wait for the edge's /health (default 3 minutes: the
 	// first start builds the programs).
 	Ready time.Duration
+	// Store is where core keeps its state: Bbolt (or empty), one core on
+	// bbolt's file; Postgres, make run's SLIP_STORE=postgres, a PostgreSQL
+	// primary and its synchronous standby shared by Cores cores behind
+	// the edge. PostgreSQL runs as its own user when the stack runs as
+	// root, so Start lets every user through the directory above DataDir
+	// (search permission only, not listing).
+	Store string
+	// Cores is the number of cores on PostgreSQL (default 2).
+	Cores int
 }
+
+// The stores a stack keeps core's state in.
+const (
+	Bbolt    = "bbolt"
+	Postgres = "postgres"
+)
 
 // Stack is a running dev stack.
 type Stack struct {
 	// Edge is the edge's address (host:port), the only one clients use.
 	Edge string
 	// EdgeMetrics, Core and Usage are the addresses (host:port) of the
-	// edge's metrics listener, core's listener and the usage tier's, each
-	// serving GET /metrics: what the bench reads to tell a settled stack.
+	// edge's metrics listener, the first core's listener and the usage
+	// tier's, each serving GET /metrics: what the bench reads to tell a
+	// settled stack. Cores are every core's listeners, Core first.
 	EdgeMetrics, Core, Usage string
+	Cores                    []string
+	// Store is where core keeps its state (Bbolt or Postgres).
+	Store string
 
 	cmd  *exec.Cmd
 	log  *os.File // the stack's combined output
@@ -72,6 +93,26 @@ func freeAddrs(n int) ([]string, error) {
 	return addrs, nil
 }
 
+// listeners are the n addresses a variable lists.
+type listeners struct {
+	name string
+	n    int
+}
+
+// letThrough lets every user search dir (o+x), as PostgreSQL's user must
+// to reach the data directory in it when the stack runs as root (make run
+// refuses otherwise); it does not let them list it.
+func letThrough(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil // PostgreSQL runs as this user
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dir, fi.Mode().Perm()|0o001)
+}
+
 // Start runs make run in its own process group and waits until the edge
 // answers /health with 200.
 func Start(o Options) (*Stack, error) {
@@ -81,11 +122,25 @@ func Start(o Options) (*Stack, error) {
 	if _, err := os.Stat(filepath.Join(o.Repo, "deploy", "dev", "run.sh")); err != nil {
 		return nil, fmt.Errorf("stack: %s is not the repository root (no deploy/dev/run.sh)", o.Repo)
 	}
+	switch o.Store {
+	case "":
+		o.Store = Bbolt
+	case Bbolt, Postgres:
+	default:
+		return nil, fmt.Errorf("stack: store %q: want %s or %s", o.Store, Bbolt, Postgres)
+	}
+	cores := 1
+	if o.Store == Postgres {
+		cores = o.Cores
+		if cores == 0 {
+			cores = 2
+		}
+	}
 	seed, err := filepath.Abs(o.Seed)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{done: make(chan error, 1)}
+	s := &Stack{done: make(chan error, 1), Store: o.Store}
 	if o.DataDir == "" || o.Log == "" {
 		if s.tmp, err = os.MkdirTemp("", "slipbench-"); err != nil {
 			return nil, err
@@ -102,19 +157,35 @@ func Start(o Options) (*Stack, error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	env := append(os.Environ(), "SLIP_DATA_DIR="+o.DataDir, "SLIP_SEED="+seed, "SLIP_EDGE_DRAIN=100ms")
+	if o.Store == Postgres {
+		env = append(env, "SLIP_STORE=postgres")
+		if err := letThrough(filepath.Dir(o.DataDir)); err != nil {
+			s.cleanup()
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+	}
 	// Every listener of every tier on a free port, so the bench never meets
-	// another stack on this machine.
+	// another stack on this machine; a list of them where make run takes
+	// one per core (and PostgreSQL's primary and standby).
 	addr := map[string]string{}
-	names := []string{"SLIP_EDGE_ADDR", "SLIP_CORE_ADDR", "SLIP_EDGE_METRICS_ADDR", "SLIP_KAFKA_ADDR",
-		"SLIP_CLICKHOUSE_ADDR", "SLIP_CLICKHOUSE_HTTP_ADDR", "SLIP_USAGE_ADDR", "SLIP_DISPATCHER_ADDR", "SLIP_ADMIN_ADDR"}
-	free, err := freeAddrs(len(names))
+	names := []listeners{{"SLIP_EDGE_ADDR", 1}, {"SLIP_CORE_ADDR", cores}, {"SLIP_EDGE_METRICS_ADDR", 1}, {"SLIP_KAFKA_ADDR", 1},
+		{"SLIP_CLICKHOUSE_ADDR", 1}, {"SLIP_CLICKHOUSE_HTTP_ADDR", 1}, {"SLIP_USAGE_ADDR", 1}, {"SLIP_DISPATCHER_ADDR", 1},
+		{"SLIP_ADMIN_ADDR", cores}}
+	if o.Store == Postgres {
+		names = append(names, listeners{"SLIP_POSTGRES_ADDR", 2}) // the primary, the standby
+	}
+	var all int
+	for _, n := range names {
+		all += n.n
+	}
+	free, err := freeAddrs(all)
 	if err != nil {
 		s.cleanup()
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	for i, name := range names {
-		env = append(env, name+"="+free[i])
-		addr[name] = free[i]
+	for _, n := range names {
+		addr[n.name], free = strings.Join(free[:n.n], ","), free[n.n:]
+		env = append(env, n.name+"="+addr[n.name])
 	}
 	env = append(env, o.Env...)
 	for _, kv := range o.Env {
@@ -122,7 +193,9 @@ func Start(o Options) (*Stack, error) {
 			addr[name] = v
 		}
 	}
-	s.Edge, s.EdgeMetrics, s.Core, s.Usage = addr["SLIP_EDGE_ADDR"], addr["SLIP_EDGE_METRICS_ADDR"], addr["SLIP_CORE_ADDR"], addr["SLIP_USAGE_ADDR"]
+	s.Edge, s.EdgeMetrics, s.Usage = addr["SLIP_EDGE_ADDR"], addr["SLIP_EDGE_METRICS_ADDR"], addr["SLIP_USAGE_ADDR"]
+	s.Cores = strings.Split(addr["SLIP_CORE_ADDR"], ",")
+	s.Core = s.Cores[0]
 	s.cmd = exec.Command("make", "-s", "run")
 	s.cmd.Dir = o.Repo
 	s.cmd.Env = env
@@ -221,8 +294,12 @@ func tail(s string) string {
 	return s
 }
 
-// CPU is the CPU time (user + system) each tier's process has used, by
-// program name (core, edge, broker, …).
+// CPU is the CPU time (user + system) each tier's processes have used, by
+// program name (core, edge, broker, postgres, …), every process of a name
+// summed: both cores of a stack on PostgreSQL are "core", its primary and
+// standby with all their backends "postgres". A key with a slash is a part
+// of the key before it, not more CPU: "postgres/primary" and
+// "postgres/standby" split "postgres" by server.
 type CPU map[string]time.Duration
 
 // Sub returns c - o per tier.
@@ -239,8 +316,13 @@ func (c CPU) Sub(o CPU) CPU {
 const clockTick = 100
 
 // CPU returns the CPU time used so far by every process of the stack
-// below make and its run script, by program name. It returns an empty map
-// where /proc is missing.
+// below make and its run script, by program name, with what each one's
+// children that exited and were reaped used: PostgreSQL's postmaster
+// starts backends and autovacuum workers that come and go, and their CPU
+// is the postmaster's once they are gone. (A core that exits and is
+// started again by make run is reaped by the script, whose CPU is not
+// counted: its time until then is lost.) It returns an empty map where
+// /proc is missing.
 func (s *Stack) CPU() CPU {
 	out := CPU{}
 	for _, p := range descendants(s.cmd.Process.Pid) {
@@ -249,11 +331,17 @@ func (s *Stack) CPU() CPU {
 			continue
 		}
 		out[name] += cpu
+		if name == "postgres" {
+			if c := pgCluster(p); c != "" {
+				out[name+"/"+c] += cpu
+			}
+		}
 	}
 	return out
 }
 
-// procStat reads a process's name and user+system CPU time.
+// procStat reads a process's name and the user+system CPU time of it and
+// of its reaped children.
 func procStat(pid int) (string, time.Duration, bool) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -266,12 +354,39 @@ func procStat(pid int) (string, time.Duration, bool) {
 		return "", 0, false
 	}
 	f := strings.Fields(string(raw[close+1:]))
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return "", 0, false
 	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14: utime
-	st, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
-	return string(raw[open+1 : close]), time.Duration(ut+st) * time.Second / clockTick, true
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // fields 14 to 17: utime, stime, cutime, cstime
+		t, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += t
+	}
+	return string(raw[open+1 : close]), time.Duration(ticks) * time.Second / clockTick, true
+}
+
+// pgCluster returns the cluster_name of the PostgreSQL server process pid
+// belongs to ("primary", "standby"; make run sets it), or "". A backend's
+// command line is its title, "postgres: primary: ...", the postmaster's
+// its arguments, "-c cluster_name=primary" among them.
+func pgCluster(pid int) string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	cmd := string(raw)
+	if rest, ok := strings.CutPrefix(cmd, "postgres: "); ok {
+		if name, _, ok := strings.Cut(rest, ":"); ok {
+			return name
+		}
+		return ""
+	}
+	for _, arg := range strings.Split(cmd, "\x00") {
+		if v, ok := strings.CutPrefix(arg, "cluster_name="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // descendants returns the process ids below root.

@@ -49,15 +49,47 @@ const usageLagInterval = 2 * time.Second
 // ClickHouse), and the edge's adaptive rate factor back at 1 (limits no
 // longer lowered by the last scenario's load), for a poll longer than
 // the usage tier's lag measurement.
+//
+// With several cores (on PostgreSQL) every core's outbox gauge is read.
 func StackSettler(st *stack.Stack) *Settler {
+	var probes []Probe
+	for _, c := range st.Cores {
+		name := "core outbox"
+		if len(st.Cores) > 1 {
+			name = "core " + c + " outbox"
+		}
+		probes = append(probes, Probe{Name: name, URL: "http://" + c + "/metrics", Series: "slip_core_outbox_messages", Want: 0})
+	}
 	return &Settler{
-		Probes: []Probe{
-			{Name: "core outbox", URL: "http://" + st.Core + "/metrics", Series: "slip_core_outbox_messages", Want: 0},
-			{Name: "usage Kafka lag", URL: "http://" + st.Usage + "/metrics", Series: "usage_consumer_lag_messages", Want: 0},
-			{Name: "edge rate factor", URL: "http://" + st.EdgeMetrics + "/metrics", Series: "edge_rate_factor", Want: 1},
-		},
+		Probes: append(probes,
+			Probe{Name: "usage Kafka lag", URL: "http://" + st.Usage + "/metrics", Series: "usage_consumer_lag_messages", Want: 0},
+			Probe{Name: "edge rate factor", URL: "http://" + st.EdgeMetrics + "/metrics", Series: "edge_rate_factor", Want: 1}),
 		Hold: usageLagInterval + 500*time.Millisecond,
 		Max:  time.Minute,
+	}
+}
+
+// StoreCommits reads what the store of the cores at addrs (host:port) has
+// committed so far, summed: their slip_core_store_commits_total and
+// slip_core_store_writes_total.
+func StoreCommits(addrs []string) func() (report.Commits, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	return func() (report.Commits, error) {
+		var sum report.Commits
+		for _, a := range addrs {
+			body, err := get(context.Background(), c, "http://"+a+"/metrics")
+			if err != nil {
+				return sum, err
+			}
+			commits, ok1 := seriesValue(body, "slip_core_store_commits_total")
+			writes, ok2 := seriesValue(body, "slip_core_store_writes_total")
+			if !ok1 || !ok2 {
+				return sum, fmt.Errorf("core %s: no store commit counters", a)
+			}
+			sum.Commits += commits
+			sum.Writes += writes
+		}
+		return sum, nil
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,9 @@ type Runner struct {
 	Env *scenario.Env
 	// CPU reads the CPU time of the stack's processes (nil: not known).
 	CPU func() stack.CPU
+	// Commits reads what core's store has committed so far, every core
+	// summed (nil: not known); read with CPU.
+	Commits func() (report.Commits, error)
 	// Alive reports an error when the stack under test stopped (nil: not
 	// checked).
 	Alive func() error
@@ -76,6 +80,7 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 	if r.CPU != nil {
 		before = r.CPU()
 	}
+	commitsBefore, commitsErr := r.commits()
 	own := ownCPU()
 	if r.Log != nil {
 		fmt.Fprintf(r.Log, "bench: %s: %s\n", name, describe(plan))
@@ -108,18 +113,27 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 		r.callbacks(out, res.Start)
 	}
 	var after stack.CPU
+	var commitsAfter report.Commits
+	read := func() {
+		if r.CPU != nil {
+			after = r.CPU()
+		}
+		if commitsErr == nil {
+			commitsAfter, commitsErr = r.commits()
+		}
+	}
 	if r.Settle != nil {
-		out.Settle = r.Settle.Wait(ctx, func() {
-			if r.CPU != nil {
-				after = r.CPU()
-			}
-		})
+		out.Settle = r.Settle.Wait(ctx, read)
 		if r.Log != nil {
 			fmt.Fprintf(r.Log, "bench: %s: the stack %s\n", name, out.Settle)
 		}
 	}
-	if r.CPU != nil && (after == nil || !out.Settle.Settled) {
-		after = r.CPU()
+	if r.Settle == nil || !out.Settle.Settled {
+		read()
+	}
+	if r.Commits != nil && commitsErr == nil {
+		c := commitsAfter.Sub(commitsBefore)
+		out.Commits = &c
 	}
 	cpu := stack.CPU{}
 	if r.CPU != nil {
@@ -131,6 +145,14 @@ func (r *Runner) Run(ctx context.Context, name string, sc *scenario.Scenario, pl
 	// submits.
 	out.SetCPU(cpu)
 	return out, nil
+}
+
+// commits reads r.Commits, or returns an error when it is not set.
+func (r *Runner) commits() (report.Commits, error) {
+	if r.Commits == nil {
+		return report.Commits{}, errors.New("not read")
+	}
+	return r.Commits()
 }
 
 // callbacks waits for the callbacks of the run started at start and
@@ -207,8 +229,12 @@ type Options struct {
 	// Capacity is the capacity model's target and assumptions (zero:
 	// capacity.DefaultInput).
 	Capacity capacity.Input
-	Log      io.Writer
-	Command  string
+	// Store is where the stack's core keeps its state: stack.Bbolt (or
+	// empty) or stack.Postgres, with Cores cores (stack.Options).
+	Store   string
+	Cores   int
+	Log     io.Writer
+	Command string
 }
 
 // Run starts a fresh stack and runs the standard suite against it.
@@ -242,21 +268,25 @@ func Run(ctx context.Context, o Options) (*report.Report, error) {
 		return nil, err
 	}
 	defer wh.Close()
-	fmt.Fprintf(o.Log, "bench: starting a fresh stack (make run)\n")
+	what := "make run"
+	if o.Store == stack.Postgres {
+		what = "SLIP_STORE=postgres make run"
+	}
+	fmt.Fprintf(o.Log, "bench: starting a fresh stack (%s)\n", what)
 	st, err := stack.Start(stack.Options{Repo: o.Repo, Seed: seedPath, DataDir: filepath.Join(tmp, "data"), Log: filepath.Join(o.Out, "stack.log"),
-		Env: []string{"SLIP_EGRESS_CA_FILE=" + wh.CAFile, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8"}})
+		Env: []string{"SLIP_EGRESS_CA_FILE=" + wh.CAFile, "SLIP_EGRESS_ALLOW_CIDRS=127.0.0.0/8"}, Store: o.Store, Cores: o.Cores})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Stop()
-	fmt.Fprintf(o.Log, "bench: stack ready, edge on %s\n", st.Edge)
+	fmt.Fprintf(o.Log, "bench: stack ready, edge on %s, core on %s (%d)\n", st.Edge, st.Store, len(st.Cores))
 	client := scenario.NewClient(st.Edge, 4096)
 	defer client.CloseIdle()
 	env := &scenario.Env{Client: client, Seed: seed, Run: scenario.RunID(), Webhook: wh,
 		Mix: filepath.Join(o.Repo, "bench", "profiles", "production.json")}
-	r := &Runner{Env: env, CPU: st.CPU, Alive: st.Exited, Settle: StackSettler(st), Log: o.Log}
+	r := &Runner{Env: env, CPU: st.CPU, Commits: StoreCommits(st.Cores), Alive: st.Exited, Settle: StackSettler(st), Log: o.Log}
 	rep := &report.Report{Version: report.Version, Created: time.Now(), Command: o.Command, Host: Host(), Target: st.Edge,
-		Settling: r.Settle.Describe()}
+		Settling: r.Settle.Describe(), Store: st.Store, Cores: len(st.Cores)}
 	err = standard(ctx, r, rep, o)
 	// The mix's kinds cost core what its scenarios cost on their own,
 	// which run after it.
@@ -463,54 +493,129 @@ func Host() report.Host {
 }
 
 // Model runs the capacity model with the per-core numbers a report
-// measured: edge from bank-v2 peak (else bank-v2, else mixed), core's
-// payloads from bank-v2 peak (else bank-v2: not mixed, whose pictures the
-// model counts apart), core's pictures from bank-image, core async and the
-// dispatcher from async-single, usage from the first of bank-v2 peak,
-// bank-v2, mixed and async-single that measured it. A number in already has a source when
-// the user gave it (in.Source names it, "given" for loadgen's flags): it
-// wins over the measured one, for every tier. in's own values also stand
-// where the report measured nothing.
+// measured (ModelOf); when it cannot, it adds why to rep's notes and
+// returns nil.
 func Model(rep *report.Report, in capacity.Input) *capacity.Output {
-	pick := func(names ...string) *report.Scenario {
-		for _, n := range names {
-			if s := rep.Find(n); s != nil && s.Pending == "" && len(s.PerCore) > 0 {
-				return s
-			}
-		}
-		return nil
-	}
-	// measured sets a tier's number from scenario s unless it has a
-	// source already (given, or measured by an earlier scenario).
-	measured := func(s *report.Scenario, tier string, dst *float64, src *string) {
-		if v := s.PerCore[tier]; v > 0 && *src == "" {
-			*dst, *src = v, "measured: "+s.Name
-		}
-	}
-	if s := pick("bank-v2 peak", "bank-v2", "mixed"); s != nil {
-		measured(s, "edge", &in.PerCore.Edge, &in.Source.Edge)
-	}
-	if s := pick("bank-v2 peak", "bank-v2"); s != nil {
-		measured(s, "core", &in.PerCore.CoreSync, &in.Source.CoreSync)
-	}
-	if s := pick("bank-image"); s != nil {
-		measured(s, "core", &in.PerCore.CoreImage, &in.Source.CoreImage)
-	}
-	if s := pick("async-single"); s != nil {
-		measured(s, "core", &in.PerCore.CoreAsync, &in.Source.CoreAsync)
-		measured(s, "dispatcher", &in.PerCore.Dispatcher, &in.Source.Dispatcher)
-	}
-	for _, n := range []string{"bank-v2 peak", "bank-v2", "mixed", "async-single"} {
-		if s := pick(n); s != nil {
-			measured(s, "usage", &in.PerCore.Usage, &in.Source.Usage)
-		}
-	}
-	out, err := capacity.Plan(in)
+	out, err := ModelOf(in, rep)
 	if err != nil {
 		rep.Notes = append(rep.Notes, err.Error())
 		return nil
 	}
-	return &out
+	return out
+}
+
+// ModelOf runs the capacity model with the per-core numbers the reports
+// measured, each the median over the reports that measured it: edge from
+// bank-v2 peak (else bank-v2, else mixed), core's payloads from bank-v2
+// peak (else bank-v2: not mixed, whose pictures the model counts apart),
+// core's pictures from bank-image, core async and the dispatcher from
+// async-single, usage from the first of bank-v2 peak, bank-v2, mixed and
+// async-single that measured it. A report of a stack on PostgreSQL gives
+// core's payloads on PostgreSQL instead, its primary's and standby's
+// numbers, and the commit ceiling: the best step of its bank-v2 peak, a
+// floor. A number in already has a source when the user gave it
+// (in.Source names it, "given" for loadgen's flags): it wins over the
+// measured one, for every tier. in's own values also stand where no report
+// measured anything.
+func ModelOf(in capacity.Input, reps ...*report.Report) (*capacity.Output, error) {
+	type measure struct {
+		dst  *float64
+		src  *string
+		from string // the scenario, and the store when PostgreSQL
+		vals []float64
+	}
+	var order []*measure
+	measures := map[*float64]*measure{}
+	add := func(dst *float64, src *string, from string, v float64) {
+		if v <= 0 || *src != "" { // given: it stands
+			return
+		}
+		m := measures[dst]
+		if m == nil {
+			m = &measure{dst: dst, src: src, from: from}
+			measures[dst] = m
+			order = append(order, m)
+		}
+		m.vals = append(m.vals, v)
+	}
+	for _, rep := range reps {
+		pick := func(names ...string) *report.Scenario {
+			for _, n := range names {
+				if s := rep.Find(n); s != nil && s.Pending == "" && len(s.PerCore) > 0 {
+					return s
+				}
+			}
+			return nil
+		}
+		pg := rep.StoreName() == stack.Postgres
+		on := ""
+		if pg {
+			on = " on PostgreSQL"
+		}
+		measured := func(s *report.Scenario, tier string, dst *float64, src *string) {
+			add(dst, src, s.Name+on, s.PerCore[tier])
+		}
+		if s := pick("bank-v2 peak", "bank-v2", "mixed"); s != nil {
+			measured(s, "edge", &in.PerCore.Edge, &in.Source.Edge)
+		}
+		if s := pick("bank-v2 peak", "bank-v2"); s != nil {
+			if pg {
+				measured(s, "core", &in.PerCore.CorePostgres, &in.Source.CorePostgres)
+				measured(s, "postgres/primary", &in.PerCore.Postgres, &in.Source.Postgres)
+				measured(s, "postgres/standby", &in.PerCore.PostgresStandby, &in.Source.PostgresStandby)
+				if s.Name == "bank-v2 peak" {
+					var best float64
+					for _, st := range s.Steps {
+						best = max(best, st.OKRate*float64(max(s.Units, 1)))
+					}
+					add(&in.PostgresCeiling, &in.Source.PostgresCeiling, "bank-v2 peak"+on+"'s best step, a floor", best)
+				}
+			} else {
+				measured(s, "core", &in.PerCore.CoreSync, &in.Source.CoreSync)
+			}
+		}
+		if !pg {
+			// Pictures and async jobs on bbolt: the model adds what the
+			// PostgreSQL store costs core to them.
+			if s := pick("bank-image"); s != nil {
+				measured(s, "core", &in.PerCore.CoreImage, &in.Source.CoreImage)
+			}
+			if s := pick("async-single"); s != nil {
+				measured(s, "core", &in.PerCore.CoreAsync, &in.Source.CoreAsync)
+			}
+		}
+		if s := pick("async-single"); s != nil {
+			measured(s, "dispatcher", &in.PerCore.Dispatcher, &in.Source.Dispatcher)
+		}
+		for _, n := range []string{"bank-v2 peak", "bank-v2", "mixed", "async-single"} {
+			if s := pick(n); s != nil && s.PerCore["usage"] > 0 {
+				measured(s, "usage", &in.PerCore.Usage, &in.Source.Usage)
+				break
+			}
+		}
+	}
+	for _, m := range order {
+		*m.dst, *m.src = median(m.vals), "measured: "+m.from
+		if n := len(m.vals); n > 1 {
+			*m.src += fmt.Sprintf(", median of %d runs", n)
+		}
+	}
+	out, err := capacity.Plan(in)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// median returns the middle of vs (of the two in the middle, their mean).
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // ErrNoStack is returned by commands that need an edge when none answers.

@@ -17,6 +17,7 @@ import (
 	"github.com/slipverify/slipverify/bench/load"
 	"github.com/slipverify/slipverify/bench/report"
 	"github.com/slipverify/slipverify/bench/scenario"
+	"github.com/slipverify/slipverify/bench/stack"
 	"github.com/slipverify/slipverify/bench/suite"
 	"github.com/slipverify/slipverify/bench/tenant"
 	"github.com/slipverify/slipverify/bench/webhook"
@@ -97,14 +98,14 @@ func capacityFlags(fs *flag.FlagSet) *capacity.Input {
 	fs.Float64Var(&in.ImageShare, "image-share", in.ImageShare, "capacity model: share of verifications, sync and async, sent as a picture of the slip (0..1; the default is the production mix's, bench/profiles/production.json)")
 	fs.Float64Var(&in.CoresPerInstance, "cores", in.CoresPerInstance, "capacity model: cores per instance")
 	fs.Float64Var(&in.Utilisation, "utilisation", in.Utilisation, "capacity model: planned CPU share at the target (0..1]")
-	fs.IntVar(&in.MinInstances, "min-instances", in.MinInstances, "capacity model: least instances of each tier")
+	fs.IntVar(&in.MinInstances, "min-instances", in.MinInstances, "capacity model: least instances of each tier (core on bbolt is one)")
 	return &in
 }
 
 // perCoreFlags adds overrides of the per-core numbers; set ones win over
 // measured ones.
 func perCoreFlags(fs *flag.FlagSet, in *capacity.Input) func() {
-	var edge, coreSync, coreImage, coreAsync, disp, usage float64
+	var edge, coreSync, coreImage, coreAsync, disp, usage, corePG, pg, pgStandby, pgCeiling float64
 	d := capacity.DefaultPerCore
 	fs.Float64Var(&edge, "edge-per-core", 0, fmt.Sprintf("edge requests/s per core (default: measured, else %.0f)", d.Edge))
 	fs.Float64Var(&coreSync, "core-per-core", 0, fmt.Sprintf("core sync verifications/s by payload per core (default: measured by bank-v2, else %.0f)", d.CoreSync))
@@ -112,6 +113,10 @@ func perCoreFlags(fs *flag.FlagSet, in *capacity.Input) func() {
 	fs.Float64Var(&coreAsync, "core-async-per-core", 0, fmt.Sprintf("core async verifications/s per core (default: measured, else %.0f)", d.CoreAsync))
 	fs.Float64Var(&disp, "dispatcher-per-core", 0, fmt.Sprintf("dispatcher callbacks/s per core (default: measured, else %.0f, assumed)", d.Dispatcher))
 	fs.Float64Var(&usage, "usage-per-core", 0, fmt.Sprintf("usage events/s per core (default: measured, else %.0f, assumed)", d.Usage))
+	fs.Float64Var(&corePG, "core-postgres-per-core", 0, fmt.Sprintf("core sync verifications/s by payload per core on the PostgreSQL store (default: measured by bank-v2 on PostgreSQL, else %.0f)", d.CorePostgres))
+	fs.Float64Var(&pg, "postgres-per-core", 0, fmt.Sprintf("verifications/s per core of PostgreSQL's primary (default: measured by bank-v2 on PostgreSQL, else %.0f)", d.Postgres))
+	fs.Float64Var(&pgStandby, "postgres-standby-per-core", 0, fmt.Sprintf("verifications/s per core of PostgreSQL's synchronous standby (default: measured by bank-v2 on PostgreSQL, else %.0f)", d.PostgresStandby))
+	fs.Float64Var(&pgCeiling, "postgres-ceiling", 0, fmt.Sprintf("verifications/s PostgreSQL commits at most, whatever the cores (default: the bank-v2 peak measured on PostgreSQL, a floor, else %d)", capacity.DefaultPostgresCeiling))
 	return func() {
 		set := func(v float64, dst *float64, src *string) {
 			if v > 0 {
@@ -124,6 +129,10 @@ func perCoreFlags(fs *flag.FlagSet, in *capacity.Input) func() {
 		set(coreAsync, &in.PerCore.CoreAsync, &in.Source.CoreAsync)
 		set(disp, &in.PerCore.Dispatcher, &in.Source.Dispatcher)
 		set(usage, &in.PerCore.Usage, &in.Source.Usage)
+		set(corePG, &in.PerCore.CorePostgres, &in.Source.CorePostgres)
+		set(pg, &in.PerCore.Postgres, &in.Source.Postgres)
+		set(pgStandby, &in.PerCore.PostgresStandby, &in.Source.PostgresStandby)
+		set(pgCeiling, &in.PostgresCeiling, &in.Source.PostgresCeiling)
 	}
 }
 
@@ -133,28 +142,78 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 	dir := fs.String("out", "bench/out", "directory for bench.json, bench.html and bench.txt")
 	short := fs.Bool("short", false, "a second per scenario at a low rate: checks that everything works, measures nothing")
 	only := fs.String("only", "", "comma-separated scenario names to run (default: the whole suite)")
+	stores := fs.String("store", "bbolt", "where core keeps its state: bbolt (one core), postgres (SLIP_STORE=postgres make run: a PostgreSQL primary, its synchronous standby and -core-count cores behind the edge), or several in turn, bbolt,postgres: a fresh stack of each, -rounds times, each run's results in OUT/STORE-ROUND and the runs side by side in OUT/stores.txt")
+	cores := fs.Int("core-count", 2, "with -store postgres: the core processes on PostgreSQL, behind the edge")
+	rounds := fs.Int("rounds", 1, "runs of each store, in turn")
 	in := capacityFlags(fs)
 	apply := perCoreFlags(fs, in)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	apply()
+	list := strings.Split(*stores, ",")
+	for _, st := range list {
+		if st != stack.Bbolt && st != stack.Postgres {
+			return fmt.Errorf("suite: -store %q: want bbolt, postgres or both, comma-separated", st)
+		}
+	}
+	if *rounds < 1 || *cores < 1 {
+		return errors.New("suite: -rounds and -core-count must be at least 1")
+	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
-	o := suite.Options{Repo: *repo, Out: *dir, Short: *short, Capacity: *in, Log: errOut, Command: "loadgen suite " + strings.Join(args, " ")}
+	o := suite.Options{Repo: *repo, Out: *dir, Short: *short, Capacity: *in, Log: errOut, Command: "loadgen suite " + strings.Join(args, " "), Cores: *cores}
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")
 	}
 	start := time.Now()
-	rep, err := suite.Run(ctx, o)
-	if rep != nil && len(rep.Scenarios) > 0 {
-		if werr := write(rep, *dir, out); werr != nil {
-			return errors.Join(err, werr)
+	if len(list) == 1 && *rounds == 1 {
+		o.Store = list[0]
+		rep, err := suite.Run(ctx, o)
+		if rep != nil && len(rep.Scenarios) > 0 {
+			if werr := write(rep, *dir, out); werr != nil {
+				return errors.Join(err, werr)
+			}
+			fmt.Fprintf(errOut, "bench: done in %v; %s\n", time.Since(start).Round(time.Second), filepath.Join(*dir, "bench.{txt,json,html}"))
 		}
-		fmt.Fprintf(errOut, "bench: done in %v; %s\n", time.Since(start).Round(time.Second), filepath.Join(*dir, "bench.{txt,json,html}"))
+		return err
 	}
-	return err
+	// The stores in turn, round after round, so the machine's drift
+	// falls on each alike.
+	var runs []*report.Report
+	for i := 1; i <= *rounds; i++ {
+		for _, st := range list {
+			o := o
+			o.Store, o.Out = st, filepath.Join(*dir, fmt.Sprintf("%s-%d", st, i))
+			if err := os.MkdirAll(o.Out, 0o755); err != nil {
+				return err
+			}
+			fmt.Fprintf(errOut, "bench: round %d of %d, core on %s\n", i, *rounds, st)
+			rep, err := suite.Run(ctx, o)
+			if rep != nil && len(rep.Scenarios) > 0 {
+				if werr := write(rep, o.Out, io.Discard); werr != nil {
+					return errors.Join(err, werr)
+				}
+				runs = append(runs, rep)
+			}
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", i, st, err)
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "loadgen suite %s\n", strings.Join(args, " "))
+	report.Stores(&b, runs)
+	if m, err := suite.ModelOf(*in, runs...); err != nil {
+		fmt.Fprintf(&b, "\ncapacity model: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "\nThe capacity model from these runs (each number the median of its store's runs):\n\n")
+		m.Print(&b)
+	}
+	fmt.Fprint(out, b.String())
+	fmt.Fprintf(errOut, "bench: done in %v; %s and each run's results beside it\n", time.Since(start).Round(time.Second), filepath.Join(*dir, "stores.txt"))
+	return os.WriteFile(filepath.Join(*dir, "stores.txt"), []byte(b.String()), 0o644)
 }
 
 // write prints the table and writes bench.txt, bench.json and bench.html
@@ -344,7 +403,7 @@ func cmdCompare(args []string, out io.Writer) error {
 
 func cmdCapacity(args []string, out io.Writer) error {
 	fs := newFlags("capacity")
-	from := fs.String("from", "", "a JSON result whose measured per-core numbers to use")
+	from := fs.String("from", "", "JSON results whose measured per-core numbers to use, comma-separated (each number the median of the results that measured it; a result of a stack on PostgreSQL gives the PostgreSQL numbers)")
 	in := capacityFlags(fs)
 	apply := perCoreFlags(fs, in)
 	if err := parse(fs, args, 0); err != nil {
@@ -352,13 +411,18 @@ func cmdCapacity(args []string, out io.Writer) error {
 	}
 	m := &capacity.Output{}
 	if *from != "" {
-		rep, err := report.Read(*from)
-		if err != nil {
-			return err
+		var reps []*report.Report
+		for _, f := range strings.Split(*from, ",") {
+			rep, err := report.Read(f)
+			if err != nil {
+				return err
+			}
+			reps = append(reps, rep)
 		}
 		apply()
-		if m = suite.Model(rep, *in); m == nil {
-			return errors.New(strings.Join(rep.Notes, "; "))
+		var err error
+		if m, err = suite.ModelOf(*in, reps...); err != nil {
+			return err
 		}
 	} else {
 		apply()

@@ -62,13 +62,27 @@ func TestCommands(t *testing.T) {
 	}
 	// The share of pictures moves core's cores: 5,000 sync verifications,
 	// 3,000 payloads or 50 pictures a core-second: 5000 × (0.98/3000 +
-	// 0.02/50) = 3.63 cores with 2 % pictures, 1.67 with none.
+	// 0.02/50) = 3.63 cores with 2 % pictures, 1.67 with none; one
+	// instance of 8 cores at 60 % (4.8) holds either on bbolt.
 	for share, cores := range map[string]string{"0.02": "3.63", "0": "1.67"} {
 		out.Reset()
-		err := run(context.Background(), []string{"capacity", "-async", "0", "-image-share", share, "-core-per-core", "3000", "-core-image-per-core", "50"}, &out, &out)
-		if err != nil || !regexp.MustCompile(`(?m)^  core +5000 verifications/s +\d+ +`+regexp.QuoteMeta(cores)+` +1  payload given; `).MatchString(out.String()) {
-			t.Errorf("capacity with %s pictures: %v, want core at %s cores:\n%s", share, err, cores, out.String())
+		err := run(context.Background(), []string{"capacity", "-async", "0", "-image-share", share, "-core-per-core", "3000", "-core-image-per-core", "50", "-cores", "8"}, &out, &out)
+		if err != nil || !regexp.MustCompile(`(?m)^  core +5000 verifications/s +\d+ +`+regexp.QuoteMeta(cores)+` +1  payload given; `).MatchString(out.String()) ||
+			!strings.Contains(out.String(), "else PostgreSQL with N cores): bbolt") {
+			t.Errorf("capacity with %s pictures: %v, want core at %s cores on bbolt:\n%s", share, err, cores, out.String())
 		}
+	}
+	// In instances of 2 cores (1.2 at 60 %) 1.67 cores take two: core on
+	// PostgreSQL, 5000 × (1/2500 on PostgreSQL) = 2 cores in 2
+	// instances, PostgreSQL's primary 5000/4000 = 1.25 cores busy, a
+	// server of 3 cores at 60 %.
+	out.Reset()
+	err := run(context.Background(), []string{"capacity", "-async", "0", "-image-share", "0", "-core-per-core", "3000", "-core-postgres-per-core", "2500",
+		"-postgres-per-core", "4000", "-postgres-standby-per-core", "20000", "-postgres-ceiling", "9000"}, &out, &out)
+	if err != nil || !regexp.MustCompile(`(?m)^  core +5000 verifications/s +2500 +2\.00 +2  `).MatchString(out.String()) ||
+		!regexp.MustCompile(`(?m)^  postgres +5000 verifications/s +\d+ +1\.50 +2  given$`).MatchString(out.String()) ||
+		!strings.Contains(out.String(), "PostgreSQL primary 1.25 cores busy, standby 0.25: two servers of 3 cores at 60 % CPU") {
+		t.Errorf("capacity on PostgreSQL: %v\n%s", err, out.String())
 	}
 	out.Reset()
 	if err := run(context.Background(), []string{"list"}, &out, &out); err != nil || !strings.Contains(out.String(), "async-batch") {
@@ -94,14 +108,15 @@ func TestCapacityFlagsWin(t *testing.T) {
 	}
 	var out strings.Builder
 	err := run(context.Background(), []string{"capacity", "-from", path, "-edge-per-core", "1000", "-core-per-core", "100",
-		"-core-image-per-core", "5", "-core-async-per-core", "50", "-dispatcher-per-core", "10", "-usage-per-core", "10"}, &out, &out)
+		"-core-image-per-core", "5", "-core-async-per-core", "50", "-dispatcher-per-core", "10", "-usage-per-core", "10",
+		"-core-postgres-per-core", "80", "-postgres-per-core", "60", "-postgres-standby-per-core", "300", "-postgres-ceiling", "9000"}, &out, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "measured:") {
 		t.Errorf("a measured number replaced a given one:\n%s", out.String())
 	}
-	for _, tier := range []string{"edge", "core", "dispatcher", "usage"} {
+	for _, tier := range []string{"edge", "core", "postgres", "dispatcher", "usage"} {
 		if !regexp.MustCompile(`(?m)^  ` + tier + ` .* given$`).MatchString(out.String()) {
 			t.Errorf("%s is not from the given number:\n%s", tier, out.String())
 		}
