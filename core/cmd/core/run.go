@@ -56,6 +56,9 @@ const maxBody = 8 << 20
 const defaultGCPercent = 400
 
 func run(ctx context.Context, args []string, getenv func(string) string) error {
+	if len(args) > 0 && args[0] == "copy-store" {
+		return copyStore(ctx, args[1:], getenv, os.Stdout, os.Stderr)
+	}
 	cfg, err := config.Load(args, getenv)
 	if err != nil {
 		return err
