@@ -107,9 +107,9 @@ func TestREADMEConfigTable(t *testing.T) {
 	}
 }
 
-// docREADMEs are the READMEs a newcomer is sent through from the root.
+// docREADMEs are the READMEs (and pages) a newcomer is sent through from the root.
 var docREADMEs = []string{"README.md", "edge/README.md", "core/README.md", "dispatcher/README.md",
-	"usage/README.md", "deploy/README.md", "bench/README.md", "deploy/k8s/README.md"}
+	"usage/README.md", "deploy/README.md", "bench/README.md", "deploy/k8s/README.md", "deploy/postgresql.md"}
 
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
