@@ -366,22 +366,27 @@ func procStat(pid int) (string, time.Duration, bool) {
 }
 
 // pgCluster returns the cluster_name of the PostgreSQL server process pid
-// belongs to ("primary", "standby"; make run sets it), or "". A backend's
-// command line is its title, "postgres: primary: ...", the postmaster's
-// its arguments, "-c cluster_name=primary" among them.
+// belongs to ("primary", "standby"; make run sets it), or "".
 func pgCluster(pid int) string {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return ""
 	}
-	cmd := string(raw)
-	if rest, ok := strings.CutPrefix(cmd, "postgres: "); ok {
-		if name, _, ok := strings.Cut(rest, ":"); ok {
+	return clusterOf(string(raw))
+}
+
+// clusterOf returns the cluster_name in a PostgreSQL process's command
+// line (/proc/<pid>/cmdline), or "": a backend's is its title, "postgres:
+// primary: ...", the postmaster's its arguments, NUL-separated,
+// "cluster_name=primary" among them.
+func clusterOf(cmdline string) string {
+	if rest, ok := strings.CutPrefix(cmdline, "postgres: "); ok {
+		if name, _, ok := strings.Cut(rest, ":"); ok && !strings.Contains(name, " ") {
 			return name
 		}
 		return ""
 	}
-	for _, arg := range strings.Split(cmd, "\x00") {
+	for _, arg := range strings.Split(cmdline, "\x00") {
 		if v, ok := strings.CutPrefix(arg, "cluster_name="); ok {
 			return v
 		}

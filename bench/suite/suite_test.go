@@ -41,7 +41,9 @@ func TestShortSuite(t *testing.T) {
 			t.Errorf("%s: settle %+v", s.Name, s.Settle)
 		}
 	}
-	if rep.Capacity == nil || len(rep.Capacity.Tiers) != 4 {
+	// Edge, core, dispatcher, usage, and PostgreSQL when core is planned
+	// on it (the short run's low rate makes core look dear).
+	if rep.Capacity == nil || len(rep.Capacity.Tiers) != 4 && (len(rep.Capacity.Tiers) != 5 || rep.Capacity.Store != "postgres") {
 		t.Errorf("capacity: %+v", rep.Capacity)
 	}
 	json, html := filepath.Join(out, "bench.json"), filepath.Join(out, "bench.html")
@@ -64,5 +66,40 @@ func TestShortSuite(t *testing.T) {
 	if !strings.Contains(table.String(), "bank-v2-signed") || !strings.Contains(table.String(), "Capacity for 5000") ||
 		!strings.Contains(table.String(), "settling: after each scenario the suite waited for core outbox 0, usage Kafka lag 0, edge rate factor 1") {
 		t.Errorf("table:\n%s", table.String())
+	}
+}
+
+// TestShortSuitePostgres runs the suite's short form against a stack on
+// PostgreSQL (SLIP_STORE=postgres make run, two cores): the run says so,
+// both cores' outboxes settle, and what a verification cost core and
+// PostgreSQL (its primary and standby apart) and core's commits are
+// measured.
+func TestShortSuitePostgres(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/postgresql/15/bin/postgres"); err != nil {
+		t.Skip("no PostgreSQL 15 (apt-get install postgresql-15)")
+	}
+	var log strings.Builder
+	rep, err := Run(context.Background(), Options{Repo: filepath.Join("..", ".."), Out: t.TempDir(), Short: true,
+		Only: []string{"bank-v2"}, Store: "postgres", Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	s := rep.Find("bank-v2")
+	if rep.Store != "postgres" || rep.Cores != 2 || s == nil || s.OK < 90 || s.Failed != 0 {
+		t.Fatalf("store %q, %d cores, bank-v2 %+v", rep.Store, rep.Cores, s)
+	}
+	if s.Settle == nil || !s.Settle.Settled || strings.Count(rep.Settling, " outbox 0") != 2 {
+		t.Errorf("settle %+v after waiting for %s", s.Settle, rep.Settling)
+	}
+	for _, tier := range []string{"core", "postgres", "postgres/primary", "postgres/standby"} {
+		if s.CPUPer(tier) <= 0 {
+			t.Errorf("no CPU per verification of %s: %v", tier, s.CPU)
+		}
+	}
+	if c := s.Commits; c == nil || c.Writes < float64(s.OK) || c.Commits <= 0 {
+		t.Errorf("commits %+v for %d verifications", c, s.OK)
+	}
+	if rep.Capacity == nil || rep.Capacity.Input.Source.CorePostgres != "measured: bank-v2 on PostgreSQL" {
+		t.Errorf("capacity from a run on PostgreSQL: %+v", rep.Capacity)
 	}
 }
