@@ -160,11 +160,15 @@ func (s *Sum) add(canonical []byte) {
 }
 
 // Tally reads every record of src and returns each kind's Sum; progress,
-// when not nil, is told of every 10,000th record of a kind.
+// when not nil, is told of the start of each kind (n 0) and of every
+// 10,000th record.
 func Tally(src Source, progress func(k Kind, n int64)) (map[Kind]Sum, error) {
 	out := make(map[Kind]Sum, len(Kinds))
 	for _, k := range Kinds {
 		var s Sum
+		if progress != nil {
+			progress(k, 0)
+		}
 		err := src.Each(k, func(rec any) error {
 			c, err := Canonical(rec)
 			if err != nil {

@@ -34,7 +34,7 @@ func copyStore(ctx context.Context, args []string, getenv func(string) string, s
 	var from, to string
 	var common envflag.Common
 	vars := []envflag.Var{
-		{Flag: "from", Default: filepath.Join(dataDir(getenv), "core.db"), Usage: "the bbolt file to copy, which no core may have open (default: core.db in SLIP_DATA_DIR)", Dst: &from},
+		{Flag: "from", Default: filepath.Join(dataDir(getenv), "core.db"), Usage: "the bbolt file to copy, which no core may have open: core.db in SLIP_DATA_DIR", Dst: &from},
 		envflag.Def("SLIP_STORE", "to", "", "the PostgreSQL URL to copy into", &to),
 	}
 	if err := envflag.Load(program, vars, &common, args, getenv); err != nil {
@@ -126,13 +126,13 @@ func dataDir(getenv func(string) string) string {
 	return "."
 }
 
-// progress prints a line for every 10,000 records of a kind a step has
-// done, with the step's rate on the kind.
+// progress prints a line at every 10,000th record of a kind a step has
+// done, at most one a second, with the step's rate on the kind.
 type progress struct {
-	w     io.Writer
-	kind  store.Kind
-	start time.Time
-	shown int64 // the last count printed, in tens of thousands
+	w           io.Writer
+	kind        store.Kind
+	start, last time.Time
+	shown       int64 // the count last told of, in tens of thousands
 }
 
 // step returns the function that tells of n records of kind k done in
@@ -141,12 +141,15 @@ func (p *progress) step(doing string, totals map[store.Kind]int64) func(k store.
 	p.kind = ""
 	return func(k store.Kind, n int64) {
 		if k != p.kind {
-			p.kind, p.start, p.shown = k, time.Now(), 0
+			p.kind, p.start, p.last, p.shown = k, time.Now(), time.Time{}, 0
 		}
 		if n/10_000 == p.shown {
 			return
 		}
-		p.shown = n / 10_000
+		if p.shown = n / 10_000; time.Since(p.last) < time.Second {
+			return
+		}
+		p.last = time.Now()
 		of := ""
 		if totals != nil {
 			of = " of " + thousands(totals[k])

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,9 +293,9 @@ func TestCopyStoreRefusesOpenFile(t *testing.T) {
 	}
 }
 
-// TestCopyStoreRefusesAnotherDeployment: a database that holds another
-// deployment's service under an id core.db has is refused, and left as it
-// was.
+// TestCopyStoreRefusesAnotherDeployment: a database a core is running on
+// is refused; one that holds another deployment's service under an id
+// core.db has is refused, and left as it was.
 func TestCopyStoreRefusesAnotherDeployment(t *testing.T) {
 	url := pgtest.Start(t).Database(t)
 	path := filepath.Join(t.TempDir(), "core.db")
@@ -314,9 +315,14 @@ func TestCopyStoreRefusesAnotherDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := observe(t, pg)
+	var out bytes.Buffer
+	err = copyStore(context.Background(), []string{"-from", path, "-to", url}, noEnv, &out, &out)
+	if !errors.Is(err, pgstore.ErrBusy) {
+		t.Errorf("copy-store into a database a core is running on: %v, want it refused (%v)", err, pgstore.ErrBusy)
+	}
 	pg.Close()
 
-	var out bytes.Buffer
+	out.Reset()
 	err = copyStore(context.Background(), []string{"-from", path, "-to", url}, noEnv, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "another deployment's state") || !strings.Contains(err.Error(), "service svc") {
 		t.Fatalf("copy-store into another deployment's database: %v, want it refused naming service svc\n%s", err, out.String())
@@ -330,6 +336,74 @@ func TestCopyStoreRefusesAnotherDeployment(t *testing.T) {
 	for what, b := range before {
 		if after[what] != b {
 			t.Errorf("%s changed by the refused copy:\n before %s\n after  %s", what, b, after[what])
+		}
+	}
+}
+
+// failing is a Source that fails at the first record of kind at.
+type failing struct {
+	store.Source
+	at store.Kind
+}
+
+var errCrash = errors.New("crashed")
+
+func (f failing) Each(k store.Kind, fn func(rec any) error) error {
+	return f.Source.Each(k, func(rec any) error {
+		if k == f.at {
+			return errCrash
+		}
+		return fn(rec)
+	})
+}
+
+// TestCopyStoreAfterACrash: a copy cut short half-way (here, at the
+// history, after the records and the slips) leaves what it copied, and
+// copy-store run again copies the rest, finds the rest already there, and
+// ends with what core.db holds.
+func TestCopyStoreAfterACrash(t *testing.T) {
+	url := pgtest.Start(t).Database(t)
+	path := filepath.Join(t.TempDir(), "core.db")
+	c := testnet.NewClock(time.Now().Truncate(time.Second))
+	st, err := store.Open(path, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyDeployment(t, st, c)
+	st.Close()
+
+	now := time.Now()
+	exp, err := store.OpenExport(path, now, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := store.Tally(exp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	totals := map[store.Kind]int64{}
+	for k, s := range sums {
+		totals[k] = s.Count
+	}
+	imp, err := pgstore.OpenImport(context.Background(), url, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := imp.Copy(context.Background(), failing{exp, store.KindHistory}, totals, nil); !errors.Is(err, errCrash) {
+		t.Fatalf("the copy cut short: %v", err)
+	}
+	imp.Close()
+	exp.Close()
+
+	table := copyOK(t, path, url)
+	for _, k := range store.Kinds {
+		n := totals[k]
+		want := [4]int64{n, 0, n, n} // copied before the crash
+		if slices.Index(store.Kinds, k) >= slices.Index(store.Kinds, store.KindHistory) {
+			want = [4]int64{n, n, 0, n}
+		}
+		if table[k] != want {
+			t.Errorf("%s after the crash: in bbolt, copied, already there, in PostgreSQL = %v, want %v", k, table[k], want)
 		}
 	}
 }

@@ -94,8 +94,8 @@ const importBatch = 5000
 
 // Copy copies every record of src the database lacks, kind by kind
 // (store.Kinds), and returns what it did with each; totals are src's
-// counts of each kind, and progress, when not nil, is told how many of a
-// kind are done after each batch. Before it writes, it refuses a database
+// counts of each kind, and progress, when not nil, is told of the start
+// of each kind (n 0) and how many of it are done after each batch. Before it writes, it refuses a database
 // holding more records of a kind than src. The records an operator
 // manages (services to admin tokens: few) are copied in one transaction,
 // so a conflict among them leaves the database as it was; the others in
@@ -130,6 +130,9 @@ func (im *Import) Copy(ctx context.Context, src store.Source, totals map[store.K
 		}
 		var c Copied
 		var batch []any
+		if progress != nil {
+			progress(k, 0)
+		}
 		flush := func() error {
 			if len(batch) == 0 {
 				return nil
@@ -250,8 +253,10 @@ type table struct {
 
 // statement inserts the rows of import_rows whose key is free, and returns
 // how many it inserted, how many were there with the same contents, and
-// the ordinals of those there with other contents: the outer query sees
-// the table as it was before the insert.
+// the ordinals of those there with other contents. Each row looks its key
+// up by the table's index (a join would read the whole table for every
+// batch), in the table as it was before the insert: every part of the
+// statement sees that one snapshot.
 func (t *table) statement() string {
 	var on, tc, uc []string
 	for _, c := range t.key {
@@ -260,13 +265,11 @@ func (t *table) statement() string {
 	for _, c := range t.cols {
 		tc, uc = append(tc, "t."+c), append(uc, "u."+c)
 	}
-	join := "FROM import_rows u JOIN " + t.name + " t ON " + strings.Join(on, " AND ")
-	same := "(" + strings.Join(tc, ", ") + ") IS NOT DISTINCT FROM (" + strings.Join(uc, ", ") + ")"
-	return "WITH ins AS (INSERT INTO " + t.name + " (" + strings.Join(t.cols, ", ") + ") SELECT " + strings.Join(uc, ", ") +
-		" FROM import_rows u WHERE NOT EXISTS (SELECT 1 FROM " + t.name + " t WHERE " + strings.Join(on, " AND ") + ")" +
-		" ORDER BY u.n ON CONFLICT DO NOTHING RETURNING 1)" +
-		" SELECT (SELECT count(*) FROM ins), (SELECT count(DISTINCT u.n) " + join + " WHERE " + same + ")," +
-		" coalesce((SELECT array_agg(DISTINCT u.n) " + join + " WHERE NOT " + same + "), '{}')"
+	return "WITH u AS MATERIALIZED (SELECT u.*, (SELECT (" + strings.Join(tc, ", ") + ") IS NOT DISTINCT FROM (" + strings.Join(uc, ", ") + ")" +
+		" FROM " + t.name + " t WHERE " + strings.Join(on, " AND ") + " LIMIT 1) AS same FROM import_rows u)," +
+		" ins AS (INSERT INTO " + t.name + " (" + strings.Join(t.cols, ", ") + ") SELECT " + strings.Join(uc, ", ") +
+		" FROM u WHERE u.same IS NULL ORDER BY u.n ON CONFLICT DO NOTHING RETURNING 1)" +
+		" SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM u WHERE u.same), coalesce((SELECT array_agg(u.n) FROM u WHERE NOT u.same), '{}')"
 }
 
 // tables are the kinds' tables. The indexes bbolt keeps beside its records
@@ -317,14 +320,11 @@ var tables = map[store.Kind]*table{
 	store.KindSlips: {name: "slips", cols: []string{"service_id", "slip_key", "first_at", "job", "branches", "result"}, key: []string{"service_id", "slip_key"},
 		row: func(r any) []any {
 			s := r.(store.Slip)
-			branches, result := s.Record.Branches, []byte(s.Record.Result)
+			branches := s.Record.Branches
 			if branches == nil {
-				branches = []string{}
+				branches = []string{} // NOT NULL
 			}
-			if result == nil {
-				result = []byte{}
-			}
-			return []any{s.ServiceID, s.Key, s.Record.FirstAt, s.Record.Job, branches, result}
+			return []any{s.ServiceID, s.Key, s.Record.FirstAt, s.Record.Job, branches, append([]byte{}, s.Record.Result...)}
 		},
 		describe: func(r any) string { s := r.(store.Slip); return "slip " + s.Key + " of service " + s.ServiceID }},
 	store.KindHistory: {name: "history", cols: []string{"service_id", "branch_id", "at_ms", "slip_key", "amount", "receiving_bank", "duplicate",
@@ -363,11 +363,7 @@ var tables = map[store.Kind]*table{
 	store.KindOutbox: {name: "outbox", cols: []string{"seq", "topic", "key", "value"}, key: []string{"seq"},
 		row: func(r any) []any {
 			m := r.(store.Message)
-			value := m.Value
-			if value == nil {
-				value = []byte{}
-			}
-			return []any{int64(m.Seq), m.Topic, []byte(m.Key), value}
+			return []any{int64(m.Seq), m.Topic, append([]byte{}, m.Key...), append([]byte{}, m.Value...)} // NOT NULL: never nil
 		},
 		describe: func(r any) string { return fmt.Sprintf("message %d", r.(store.Message).Seq) }},
 }
