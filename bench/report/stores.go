@@ -12,13 +12,14 @@ import (
 // side (loadgen suite -store bbolt,postgres): per scenario, each run's
 // verifications a second, its best step (the peak), latency, what a
 // verification cost core and PostgreSQL in CPU and how many writes a
-// commit of core's store carried; then each store's medians and the ratio
-// of each store's to the first store's. runs are in the order they ran.
+// commit of core's store carried; then each setup's medians (a store and
+// its number of cores) and the ratio of each setup's to the first's. runs
+// are in the order they ran.
 func Stores(w io.Writer, runs []*Report) {
 	var stores, names []string
 	for _, r := range runs {
-		if !slices.Contains(stores, r.StoreName()) {
-			stores = append(stores, r.StoreName())
+		if !slices.Contains(stores, r.Setup()) {
+			stores = append(stores, r.Setup())
 		}
 		for _, s := range r.Scenarios {
 			if s.Pending == "" && !slices.Contains(names, s.Name) {
@@ -38,7 +39,7 @@ func Stores(w io.Writer, runs []*Report) {
 				continue
 			}
 			row := rowOf(s)
-			byStore[r.StoreName()] = append(byStore[r.StoreName()], row)
+			byStore[r.Setup()] = append(byStore[r.Setup()], row)
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t\n", i+1, r.StoreName(), max(r.Cores, 1), row.cells())
 		}
 		for _, st := range stores {
@@ -72,6 +73,15 @@ func Stores(w io.Writer, runs []*Report) {
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// Setup names r's store and, on PostgreSQL, its cores: "bbolt",
+// "postgres, 2 cores".
+func (r *Report) Setup() string {
+	if r.StoreName() != "postgres" {
+		return r.StoreName()
+	}
+	return fmt.Sprintf("postgres, %d %s", r.Cores, plural(r.Cores, "core", "cores"))
 }
 
 // storeRow is one run of a scenario, as Stores shows it.
@@ -108,16 +118,21 @@ func (r storeRow) cells() string {
 		f(r.core, "%.0f"), f(r.pg, "%.0f"), f(r.primary, "%.0f"), f(r.standby, "%.0f"), f(r.perCommit, "%.1f"), f(r.commitsPerSecond, "%.0f")}, "\t")
 }
 
-// medianRow is each column's median over rows.
+// medianRow is each column's median over the rows that measured it.
 func medianRow(rows []storeRow) storeRow {
 	col := func(get func(storeRow) float64) float64 {
 		var vs []float64
 		for _, r := range rows {
-			vs = append(vs, get(r))
+			if v := get(r); v != 0 {
+				vs = append(vs, v)
+			}
 		}
 		slices.Sort(vs)
 		n := len(vs)
-		if n%2 == 1 {
+		switch {
+		case n == 0:
+			return 0
+		case n%2 == 1:
 			return vs[n/2]
 		}
 		return (vs[n/2-1] + vs[n/2]) / 2

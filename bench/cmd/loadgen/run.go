@@ -142,7 +142,7 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 	dir := fs.String("out", "bench/out", "directory for bench.json, bench.html and bench.txt")
 	short := fs.Bool("short", false, "a second per scenario at a low rate: checks that everything works, measures nothing")
 	only := fs.String("only", "", "comma-separated scenario names to run (default: the whole suite)")
-	stores := fs.String("store", "bbolt", "where core keeps its state: bbolt (one core), postgres (SLIP_STORE=postgres make run: a PostgreSQL primary, its synchronous standby and -core-count cores behind the edge), or several in turn, bbolt,postgres: a fresh stack of each, -rounds times, each run's results in OUT/STORE-ROUND and the runs side by side in OUT/stores.txt")
+	stores := fs.String("store", "bbolt", "where core keeps its state: bbolt (one core), postgres (SLIP_STORE=postgres make run: a PostgreSQL primary, its synchronous standby and -core-count cores behind the edge), postgres:N (N cores), or several in turn, bbolt,postgres: a fresh stack of each, -rounds times, each run's results in OUT/STORE-ROUND and the runs side by side in OUT/stores.txt, with the capacity model from the bbolt runs and those of the first PostgreSQL setup listed")
 	cores := fs.Int("core-count", 2, "with -store postgres: the core processes on PostgreSQL, behind the edge")
 	rounds := fs.Int("rounds", 1, "runs of each store, in turn")
 	in := capacityFlags(fs)
@@ -151,14 +151,12 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	apply()
-	list := strings.Split(*stores, ",")
-	for _, st := range list {
-		if st != stack.Bbolt && st != stack.Postgres {
-			return fmt.Errorf("suite: -store %q: want bbolt, postgres or both, comma-separated", st)
-		}
-	}
 	if *rounds < 1 || *cores < 1 {
 		return errors.New("suite: -rounds and -core-count must be at least 1")
+	}
+	list, err := parseStores(*stores, *cores)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
@@ -169,7 +167,7 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	start := time.Now()
 	if len(list) == 1 && *rounds == 1 {
-		o.Store = list[0]
+		o.Store, o.Cores = list[0].store, list[0].cores
 		rep, err := suite.Run(ctx, o)
 		if rep != nil && len(rep.Scenarios) > 0 {
 			if werr := write(rep, *dir, out); werr != nil {
@@ -181,31 +179,34 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	// The stores in turn, round after round, so the machine's drift
 	// falls on each alike.
-	var runs []*report.Report
+	var runs, model []*report.Report
 	for i := 1; i <= *rounds; i++ {
-		for _, st := range list {
+		for j, st := range list {
 			o := o
-			o.Store, o.Out = st, filepath.Join(*dir, fmt.Sprintf("%s-%d", st, i))
+			o.Store, o.Cores, o.Out = st.store, st.cores, filepath.Join(*dir, fmt.Sprintf("%s-%d", st.dir(), i))
 			if err := os.MkdirAll(o.Out, 0o755); err != nil {
 				return err
 			}
-			fmt.Fprintf(errOut, "bench: round %d of %d, core on %s\n", i, *rounds, st)
+			fmt.Fprintf(errOut, "bench: round %d of %d, core on %s\n", i, *rounds, st.dir())
 			rep, err := suite.Run(ctx, o)
 			if rep != nil && len(rep.Scenarios) > 0 {
 				if werr := write(rep, o.Out, io.Discard); werr != nil {
 					return errors.Join(err, werr)
 				}
 				runs = append(runs, rep)
+				if st.store == stack.Bbolt || j == firstPostgres(list) {
+					model = append(model, rep)
+				}
 			}
 			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", i, st, err)
+				return fmt.Errorf("round %d, %s: %w", i, st.dir(), err)
 			}
 		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "loadgen suite %s\n", strings.Join(args, " "))
 	report.Stores(&b, runs)
-	if m, err := suite.ModelOf(*in, runs...); err != nil {
+	if m, err := suite.ModelOf(*in, model...); err != nil {
 		fmt.Fprintf(&b, "\ncapacity model: %v\n", err)
 	} else {
 		fmt.Fprintf(&b, "\nThe capacity model from these runs (each number the median of its store's runs):\n\n")
@@ -214,6 +215,55 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fmt.Fprint(out, b.String())
 	fmt.Fprintf(errOut, "bench: done in %v; %s and each run's results beside it\n", time.Since(start).Round(time.Second), filepath.Join(*dir, "stores.txt"))
 	return os.WriteFile(filepath.Join(*dir, "stores.txt"), []byte(b.String()), 0o644)
+}
+
+// setup is a store to run the suite on, and its cores.
+type setup struct {
+	store string
+	cores int
+}
+
+// dir names the setup's results: bbolt, postgres-2cores.
+func (s setup) dir() string {
+	if s.store == stack.Postgres && s.cores > 0 {
+		return fmt.Sprintf("postgres-%dcores", s.cores)
+	}
+	return s.store
+}
+
+// parseStores reads -store: bbolt, postgres (with cores cores) or
+// postgres:N, comma-separated.
+func parseStores(list string, cores int) ([]setup, error) {
+	var out []setup
+	for _, st := range strings.Split(list, ",") {
+		name, n, hasN := strings.Cut(st, ":")
+		s := setup{store: name}
+		switch {
+		case name == stack.Bbolt && !hasN:
+		case name == stack.Postgres && !hasN:
+			s.cores = cores
+		case name == stack.Postgres:
+			c, err := strconv.Atoi(n)
+			if err != nil || c < 1 {
+				return nil, fmt.Errorf("suite: -store %q: want postgres:N, N cores, at least 1", st)
+			}
+			s.cores = c
+		default:
+			return nil, fmt.Errorf("suite: -store %q: want bbolt, postgres or postgres:N, comma-separated", st)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// firstPostgres returns the index of the first PostgreSQL setup, or -1.
+func firstPostgres(list []setup) int {
+	for i, s := range list {
+		if s.store == stack.Postgres {
+			return i
+		}
+	}
+	return -1
 }
 
 // write prints the table and writes bench.txt, bench.json and bench.html

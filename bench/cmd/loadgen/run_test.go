@@ -52,6 +52,8 @@ func TestCommandErrors(t *testing.T) {
 	f("target must be positive", "capacity", "-target", "0")
 	f("image share must be between 0 and 1", "capacity", "-image-share", "1.2")
 	f("rates and quota", "seed", "-rate", "0")
+	f("want postgres:N, N cores, at least 1", "suite", "-store", "bbolt,postgres:x")
+	f("want bbolt, postgres or postgres:N", "suite", "-store", "bbolt,mysql")
 }
 
 func TestCommands(t *testing.T) {
