@@ -294,10 +294,11 @@ func TestCopyStoreRefusesOpenFile(t *testing.T) {
 }
 
 // TestCopyStoreRefusesAnotherDeployment: a database a core is running on
-// is refused; one that holds another deployment's service under an id
-// core.db has is refused, and left as it was.
+// is refused; so is one holding another deployment's state, which is left
+// as it was: a service under an id core.db has with other contents, or
+// more services than core.db has.
 func TestCopyStoreRefusesAnotherDeployment(t *testing.T) {
-	url := pgtest.Start(t).Database(t)
+	pgc := pgtest.Start(t)
 	path := filepath.Join(t.TempDir(), "core.db")
 	c := testnet.NewClock(time.Now().Truncate(time.Second))
 	st, err := store.Open(path, c.Now)
@@ -306,37 +307,49 @@ func TestCopyStoreRefusesAnotherDeployment(t *testing.T) {
 	}
 	copyDeployment(t, st, c)
 	st.Close()
-	pg, err := pgstore.Open(context.Background(), url, c.Now, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs := store.Records{Services: []store.Service{{ID: "svc", Name: "Someone else's", State: store.StateActive, CycleAnchorDay: 1}}}
-	if _, err := pg.InsertMissing(theirs); err != nil {
-		t.Fatal(err)
-	}
-	before := observe(t, pg)
-	var out bytes.Buffer
-	err = copyStore(context.Background(), []string{"-from", path, "-to", url}, noEnv, &out, &out)
-	if !errors.Is(err, pgstore.ErrBusy) {
-		t.Errorf("copy-store into a database a core is running on: %v, want it refused (%v)", err, pgstore.ErrBusy)
-	}
-	pg.Close()
+	for _, f := range []struct {
+		name    string
+		theirs  []store.Service
+		refusal string
+	}{
+		{"other contents", []store.Service{{ID: "svc", Name: "Someone else's", State: store.StateActive, CycleAnchorDay: 1}},
+			"service svc differs from the record under its key in the database"},
+		{"more records", []store.Service{{ID: "a", CycleAnchorDay: 1}, {ID: "b", CycleAnchorDay: 1}, {ID: "c", CycleAnchorDay: 1}},
+			"services: the database holds 3, the source 2"},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			url := pgc.Database(t)
+			pg, err := pgstore.Open(context.Background(), url, c.Now, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pg.InsertMissing(store.Records{Services: f.theirs}); err != nil {
+				t.Fatal(err)
+			}
+			before := observe(t, pg)
+			var out bytes.Buffer
+			err = copyStore(context.Background(), []string{"-from", path, "-to", url}, noEnv, &out, &out)
+			if !errors.Is(err, pgstore.ErrBusy) {
+				t.Errorf("copy-store into a database a core is running on: %v, want it refused (%v)", err, pgstore.ErrBusy)
+			}
+			pg.Close()
 
-	out.Reset()
-	err = copyStore(context.Background(), []string{"-from", path, "-to", url}, noEnv, &out, &out)
-	if err == nil || !strings.Contains(err.Error(), "another deployment's state") || !strings.Contains(err.Error(), "service svc") {
-		t.Fatalf("copy-store into another deployment's database: %v, want it refused naming service svc\n%s", err, out.String())
-	}
-	pg, err = pgstore.Open(context.Background(), url, c.Now, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	after := observe(t, pg)
-	for what, b := range before {
-		if after[what] != b {
-			t.Errorf("%s changed by the refused copy:\n before %s\n after  %s", what, b, after[what])
-		}
+			out.Reset()
+			err = copyStore(context.Background(), []string{"-from", path, "-to", url}, noEnv, &out, &out)
+			if err == nil || !strings.Contains(err.Error(), f.refusal) || !strings.Contains(err.Error(), "another deployment's state") {
+				t.Fatalf("copy-store into another deployment's database: %v, want it refused: %s\n%s", err, f.refusal, out.String())
+			}
+			if pg, err = pgstore.Open(context.Background(), url, c.Now, store.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			defer pg.Close()
+			after := observe(t, pg)
+			for what, b := range before {
+				if after[what] != b {
+					t.Errorf("%s changed by the refused copy:\n before %s\n after  %s", what, b, after[what])
+				}
+			}
+		})
 	}
 }
 

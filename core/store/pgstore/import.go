@@ -78,14 +78,14 @@ type Copied struct{ Copied, Already int64 }
 
 // ConflictError refuses a copy into a database that holds other contents
 // under a record's key, or more records of a kind than the source: another
-// deployment's state.
+// deployment's state. Copy's error names the kind.
 type ConflictError struct {
 	Kind   store.Kind
 	Detail string
 }
 
 func (e ConflictError) Error() string {
-	return fmt.Sprintf("%s: %s: the database holds another deployment's state; copy into an empty database", e.Kind, e.Detail)
+	return e.Detail + ": the database holds another deployment's state; copy into an empty database"
 }
 
 // importBatch is how many records one statement copies: thousands per
@@ -94,12 +94,13 @@ const importBatch = 5000
 
 // Copy copies every record of src the database lacks, kind by kind
 // (store.Kinds), and returns what it did with each; totals are src's
-// counts of each kind, and progress, when not nil, is told of the start
-// of each kind (n 0) and how many of it are done after each batch. Before it writes, it refuses a database
-// holding more records of a kind than src. The records an operator
-// manages (services to admin tokens: few) are copied in one transaction,
-// so a conflict among them leaves the database as it was; the others in
-// transactions of importBatch records, each kind in order.
+// counts of each kind, and progress, when not nil, is told of the start of
+// each kind (n 0) and how many of it are done after each batch. Before it
+// writes, it refuses a database holding more records of a kind than src.
+// The records an operator manages (services to admin tokens: few) are
+// copied in one transaction, so a conflict among them leaves the database
+// as it was; the others in transactions of importBatch records, each kind
+// in order.
 func (im *Import) Copy(ctx context.Context, src store.Source, totals map[store.Kind]int64, progress func(k store.Kind, done int64)) (map[store.Kind]Copied, error) {
 	out := make(map[store.Kind]Copied, len(store.Kinds))
 	tx, err := im.pool.Begin(ctx)
@@ -174,7 +175,7 @@ func (im *Import) precheck(ctx context.Context, tx pgx.Tx, totals map[store.Kind
 			return err
 		}
 		if n > totals[k] {
-			return ConflictError{k, fmt.Sprintf("the database holds %d, the source %d", n, totals[k])}
+			return ConflictError{k, fmt.Sprintf("%s: the database holds %d, the source %d", k, n, totals[k])}
 		}
 	}
 	var last int64
@@ -182,7 +183,7 @@ func (im *Import) precheck(ctx context.Context, tx pgx.Tx, totals map[store.Kind
 		return err
 	}
 	if last > totals[store.KindOutbox] {
-		return ConflictError{store.KindOutbox, fmt.Sprintf("the database has numbered %d messages, the source holds %d", last, totals[store.KindOutbox])}
+		return ConflictError{store.KindOutbox, fmt.Sprintf("%s: the database has numbered %d messages, the source holds %d", store.KindOutbox, last, totals[store.KindOutbox])}
 	}
 	return nil
 }
@@ -225,7 +226,7 @@ func (im *Import) batch(ctx context.Context, tx pgx.Tx, k store.Kind, recs []any
 		return 0, 0, err
 	}
 	if len(differ) > 0 {
-		return 0, 0, ConflictError{k, fmt.Sprintf("%d records differ from those under the same key in the database, %s among them", len(differ), t.describe(recs[differ[0]]))}
+		return 0, 0, ConflictError{k, fmt.Sprintf("%s differs from the record under its key in the database (%d of this batch)", t.describe(recs[differ[0]]), len(differ))}
 	}
 	if inserted+already != int64(len(recs)) {
 		return 0, 0, ConflictError{k, fmt.Sprintf("%d records clash with others of the database on a unique column", int64(len(recs))-inserted-already)}
