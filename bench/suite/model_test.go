@@ -115,10 +115,8 @@ func TestModelStores(t *testing.T) {
 	if out.Store != capacity.Bbolt {
 		t.Errorf("1000/s planned on %s, want bbolt", out.Store)
 	}
-	// 2,000/s: bbolt 0.33 cores, still one instance; on PostgreSQL the
-	// ceiling (2,300) still holds it too.
-	// 9,000/s would need 1.5 cores on bbolt: more than one instance; and
-	// is above PostgreSQL's ceiling: PostgreSQL planned, not offered.
+	// 9,000/s needs 1.5 cores on bbolt, more than one instance holds,
+	// and is above PostgreSQL's ceiling: PostgreSQL planned, not offered.
 	in.Target = 9000
 	if out, err = ModelOf(in, bbolt(6000), pg(2500, 2000, 2300)); err != nil || out.Store != capacity.Postgres || out.Stores[1].Offered {
 		t.Errorf("9000/s: %v, %+v", err, out)
