@@ -193,8 +193,9 @@ func Tally(src Source, progress func(k Kind, n int64)) (map[Kind]Sum, error) {
 type Export struct {
 	db  *bolt.DB
 	now time.Time
-	// DeadEntries counts the history entries Each(KindHistory) left out
-	// because their slip record is gone (Bolt.History hides them too).
+	// DeadEntries counts the history entries the last Each(KindHistory)
+	// left out because their slip record is gone (Bolt.History hides them
+	// too).
 	DeadEntries int64
 }
 
@@ -404,6 +405,7 @@ func splitNonceKey(k []byte) (ClaimedNonce, bool) {
 // side by side, take the next free milliseconds, as a store whose entries
 // are keyed by branch, time and slip keeps them (see dedup).
 func (e *Export) history(tx *bolt.Tx, fn func(rec any) error) error {
+	e.DeadEntries = 0
 	waiting := map[string][]kv{} // by prefix, in key order
 	outbox := tx.Bucket(bucketOutbox).Cursor()
 	for k, v := outbox.Seek(seqKey(historyFrom(tx))); k != nil; k, v = outbox.Next() {

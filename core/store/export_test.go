@@ -71,12 +71,15 @@ func TestExportHistory(t *testing.T) {
 	}
 	defer e.Close()
 	var got []string
-	if err := e.Each(KindHistory, func(rec any) error {
-		v := rec.(Verification)
-		got = append(got, fmt.Sprintf("%s %s %d", v.BranchID, v.SlipKey, v.At.UnixMilli()))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	for range 2 { // as a copy reads it: once to count, once to copy
+		got = got[:0]
+		if err := e.Each(KindHistory, func(rec any) error {
+			v := rec.(Verification)
+			got = append(got, fmt.Sprintf("%s %s %d", v.BranchID, v.SlipKey, v.At.UnixMilli()))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	slices.Sort(got)
 	// The listing shows the two of one millisecond at it; the export moves

@@ -165,6 +165,8 @@ func observe(t *testing.T, st store.Store) map[string]string {
 		msgs[i].Seq = 0 // bbolt's numbers have gaps (its history shares them)
 	}
 	see("outbox", msgs, err)
+	waiting, _ := st.OutboxStats()
+	see("messages waiting", waiting)
 	return out
 }
 
