@@ -57,7 +57,7 @@ td:first-child,th:first-child{text-align:left}h2{margin-top:2em;border-top:2px s
 svg text{font:11px system-ui,sans-serif;fill:#333}
 </style></head><body>
 <h1>slipverify bench</h1>
-<p>{{.Created.Format "2006-01-02 15:04 MST"}} · {{.Host.CPUs}} CPUs {{.Host.CPUModel}} · {{.Host.GoVersion}} · edge {{.Target}}<br><code>{{.Command}}</code></p>
+<p>{{.Created.Format "2006-01-02 15:04 MST"}} · {{.Host.CPUs}} CPUs {{.Host.CPUModel}} · {{.Host.GoVersion}} · edge {{.Target}}{{if .Store}} · core on {{.Store}} ({{.Cores}}){{end}}<br><code>{{.Command}}</code></p>
 <p class="about">Latency is measured from the time each request was due (open loop), so queueing behind a slow server counts.
 Send→answer leaves that wait out. At most a set number of requests are in flight (the in-flight cap); a request due while all slots are taken by requests the stack has not answered waits for one: that slot wait is the stack's back-pressure, counted in latency and reported apart.
 Generator lag is how late the generator itself sent beyond that wait (timer wake-ups, its own work); when it is large the generator, not the stack, set the pace.
