@@ -26,6 +26,20 @@ import (
 // charge, a duplicate, an own duplicate, two in one millisecond, async
 // jobs open and finished, a nonce, an admin token, and the outbox's
 // messages with them.
+// deploymentInBolt writes copyDeployment's records into a new core.db,
+// and returns its path, the store still open on it, and the store's clock.
+func deploymentInBolt(t *testing.T) (string, *store.Bolt, *testnet.Clock) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "core.db")
+	c := testnet.NewClock(time.Now().Truncate(time.Second))
+	st, err := store.Open(path, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyDeployment(t, st, c)
+	return path, st, c
+}
+
 func copyDeployment(t *testing.T, st store.Store, c *testnet.Clock) {
 	t.Helper()
 	ch := store.Change{Actor: api.AuditActor{Type: api.ActorAdmin, ID: "ops"}, Reason: "test"}
@@ -201,13 +215,7 @@ var nonceAt = time.Now()
 // everything already there and leaves it as it is.
 func TestCopyStore(t *testing.T) {
 	url := pgtest.Start(t).Database(t)
-	path := filepath.Join(t.TempDir(), "core.db")
-	c := testnet.NewClock(time.Now().Truncate(time.Second))
-	st, err := store.Open(path, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyDeployment(t, st, c)
+	path, st, c := deploymentInBolt(t)
 	want := observe(t, st)
 	if got := claimedAgain(st); fmt.Sprint(got) != "[true true true]" {
 		t.Fatalf("nonces claimed again in bbolt: refused %v", got)
@@ -301,13 +309,7 @@ func TestCopyStoreRefusesOpenFile(t *testing.T) {
 // more services than core.db has.
 func TestCopyStoreRefusesAnotherDeployment(t *testing.T) {
 	pgc := pgtest.Start(t)
-	path := filepath.Join(t.TempDir(), "core.db")
-	c := testnet.NewClock(time.Now().Truncate(time.Second))
-	st, err := store.Open(path, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyDeployment(t, st, c)
+	path, st, c := deploymentInBolt(t)
 	st.Close()
 	for _, f := range []struct {
 		name    string
@@ -378,13 +380,7 @@ func (f failing) Each(k store.Kind, fn func(rec any) error) error {
 // ends with what core.db holds.
 func TestCopyStoreAfterACrash(t *testing.T) {
 	url := pgtest.Start(t).Database(t)
-	path := filepath.Join(t.TempDir(), "core.db")
-	c := testnet.NewClock(time.Now().Truncate(time.Second))
-	st, err := store.Open(path, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyDeployment(t, st, c)
+	path, st, _ := deploymentInBolt(t)
 	st.Close()
 
 	now := time.Now()
