@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/lib/pgtest"
 	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/deploy/faults/tcpproxy"
 )
@@ -31,22 +32,29 @@ const (
 
 // fault is one row of the matrix: inject applies it and returns what
 // removes it; when remove returns, the faulted part runs again. It holds
-// while hold requests are offered.
+// while hold requests are offered (or longer, while inject or remove
+// takes).
 type fault struct {
 	name   string
 	load   profile
 	inject func(t *testing.T, s *stack) (remove func())
 	hold   int
+	clean  bool // no client may see a 5xx or a lost connection
 }
 
 // row is a row whose fault holds while during requests are offered.
 func row(name string, load profile, inject func(*testing.T, *stack) func()) fault {
-	return fault{name, load, inject, during}
+	return fault{name: name, load: load, inject: inject, hold: during}
 }
 
 // longRow is a row whose fault holds long.
 func longRow(name string, load profile, inject func(*testing.T, *stack) func()) fault {
-	return fault{name, load, inject, long}
+	return fault{name: name, load: load, inject: inject, hold: long}
+}
+
+// cleanRow is a row under which no request may fail.
+func cleanRow(name string, load profile, inject func(*testing.T, *stack) func()) fault {
+	return fault{name: name, load: load, inject: inject, hold: during, clean: true}
 }
 
 // long is the hold of a fault that must outlast the edge's wait for core
@@ -84,19 +92,34 @@ var matrix = []fault{
 	row("kill -9 core while dispatcher→receiver is partitioned", asyncHeavy, both(kill(coreProc), partition(hookLink))),
 	row("kill -9 ClickHouse while edge→core is delayed 200 ms", mixed, both(killClickHouse, delay(edgeCoreLink, 200*time.Millisecond))),
 	row("cluster: kill -9 of the replica the usage tier writes to", mixed, killReplica),
-	fault{"cluster: ZooKeeper stopped for 30 s", mixed, stopZooKeeper, 3000},
+	{name: "cluster: ZooKeeper stopped for 30 s", load: mixed, inject: stopZooKeeper, hold: 3000},
 	row("cluster: usage killed between insert and offset commit", mixed, killBeforeCommit),
+}
+
+// pgMatrix is the rows of the stack whose cores keep their state in
+// PostgreSQL, under the same load and audit.
+var pgMatrix = []fault{
+	row("kill -9 of one of two cores", mixed, kill(coreProc)),
+	row("kill -9 of the PostgreSQL primary (Patroni and its PostgreSQL): the synchronous standby promoted", mixed, crashPrimary),
+	longRow("one core partitioned from PostgreSQL 3 s", mixed, partition(pgLinks(0))),
+	row("PostgreSQL restarted: patronictl restart of both members", mixed, restartPostgres),
+	cleanRow("rolling restart of both cores (SIGTERM, exit, start, back in the edge; one after the other)", mixed, rollingRestart),
 }
 
 // The parts a fault acts on.
 func edgeProc(s *stack) *testnet.Program       { return s.edge }
-func coreProc(s *stack) *testnet.Program       { return s.core }
+func coreProc(s *stack) *testnet.Program       { return s.cores[0] }
 func dispatcherProc(s *stack) *testnet.Program { return s.dispatcher }
 func usageProc(s *stack) *testnet.Program      { return s.usage }
 func brokerProc(s *stack) *testnet.Program     { return s.broker }
-func edgeCoreLink(s *stack) *tcpproxy.Proxy    { return s.edgeCore }
-func usageCHLink(s *stack) *tcpproxy.Proxy     { return s.usageCH }
-func hookLink(s *stack) *tcpproxy.Proxy        { return s.hook }
+func edgeCoreLink(s *stack) []*tcpproxy.Proxy  { return []*tcpproxy.Proxy{s.edgeCore} }
+func usageCHLink(s *stack) []*tcpproxy.Proxy   { return []*tcpproxy.Proxy{s.usageCH} }
+func hookLink(s *stack) []*tcpproxy.Proxy      { return []*tcpproxy.Proxy{s.hook} }
+
+// pgLinks is the link of core i to PostgreSQL: its proxy to each member.
+func pgLinks(i int) link {
+	return func(s *stack) []*tcpproxy.Proxy { return s.pgLinks[i] }
+}
 
 // kill kills a tier with SIGKILL; removing the fault starts it again and
 // waits for its /health.
@@ -184,9 +207,67 @@ func killBeforeCommit(t *testing.T, s *stack) func() {
 	}
 }
 
+// crashPrimary kills the PostgreSQL primary's member with SIGKILL, Patroni
+// and its PostgreSQL at once, as when its machine fails, and waits until
+// Patroni has promoted the synchronous standby (once the dead leader's
+// lock expires, about pgtest.TTL seconds). Removing the fault starts the
+// member again, and waits until it has rejoined as the new primary's
+// synchronous standby (rewound with pg_rewind when it needs it): with
+// synchronous_mode_strict no commit returns before.
+func crashPrimary(t *testing.T, s *stack) func() {
+	old := s.pg.Primary()
+	if old == nil {
+		t.Fatal("no PostgreSQL primary")
+	}
+	old.Crash()
+	testnet.Eventually(t, 3*pgtest.TTL*time.Second, func() bool {
+		p := s.pg.Primary()
+		return p != nil && p != old
+	}, func() string { return "no member promoted after the primary " + old.Name + " crashed" })
+	return func() {
+		old.Start()
+		s.pg.WaitHealthy(t, 2*time.Minute)
+	}
+}
+
+// restartPostgres restarts PostgreSQL as an operator does to apply a
+// setting: patronictl restart of the cluster, each member in turn, the
+// primary in place (no failover). With synchronous_mode_strict, commits
+// wait while the standby restarts, and fail while the primary does.
+// Removing the fault waits until the standby is synchronous again.
+func restartPostgres(t *testing.T, s *stack) func() {
+	s.pg.RestartAll(t)
+	return func() { s.pg.WaitHealthy(t, 2*time.Minute) }
+}
+
+// rollingRestart restarts every core in turn, as a deploy does: SIGTERM
+// (the core fails /ready for SLIP_CORE_DRAIN, then finishes what it holds
+// and exits), start again, and wait until the edge sends to it again,
+// before the next core. Every request is answered by the other core
+// meanwhile.
+func rollingRestart(t *testing.T, s *stack) func() {
+	for _, c := range s.cores {
+		c.Stop()
+		c.Restart(t)
+		testnet.Eventually(t, time.Minute, func() bool { return s.edgeTakes(t, c.Addr) },
+			func() string { return "the edge did not take core " + c.Addr + " back" })
+	}
+	return func() {}
+}
+
+// edgeTakes reports whether the edge counts the core at addr ready.
+func (s *stack) edgeTakes(t *testing.T, addr string) bool {
+	return metric(t, "http://"+s.edgeMetrics, fmt.Sprintf(`edge_core_ready{core=%q}`, addr)) == 1
+}
+
 // usageMetric reads a counter from a usage tier's /metrics.
 func usageMetric(t *testing.T, p *testnet.Program, name string) float64 {
-	res, err := http.Get(p.URL() + "/metrics")
+	return metric(t, p.URL(), name)
+}
+
+// metric reads a series from the /metrics of the listener at url.
+func metric(t *testing.T, url, name string) float64 {
+	res, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,29 +295,39 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
-// partition holds every byte through a proxy until the fault is removed.
-func partition(p func(*stack) *tcpproxy.Proxy) func(*testing.T, *stack) func() {
-	return func(t *testing.T, s *stack) func() {
-		p(s).Partition()
-		return p(s).Heal
+// link is the proxies of a link a fault acts on: one, or one for each
+// PostgreSQL member a core reaches.
+type link func(*stack) []*tcpproxy.Proxy
+
+// each applies fn to every proxy of l.
+func (l link) each(s *stack, fn func(*tcpproxy.Proxy)) {
+	for _, px := range l(s) {
+		fn(px)
 	}
 }
 
-// delay adds d each way through a proxy.
-func delay(p func(*stack) *tcpproxy.Proxy, d time.Duration) func(*testing.T, *stack) func() {
+// partition holds every byte through a link until the fault is removed.
+func partition(l link) func(*testing.T, *stack) func() {
 	return func(t *testing.T, s *stack) func() {
-		p(s).SetDelay(d)
-		return func() { p(s).SetDelay(0) }
+		l.each(s, (*tcpproxy.Proxy).Partition)
+		return func() { l.each(s, (*tcpproxy.Proxy).Heal) }
 	}
 }
 
-// resets resets every connection through a proxy every 300 ms, with 100 ms
+// delay adds d each way through a link.
+func delay(l link, d time.Duration) func(*testing.T, *stack) func() {
+	return func(t *testing.T, s *stack) func() {
+		l.each(s, func(px *tcpproxy.Proxy) { px.SetDelay(d) })
+		return func() { l.each(s, func(px *tcpproxy.Proxy) { px.SetDelay(0) }) }
+	}
+}
+
+// resets resets every connection through a link every 300 ms, with 100 ms
 // of delay each way so that some are cut with a request delivered and its
 // answer on the way back.
-func resets(p func(*stack) *tcpproxy.Proxy) func(*testing.T, *stack) func() {
+func resets(l link) func(*testing.T, *stack) func() {
 	return func(t *testing.T, s *stack) func() {
-		px := p(s)
-		px.SetDelay(100 * time.Millisecond)
+		undelay := delay(l, 100*time.Millisecond)(t, s)
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
@@ -247,11 +338,11 @@ func resets(p func(*stack) *tcpproxy.Proxy) func(*testing.T, *stack) func() {
 				case <-stop:
 					return
 				case <-tick.C:
-					px.Reset()
+					l.each(s, (*tcpproxy.Proxy).Reset)
 				}
 			}
 		}()
-		return func() { close(stop); <-done; px.SetDelay(0) }
+		return func() { close(stop); <-done; undelay() }
 	}
 }
 
@@ -267,7 +358,7 @@ func both(f1, f2 func(*testing.T, *stack) func()) func(*testing.T, *stack) func(
 // slowCore throttles core the way a container's CPU quota does: stopped
 // for 80 ms of every 100 ms.
 func slowCore(t *testing.T, s *stack) func() {
-	pid := s.core.Pid()
+	pid := coreProc(s).Pid()
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -330,20 +421,30 @@ type result struct {
 	jobs, called, repeats      int
 	hookRefused                int // first callbacks of batch jobs the receiver refused
 	slowest, recovery, drained time.Duration
+	failedSeconds              int           // seconds of the clock in which a request was sent that got a 5xx or no answer
+	p99Held                    time.Duration // of the requests sent while the fault held
 	problems                   []string
 }
 
-// TestFaultMatrix runs every fault in turn on one stack, each with
-// branches of its own, and prints what clients saw and what was charged.
-func TestFaultMatrix(t *testing.T) {
-	rows := make([]branches, len(matrix))
+// TestFaultMatrix runs every fault of matrix in turn on a stack with one
+// core on bbolt, and prints what clients saw and what was charged.
+func TestFaultMatrix(t *testing.T) { runMatrix(t, bbolt, matrix) }
+
+// TestFaultMatrixPostgreSQL runs the rows of pgMatrix on a stack with two
+// cores on PostgreSQL run by Patroni.
+func TestFaultMatrixPostgreSQL(t *testing.T) { runMatrix(t, onPostgres, pgMatrix) }
+
+// runMatrix runs every fault in turn on one stack, each with branches of
+// its own.
+func runMatrix(t *testing.T, top topology, faults []fault) {
+	rows := make([]branches, len(faults))
 	for i := range rows {
 		rows[i] = rowBranches(i)
 	}
 	pictures() // drawn once, before any load
-	s := startStack(t, rows)
+	s := startStack(t, top, rows)
 	var results []result
-	for i, f := range matrix {
+	for i, f := range faults {
 		ok := t.Run(f.name, func(t *testing.T) {
 			r := runFault(t, s, f, rows[i])
 			results = append(results, r)
@@ -355,19 +456,19 @@ func TestFaultMatrix(t *testing.T) {
 			break // a tier did not come back: the next rows would measure that
 		}
 	}
-	fmt.Print(table(results))
+	fmt.Printf("\n%s:\n%s", top.name, table(results))
 	if n := s.rcv.badSignatures(); n > 0 {
 		t.Errorf("%d callbacks with a bad signature", n)
 	}
 }
 
 func (s *stack) anyExited() bool {
-	for _, p := range []*testnet.Program{s.broker, s.core, s.usage, s.usageCluster, s.dispatcher, s.edge} {
-		if p.Exited() {
+	for _, p := range append([]*testnet.Program{s.broker, s.usage, s.usageCluster, s.dispatcher, s.edge}, s.cores...) {
+		if p != nil && p.Exited() {
 			return true
 		}
 	}
-	return false
+	return s.pg != nil && s.pg.Exited()
 }
 
 // runFault offers the load, injects the fault, removes it, and then checks
@@ -388,10 +489,12 @@ func runFault(t *testing.T, s *stack, f fault, br branches) result {
 	}
 
 	waitOffered(before)
+	injected := time.Now()
 	remove := f.inject(t, s)
 	waitOffered(before + int64(f.hold))
 	removed := time.Now()
 	remove()
+	held := time.Since(injected)
 	for !l.one(bankV2) { // the first request the platform accepts again
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
@@ -405,6 +508,11 @@ func runFault(t *testing.T, s *stack, f fault, br branches) result {
 	r.sent, r.accepted, r.slowest = l.sent, l.accepted, l.slowest
 	l.mu.Unlock()
 	r.refused = l.refusals()
+	var failed int
+	failed, r.failedSeconds, r.p99Held = l.timing(injected, injected.Add(held))
+	if f.clean && failed > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("%d requests failed (a 5xx or no answer) in a row where none may", failed))
+	}
 	if n := l.refusedAs("500 INTERNAL_SERVER_ERROR") + l.refusedAs("500 server_error"); n > 0 {
 		r.problems = append(r.problems, fmt.Sprintf("%d requests answered INTERNAL_SERVER_ERROR (a failure the platform did not expect)", n))
 	}
@@ -723,14 +831,17 @@ func kindName(k kind) string {
 // table is the matrix in markdown.
 func table(rows []result) string {
 	var b strings.Builder
-	b.WriteString("\n| fault | load | sent | accepted | refused (what clients saw) | lost | double-charged | charged but refused | charged, answered 500 or not at all | quota changes (ok/sent, limit moved) | jobs called back | callbacks refused by the receiver | repeats | slowest answer | recovery | drained |\n")
-	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| fault | load | sent | accepted | refused (what clients saw) | lost | double-charged | charged but refused | charged, answered 500 or not at all | quota changes (ok/sent, limit moved) | jobs called back | callbacks refused by the receiver | repeats | slowest answer | recovery | drained | seconds with failures | p99 while held |\n")
+	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d | %d | %d | %s | %d/%d | %d | %d | %s | %s | %s |\n", r.fault, r.load, r.sent, r.accepted, r.refused,
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d | %d | %d | %s | %d/%d | %d | %d | %s | %s | %s | %d | %s |\n", r.fault, r.load, r.sent, r.accepted, r.refused,
 			r.lost, r.double, r.chargedRefused, r.chargedUnknown, r.quota, r.called, r.jobs, r.hookRefused, r.repeats,
-			r.slowest.Round(time.Millisecond), r.recovery.Round(time.Millisecond), r.drained.Round(time.Millisecond))
+			r.slowest.Round(time.Millisecond), r.recovery.Round(time.Millisecond), r.drained.Round(time.Millisecond),
+			r.failedSeconds, r.p99Held.Round(time.Millisecond))
 	}
 	b.WriteString("\nrecovery: from the fault's removal to the first request accepted again; drained: to every accepted job\n" +
-		"ended and called back and the ledger equal to core's counters.\n")
+		"ended and called back and the ledger equal to core's counters; seconds with failures: seconds of the clock in which\n" +
+		"a request was sent that got a 5xx or no answer; p99 while held: of the requests sent from the fault's injection\n" +
+		"to the end of its removal.\n")
 	return b.String()
 }

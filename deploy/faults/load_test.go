@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -55,6 +56,13 @@ var (
 	asyncHeavy = profile{"async", []kind{asyncOne, batch, bankV2, asyncOne, cross, asyncOne, quotaFresh, quotaChange, v1Fresh, asyncOne}}
 )
 
+// sample is one request's timing as the client saw it.
+type sample struct {
+	sent   time.Time
+	took   time.Duration
+	failed bool // a 5xx, or no answer
+}
+
 // pair is what a load asked of one slip on one branch: every request for
 // it and what each got. A pair is charged at most once, whatever was sent.
 type pair struct {
@@ -81,6 +89,7 @@ type load struct {
 	sent, accepted     int              // requests, 2xx answers
 	refused            map[string]int   // refusals by what the client saw
 	slowest            time.Duration
+	samples            []sample // every request's, in the order answered
 	aSlips, v1Slips    []string // a's accepted v2 bank slips (for cross), its v1 slips sent
 	crossed            int      // aSlips crossed so far
 	quotaSent, quotaOK int      // b2b quota changes
@@ -123,6 +132,7 @@ func (l *load) one(k kind) bool {
 	defer l.mu.Unlock()
 	l.sent++
 	l.slowest = max(l.slowest, took)
+	l.samples = append(l.samples, sample{start, took, err != nil || a.status >= 500})
 	what := ""
 	switch {
 	case err != nil:
@@ -276,6 +286,31 @@ func unknownOutcome(what string) bool {
 		return true
 	}
 	return false
+}
+
+// timing returns how many requests failed (a 5xx or no answer), in how
+// many distinct seconds of the clock (Unix seconds) such a request was
+// sent, and the 99th percentile of the latency of the requests sent
+// from held to until.
+func (l *load) timing(held, until time.Time) (failed, seconds int, p99 time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	secs := map[int64]bool{}
+	var during []time.Duration
+	for _, x := range l.samples {
+		if x.failed {
+			failed++
+			secs[x.sent.Unix()] = true
+		}
+		if !x.sent.Before(held) && !x.sent.After(until) {
+			during = append(during, x.took)
+		}
+	}
+	if len(during) > 0 {
+		slices.Sort(during)
+		p99 = during[(len(during)*99+99)/100-1]
+	}
+	return failed, len(secs), p99
 }
 
 // refusals lists the refusals, most frequent first.

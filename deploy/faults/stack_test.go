@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/slipverify/slipverify/core/api"
+	"github.com/slipverify/slipverify/core/lib/pgtest"
 	"github.com/slipverify/slipverify/core/lib/testnet"
 	"github.com/slipverify/slipverify/deploy/clickhouse"
 	"github.com/slipverify/slipverify/deploy/faults/tcpproxy"
@@ -46,27 +47,61 @@ const (
 // stack is the platform as real processes: the dev broker, a ClickHouse
 // server, core, the usage tier, the dispatcher and the edge, with an HTTPS
 // webhook receiver in the test. Proxies the test controls sit between the
-// edge and core, the usage tier and ClickHouse, and the dispatcher and the
-// receiver. A second usage tier (a consumer group of its own) carries the
-// same events into a ledger on a ClickHouse cluster: two replicas and a
-// ZooKeeper, no proxy between.
+// usage tier and ClickHouse and between the dispatcher and the receiver.
+// Its topology says the rest: one core on bbolt (a proxy between the edge
+// and it, and a second usage tier that carries the same events into a
+// ledger on a ClickHouse cluster), or several cores on PostgreSQL run by
+// Patroni (a proxy between each core and each PostgreSQL member).
 type stack struct {
-	broker, core, usage, dispatcher, edge *testnet.Program
-	ch                                    *clickhouse.Server
-	edgeCore, usageCH, hook               *tcpproxy.Proxy
-	ledger                                *chstore.Store
-	cluster                               *clickhouse.Cluster
-	usageCluster                          *testnet.Program
-	clusterLedger                         *chstore.Store   // through either replica, as finance reads it
-	replicas                              []*chstore.Store // each replica alone
-	rcv                                   *receiver
-	coreDir                               string // core's data: its bbolt file
-	smallDisk                             string // why coreDir is not a disk of its own, or ""
-	client                                *http.Client
-	b2bKey                                string // the service's B2B client (all permissions)
-	signer                                *authn.Signer
-	hookURL                               string // the receiver, through the hook proxy
+	topology
+	broker, usage, dispatcher, edge *testnet.Program
+	cores                           []*testnet.Program
+	ch                              *clickhouse.Server
+	usageCH, hook                   *tcpproxy.Proxy
+	ledger                          *chstore.Store
+	rcv                             *receiver
+	client                          *http.Client
+	b2bKey                          string // the service's B2B client (all permissions)
+	signer                          *authn.Signer
+	hookURL                         string // the receiver, through the hook proxy
+	edgeMetrics                     string // the edge's metrics listener, host:port
+
+	// One core on bbolt.
+	edgeCore      *tcpproxy.Proxy
+	cluster       *clickhouse.Cluster
+	usageCluster  *testnet.Program
+	clusterLedger *chstore.Store   // through either replica, as finance reads it
+	replicas      []*chstore.Store // each replica alone
+	coreDir       string           // core's data: its bbolt file
+	smallDisk     string           // why coreDir is not a disk of its own, or ""
+
+	// Cores on PostgreSQL.
+	pg      *pgtest.Patroni
+	pgLinks [][]*tcpproxy.Proxy // by core, then by PostgreSQL member
 }
+
+// topology is what a stack runs core on.
+type topology struct {
+	name     string
+	postgres bool // cores cores on PostgreSQL under Patroni; false: one core on bbolt
+	cores    int
+}
+
+var (
+	bbolt = topology{name: "one core on bbolt", cores: 1}
+	// onPostgres is two cores on a PostgreSQL primary and its synchronous
+	// standby, run by Patroni, each core through a proxy of its own to
+	// each member, found by a multi-host URL.
+	onPostgres = topology{name: "two cores on PostgreSQL (Patroni)", postgres: true, cores: 2}
+)
+
+// Durations of the stack on PostgreSQL: the edge asks each core's /ready
+// this often, and a core stopping fails /ready this long first, so that
+// the edge stops sending to it before it stops accepting.
+const (
+	coreProbe = 200 * time.Millisecond
+	coreDrain = time.Second
+)
 
 // branches are one row's: a is where most traffic goes, b verifies a's
 // slips again (cross-branch duplicates), q has a small limit that b2b
@@ -85,16 +120,12 @@ func rowBranches(i int) branches {
 // TestMain removes the programs the test builds.
 func TestMain(m *testing.M) { testnet.Main(m) }
 
-func startStack(t *testing.T, rows []branches) *stack {
+func startStack(t *testing.T, top topology, rows []branches) *stack {
 	t.Helper()
-	s := &stack{rcv: newReceiver(t), coreDir: filepath.Join(t.TempDir(), "core"),
-		b2bKey: strings.Repeat("b2", 32), signer: authn.NewSigner(b2bSecret)}
+	s := &stack{topology: top, rcv: newReceiver(t), b2bKey: strings.Repeat("b2", 32), signer: authn.NewSigner(b2bSecret),
+		edgeMetrics: testnet.FreeAddr(t)}
 	s.client = &http.Client{Timeout: clientTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	t.Cleanup(s.client.CloseIdleConnections)
-	if err := os.Mkdir(s.coreDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	s.mountSmallDisk(t)
 	kafka := testnet.FreeAddr(t)
 	s.hook = proxy(t, strings.TrimPrefix(s.rcv.srv.URL, "https://"))
 	s.hookURL = "https://" + s.hook.Addr() + "/hook"
@@ -108,24 +139,58 @@ func startStack(t *testing.T, rows []branches) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.ledger.Close() })
+
+	seed := testnet.Seed(t, s.seedJSON(rows))
+	coreEnv := append(common, "SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms", "SLIP_WEBHOOK_RETRY_SCHEDULE=500ms,1s,2s")
+	var edgeTo string // the edge's SLIP_CORE_ADDR
+	edgeEnv := append(common, "SLIP_EDGE_AUTH_TTL=1h", "SLIP_EDGE_CORE_TIMEOUT="+coreTimeout.String(), "SLIP_EDGE_METRICS_ADDR="+s.edgeMetrics)
+	if top.postgres {
+		s.pg = pgtest.StartPatroni(t, 2)
+		s.pg.Database(t, "slip")
+		var addrs []string
+		for range top.cores {
+			var links []*tcpproxy.Proxy
+			var hosts []string
+			for _, m := range s.pg.Members {
+				px := proxy(t, m.Addr)
+				links, hosts = append(links, px), append(hosts, px.Addr())
+			}
+			s.pgLinks = append(s.pgLinks, links)
+			c := testnet.StartCore(t, seed, append(coreEnv, "SLIP_STORE="+pgtest.URL("slip", hosts...), "SLIP_CORE_DRAIN="+coreDrain.String())...)
+			s.cores = append(s.cores, c)
+			addrs = append(addrs, c.Addr)
+		}
+		edgeTo, edgeEnv = strings.Join(addrs, ","), append(edgeEnv, "SLIP_EDGE_CORE_PROBE="+coreProbe.String())
+	} else {
+		s.startCluster(t, kafka, common)
+		s.coreDir = filepath.Join(t.TempDir(), "core")
+		if err := os.Mkdir(s.coreDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		s.mountSmallDisk(t)
+		s.cores = []*testnet.Program{testnet.StartCore(t, seed, append(coreEnv, "SLIP_DATA_DIR="+s.coreDir)...)}
+		s.edgeCore = proxy(t, s.cores[0].Addr)
+		edgeTo = s.edgeCore.Addr()
+	}
+	s.usage = testnet.StartUsage(t, kafka, s.usageCH.Addr(), append(common, "SLIP_CORE_ADDR="+s.cores[0].Addr,
+		"SLIP_EDGE_TOKEN="+testnet.EdgeToken, "SLIP_USAGE_FLUSH=100ms", "SLIP_USAGE_RETRY_MAX=1s")...)
+	s.dispatcher = testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT="+hookTimeout.String())...)
+	s.edge = testnet.StartEdge(t, edgeTo, edgeEnv...)
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	return s
+}
+
+// startCluster starts the ClickHouse cluster (two replicas and a
+// ZooKeeper) and the usage tier that carries the events into it, with a
+// consumer group of its own.
+func (s *stack) startCluster(t *testing.T, kafka string, common []string) {
 	s.cluster = clickhouse.StartTestCluster(t)
 	for _, r := range s.cluster.Replicas {
 		s.replicas = append(s.replicas, ledgertest.Open(t, r.Addr()))
 	}
 	s.clusterLedger = ledgertest.Open(t, s.cluster.Addrs())
-
-	s.core = testnet.StartCore(t, testnet.Seed(t, s.seedJSON(rows)), append(common, "SLIP_DATA_DIR="+s.coreDir,
-		"SLIP_VERIFY_RETRY_SCHEDULE=100ms,100ms,100ms,100ms", "SLIP_WEBHOOK_RETRY_SCHEDULE=500ms,1s,2s")...)
-	s.edgeCore = proxy(t, s.core.Addr)
-	s.usage = testnet.StartUsage(t, kafka, s.usageCH.Addr(), append(common, "SLIP_CORE_ADDR="+s.core.Addr,
-		"SLIP_EDGE_TOKEN="+testnet.EdgeToken, "SLIP_USAGE_FLUSH=100ms", "SLIP_USAGE_RETRY_MAX=1s")...)
 	s.usageCluster = testnet.StartUsage(t, kafka, s.cluster.Addrs(), append(common, "SLIP_CLICKHOUSE_CLUSTER="+ledgertest.ClusterName,
 		"SLIP_USAGE_GROUP=usage-cluster", "SLIP_USAGE_AUDIT_GROUP=usage-cluster-audit", "SLIP_USAGE_FLUSH=100ms", "SLIP_USAGE_RETRY_MAX=1s")...)
-	s.dispatcher = testnet.StartDispatcher(t, kafka, append(common, "SLIP_WEBHOOK_TIMEOUT="+hookTimeout.String())...)
-	s.edge = testnet.StartEdge(t, s.edgeCore.Addr(), append(common, "SLIP_EDGE_AUTH_TTL=1h",
-		"SLIP_EDGE_CORE_TIMEOUT="+coreTimeout.String())...)
-	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	return s
 }
 
 // proxy starts a proxy to target until the test ends.
@@ -298,10 +363,14 @@ type ledger struct {
 // ledgers are the places that must hold each branch's billable
 // verifications once the pipeline has drained: the ledger on one server
 // and the one on the cluster as finance reads them, and each replica of
-// the cluster alone (its local table: every event reaches every replica).
+// the cluster alone (its local table: every event reaches every replica),
+// where the stack has the cluster.
 func (s *stack) ledgers() []ledger {
-	ls := []ledger{{"ledger", func() (map[string]int64, error) { return billable(s.ledger) }},
-		{"cluster ledger", func() (map[string]int64, error) { return billable(s.clusterLedger) }}}
+	ls := []ledger{{"ledger", func() (map[string]int64, error) { return billable(s.ledger) }}}
+	if s.cluster == nil {
+		return ls
+	}
+	ls = append(ls, ledger{"cluster ledger", func() (map[string]int64, error) { return billable(s.clusterLedger) }})
 	for i, r := range s.replicas {
 		ls = append(ls, ledger{fmt.Sprintf("replica r%d", i+1), func() (map[string]int64, error) { return replicaBillable(r) }})
 	}
@@ -345,10 +414,17 @@ func replicaBillable(st *chstore.Store) (map[string]int64, error) {
 	return n, rows.Err()
 }
 
-// coreTotals is core's totalUsedQuota of each branch.
+// coreTotals is core's totalUsedQuota of each branch, as the first core
+// that answers counts it (cores on PostgreSQL count the same).
 func (s *stack) coreTotals() (map[string]int64, error) {
-	c := reconcile.Core{Addr: s.core.Addr, Token: testnet.EdgeToken, Client: s.client}
-	counters, err := c.Counters(context.Background())
+	var counters api.UsageCounters
+	var err error
+	for _, core := range s.cores {
+		c := reconcile.Core{Addr: core.Addr, Token: testnet.EdgeToken, Client: s.client}
+		if counters, err = c.Counters(context.Background()); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -112,6 +112,8 @@ func (l *Log) String() string {
 type Proc struct {
 	tb   testing.TB
 	bin  string
+	args []string             // StartCommand's
+	attr *syscall.SysProcAttr // StartCommand's: nil, as this process
 	env  []string
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -123,12 +125,16 @@ type Proc struct {
 // the last value counts.
 func Start(tb testing.TB, bin string, env ...string) *Proc {
 	tb.Helper()
-	p := &Proc{tb: tb, bin: bin, env: env}
+	return startProc(tb, &Proc{tb: tb, bin: bin, env: env})
+}
+
+func startProc(tb testing.TB, p *Proc) *Proc {
+	tb.Helper()
 	p.start()
 	tb.Cleanup(func() {
 		p.Stop()
 		if tb.Failed() {
-			tb.Logf("%s output:\n%s", filepath.Base(bin), p.Output())
+			tb.Logf("%s output:\n%s", filepath.Base(p.bin), p.Output())
 		}
 	})
 	return p
@@ -136,7 +142,8 @@ func Start(tb testing.TB, bin string, env ...string) *Proc {
 
 func (p *Proc) start() {
 	p.tb.Helper()
-	p.cmd = exec.Command(p.bin)
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.SysProcAttr = p.attr
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
