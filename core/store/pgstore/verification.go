@@ -27,7 +27,8 @@ WHERE s.id = $1`
 
 // Snapshot reads what a verification of slipKey by a branch needs.
 func (s *Store) Snapshot(serviceID, branchID, slipKey string) (store.Snapshot, error) {
-	return s.snapshot(s.pool, serviceID, branchID, slipKey, true)
+	snap, err := s.snapshot(s.pool, serviceID, branchID, slipKey, true)
+	return snap, readErr(err)
 }
 
 func (s *Store) snapshot(q querier, serviceID, branchID, slipKey string, conditions bool) (store.Snapshot, error) {
