@@ -7,6 +7,11 @@
 // batches). Each row applies a fault (kill -9 of each tier, of the broker
 // and of ClickHouse, a frozen broker, a slowed core, a full disk, a
 // partition, a delay or resets on a link, two at once) and then asks core
-// slip by slip what it charged. Its test is built only with the faults tag,
-// so make test does not run it twice in CI; README.md holds its table.
+// slip by slip what it charged. A second stack runs two cores on
+// PostgreSQL, a primary and its synchronous standby run by Patroni, each
+// core through proxies of its own to each member, under rows of its own (a
+// core killed, the primary killed and replaced, a core cut off PostgreSQL,
+// PostgreSQL restarted, a rolling restart of the cores). Its tests are
+// built only with the faults tag, so make test does not run them twice in
+// CI; README.md holds their tables.
 package faults
