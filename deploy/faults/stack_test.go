@@ -53,7 +53,6 @@ const (
 // ledger on a ClickHouse cluster), or several cores on PostgreSQL run by
 // Patroni (a proxy between each core and each PostgreSQL member).
 type stack struct {
-	topology
 	broker, usage, dispatcher, edge *testnet.Program
 	cores                           []*testnet.Program
 	ch                              *clickhouse.Server
@@ -83,8 +82,8 @@ type stack struct {
 // topology is what a stack runs core on.
 type topology struct {
 	name     string
-	postgres bool // cores cores on PostgreSQL under Patroni; false: one core on bbolt
-	cores    int
+	postgres bool // the cores on PostgreSQL run by Patroni; false: one core on bbolt
+	cores    int  // how many cores
 }
 
 var (
@@ -122,7 +121,7 @@ func TestMain(m *testing.M) { testnet.Main(m) }
 
 func startStack(t *testing.T, top topology, rows []branches) *stack {
 	t.Helper()
-	s := &stack{topology: top, rcv: newReceiver(t), b2bKey: strings.Repeat("b2", 32), signer: authn.NewSigner(b2bSecret),
+	s := &stack{rcv: newReceiver(t), b2bKey: strings.Repeat("b2", 32), signer: authn.NewSigner(b2bSecret),
 		edgeMetrics: testnet.FreeAddr(t)}
 	s.client = &http.Client{Timeout: clientTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	t.Cleanup(s.client.CloseIdleConnections)

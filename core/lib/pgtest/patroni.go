@@ -115,11 +115,11 @@ func StartPatroni(tb testing.TB, n int) *Patroni {
 		if err := os.WriteFile(m.conf, []byte(p.config(m)), 0o644); err != nil {
 			tb.Fatal(err)
 		}
+		// Registered before Patroni's stop, so run after it: a PostgreSQL
+		// whose Patroni was killed outlives it.
+		tb.Cleanup(m.killPostgres)
 		m.Proc = testnet.StartCommand(tb, testnet.Command{Path: PatroniBin, Args: []string{m.conf},
 			Env: []string{"HOME=" + dir}, SysProcAttr: p.attr})
-		// After Patroni's cleanup (registered first, runs last): a
-		// PostgreSQL whose Patroni was killed outlives it.
-		tb.Cleanup(m.killPostgres)
 		p.Members = append(p.Members, m)
 		if i == 0 { // the others copy it
 			p.WaitPrimary(tb, m, time.Minute)
@@ -216,11 +216,13 @@ func (p *Patroni) addrs() []string {
 	return out
 }
 
-// api reports whether a member's REST API answers 200 at path: /primary
-// (it is the running leader), /sync (a running synchronous standby),
-// /health (its PostgreSQL is running).
+// api asks Patroni's REST APIs, a connection each time (a member may be
+// killed between two).
 var api = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
+// is reports whether m's REST API answers 200 at path: /primary (it is the
+// running leader), /sync (a running synchronous standby), /replica (a
+// running standby).
 func (m *Member) is(path string) bool {
 	res, err := api.Get("http://" + m.API + path)
 	if err != nil {
