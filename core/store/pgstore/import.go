@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/slipverify/slipverify/core/store"
@@ -35,9 +36,14 @@ var _ store.Source = (*Import)(nil)
 // ErrBusy refuses a database that a core, or another copy, is using.
 var ErrBusy = errors.New("pgstore: a core or another copy is using the database: stop it first")
 
+// lockWait is how long OpenImport waits for the relay's lock before it
+// refuses the database as busy.
+const lockWait = 3 * time.Second
+
 // OpenImport connects to the database at url, brings its schema up to this
-// build's, and takes the relay's lock; ErrBusy when it is held. now decides
-// which nonces are still live, as store.OpenExport's.
+// build's, and takes the relay's lock; ErrBusy when it stays held for
+// lockWait. now decides which nonces are still live, as
+// store.OpenExport's.
 func OpenImport(ctx context.Context, url string, now time.Time) (*Import, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -52,9 +58,14 @@ func OpenImport(ctx context.Context, url string, now time.Time) (*Import, error)
 		pool.Close()
 		return nil, err
 	}
-	var held bool
-	if err = im.lock.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", relayLock).Scan(&held); err == nil && !held {
-		err = ErrBusy
+	// A core stopped a moment ago may hold the lock a moment longer: its
+	// session ends after its connection closed. So the lock is waited
+	// for, for at most lockWait.
+	if _, err = im.lock.Exec(ctx, "SET lock_timeout = "+fmt.Sprint(lockWait.Milliseconds())); err == nil {
+		_, err = im.lock.Exec(ctx, "SELECT pg_advisory_lock($1)", relayLock)
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+			err = ErrBusy
+		}
 	}
 	if err == nil {
 		err = Migrate(ctx, pool)
