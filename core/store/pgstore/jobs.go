@@ -79,7 +79,7 @@ func due(j store.Job) *int64 {
 // Job returns a job by id, or ErrNotFound.
 func (s *Store) Job(id string) (store.Job, error) {
 	var j store.Job
-	return j, getDoc(s.pool, &j, "SELECT doc FROM jobs WHERE id = $1", id)
+	return j, getDoc(s.reads, &j, "SELECT doc FROM jobs WHERE id = $1", id)
 }
 
 // UpdateJob changes a job atomically, with the messages change returns.
@@ -106,7 +106,7 @@ func (s *Store) UpdateJob(id string, change func(j *store.Job) ([]store.Message,
 // DueJobs returns the ids of up to max jobs due at or before now, earliest
 // first, and when the next later job is due (zero when none is).
 func (s *Store) DueJobs(now time.Time, max int) (ids []string, next time.Time, err error) {
-	rows, err := s.pool.Query(bg, "SELECT id, due_at FROM jobs WHERE due_at IS NOT NULL ORDER BY due_at, id LIMIT $1", max+1)
+	rows, err := s.reads.Query(bg, "SELECT id, due_at FROM jobs WHERE due_at IS NOT NULL ORDER BY due_at, id LIMIT $1", max+1)
 	if err != nil {
 		return nil, next, err
 	}
@@ -135,7 +135,7 @@ func (s *Store) ExpireJobs(cutoff time.Time, max int) (int, error) {
 // UnfinishedJobs returns how many jobs of a branch have no outcome yet.
 func (s *Store) UnfinishedJobs(serviceID, branchID string) (int, error) {
 	var n int
-	err := s.pool.QueryRow(bg, "SELECT count(*) FROM jobs WHERE service_id = $1 AND branch_id = $2 AND unfinished", serviceID, branchID).Scan(&n)
+	err := s.reads.QueryRow(bg, "SELECT count(*) FROM jobs WHERE service_id = $1 AND branch_id = $2 AND unfinished", serviceID, branchID).Scan(&n)
 	return n, err
 }
 
@@ -158,7 +158,7 @@ func (s *Store) OutboxAfter(seq uint64, max int) ([]store.Message, error) {
 }
 
 func (s *Store) outbox(seq uint64, max int) ([]store.Message, error) {
-	rows, err := s.pool.Query(bg, "SELECT seq, topic, key, value FROM outbox WHERE seq > $1 ORDER BY seq LIMIT $2", int64(seq), max)
+	rows, err := s.reads.Query(bg, "SELECT seq, topic, key, value FROM outbox WHERE seq > $1 ORDER BY seq LIMIT $2", int64(seq), max)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (s *Store) recount(ctx context.Context) error {
 // numbers: they are numbered without gaps, and acks remove the oldest.
 func (s *Store) waiting(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM outbox").Scan(&n)
+	err := s.reads.QueryRow(ctx, "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM outbox").Scan(&n)
 	return n, err
 }
 
@@ -249,7 +249,7 @@ func (s *Store) Audit(f store.AuditFilter) ([]api.AuditRecord, string, error) {
 		ms := f.Until.UnixMilli()
 		until = &ms
 	}
-	rows, err := s.pool.Query(bg, `SELECT at_ms, seq, doc FROM audit WHERE ($1::bigint IS NULL OR (at_ms, seq) < ($1, $2))
+	rows, err := s.reads.Query(bg, `SELECT at_ms, seq, doc FROM audit WHERE ($1::bigint IS NULL OR (at_ms, seq) < ($1, $2))
 		AND ($3::bigint IS NULL OR at_ms >= $3) AND ($4::bigint IS NULL OR at_ms < $4)
 		AND ($5 = '' OR service_id = $5) AND ($6 = '' OR action = $6)
 		ORDER BY at_ms DESC, seq DESC LIMIT $7`, at, seq, since, until, f.ServiceID, f.Action, f.Limit+1)
@@ -307,14 +307,14 @@ func (s *Store) DeleteAdminToken(id string, c store.Change) error {
 
 // AdminTokens returns the named tokens, by id.
 func (s *Store) AdminTokens() ([]store.AdminToken, error) {
-	return docs[store.AdminToken](s.pool, "SELECT doc FROM admin_tokens ORDER BY id")
+	return docs[store.AdminToken](s.reads, "SELECT doc FROM admin_tokens ORDER BY id")
 }
 
 // AdminTokenByDigest returns the token of a digest, ErrNotFound for an
 // unknown, revoked or expired one.
 func (s *Store) AdminTokenByDigest(digest string) (store.AdminToken, error) {
 	var tok store.AdminToken
-	if err := getDoc(s.pool, &tok, "SELECT doc FROM admin_tokens WHERE digest = $1", digest); err != nil {
+	if err := getDoc(s.reads, &tok, "SELECT doc FROM admin_tokens WHERE digest = $1", digest); err != nil {
 		return tok, err
 	}
 	if tok.ExpiresAt != nil && !s.now().Before(*tok.ExpiresAt) {

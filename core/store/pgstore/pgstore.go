@@ -41,9 +41,10 @@ var migrations embed.FS
 // Store is core's state in PostgreSQL. It is safe for concurrent use, by
 // any number of processes on one database.
 type Store struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
-	c    *store.Committer[*tx]
+	pool  *pgxpool.Pool
+	reads reads // the pool, for reads
+	now   func() time.Time
+	c     *store.Committer[*tx]
 	// relay says whether this core relays the outbox (relay.go).
 	relay    *relay
 	counting sync.Mutex // a recount, or a commit and the count of its messages
@@ -70,7 +71,7 @@ func Open(ctx context.Context, url string, now func() time.Time, o store.Options
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, now: now}
+	s := &Store{pool: pool, reads: reads{pool}, now: now}
 	waiting, err := s.waiting(ctx)
 	if err != nil {
 		pool.Close()

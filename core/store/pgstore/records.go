@@ -133,7 +133,7 @@ func insertClient(t *tx, c *store.B2BClient) error {
 
 // Services returns every service, deleted ones too, by id.
 func (s *Store) Services() ([]store.Service, error) {
-	all, err := docs[store.Service](s.pool, "SELECT doc FROM services ORDER BY id")
+	all, err := docs[store.Service](s.reads, "SELECT doc FROM services ORDER BY id")
 	now := s.now()
 	for i := range all {
 		all[i] = all[i].At(now)
@@ -147,7 +147,7 @@ func (s *Store) Service(id string) (store.Service, quota.Counter, int64, error) 
 	var sv store.Service
 	var raw []byte
 	var c [3]*int64
-	err := s.pool.QueryRow(bg, "SELECT s.doc, c.period, c.used, c.total FROM services s LEFT JOIN counters c ON c.scope = 's/' || s.id WHERE s.id = $1", id).
+	err := s.reads.QueryRow(bg, "SELECT s.doc, c.period, c.used, c.total FROM services s LEFT JOIN counters c ON c.scope = 's/' || s.id WHERE s.id = $1", id).
 		Scan(&raw, &c[0], &c[1], &c[2])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sv, quota.Counter{}, 0, store.ErrNotFound
@@ -251,7 +251,7 @@ func (s *Store) UpdateService(id, action string, c store.Change, change func(sv 
 
 // Branches returns the branches of a service, main first, then by id.
 func (s *Store) Branches(serviceID string) ([]store.Branch, error) {
-	out, err := docs[store.Branch](s.pool, "SELECT doc FROM branches WHERE service_id = $1 ORDER BY id", serviceID)
+	out, err := docs[store.Branch](s.reads, "SELECT doc FROM branches WHERE service_id = $1 ORDER BY id", serviceID)
 	slices.SortStableFunc(out, func(a, b store.Branch) int {
 		switch {
 		case a.Main == b.Main:
@@ -267,7 +267,7 @@ func (s *Store) Branches(serviceID string) ([]store.Branch, error) {
 // Branch returns a branch of a service, or ErrNotFound.
 func (s *Store) Branch(serviceID, branchID string) (store.Branch, error) {
 	var b store.Branch
-	return b, branchOf(s.pool, serviceID, branchID, &b, "")
+	return b, branchOf(s.reads, serviceID, branchID, &b, "")
 }
 
 // branchOf reads a branch of a service; lock, when set, locks its row.
@@ -364,7 +364,7 @@ func (s *Store) DeleteBranch(serviceID, branchID string, c store.Change) error {
 // previous key in its overlap, the instant it ends.
 func (s *Store) BranchByKey(keyDigest string) (sv store.Service, br store.Branch, first *store.B2BClient, keyEnds *time.Time, err error) {
 	var svDoc, brDoc, clDoc []byte
-	err = s.pool.QueryRow(bg, `SELECT b.doc, s.doc, (SELECT c.doc FROM b2b_clients c WHERE c.service_id = s.id ORDER BY c.seq LIMIT 1)
+	err = s.reads.QueryRow(bg, `SELECT b.doc, s.doc, (SELECT c.doc FROM b2b_clients c WHERE c.service_id = s.id ORDER BY c.seq LIMIT 1)
 		FROM keys k JOIN branches b ON b.id = k.branch_id JOIN services s ON s.id = b.service_id WHERE k.digest = $1`, keyDigest).Scan(&brDoc, &svDoc, &clDoc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.ErrNotFound
@@ -459,10 +459,10 @@ func (s *Store) RevokePreviousKey(serviceID, branchID string, c store.Change) (s
 func (s *Store) BranchConditions(serviceID, branchID string) (store.Conditions, error) {
 	var c store.Conditions
 	var b store.Branch
-	if err := branchOf(s.pool, serviceID, branchID, &b, ""); err != nil {
+	if err := branchOf(s.reads, serviceID, branchID, &b, ""); err != nil {
 		return c, err
 	}
-	err := getDoc(s.pool, &c, "SELECT doc FROM conditions WHERE branch_id = $1", branchID)
+	err := getDoc(s.reads, &c, "SELECT doc FROM conditions WHERE branch_id = $1", branchID)
 	if errors.Is(err, store.ErrNotFound) {
 		err = nil
 	}
@@ -497,7 +497,7 @@ func (s *Store) SetBranchConditions(serviceID, branchID string, cond store.Condi
 // service as it stands now.
 func (s *Store) Client(keyDigest string) (sv store.Service, c store.B2BClient, err error) {
 	var clDoc, svDoc []byte
-	err = s.pool.QueryRow(bg, "SELECT c.doc, s.doc FROM b2b_clients c JOIN services s ON s.id = c.service_id WHERE c.key_digest = $1", keyDigest).Scan(&clDoc, &svDoc)
+	err = s.reads.QueryRow(bg, "SELECT c.doc, s.doc FROM b2b_clients c JOIN services s ON s.id = c.service_id WHERE c.key_digest = $1", keyDigest).Scan(&clDoc, &svDoc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sv, c, store.ErrNotFound
 	}
@@ -514,7 +514,7 @@ func (s *Store) Client(keyDigest string) (sv store.Service, c store.B2BClient, e
 
 // Clients returns a service's B2B clients in creation order.
 func (s *Store) Clients(serviceID string) ([]store.B2BClient, error) {
-	return docs[store.B2BClient](s.pool, "SELECT doc FROM b2b_clients WHERE service_id = $1 ORDER BY seq", serviceID)
+	return docs[store.B2BClient](s.reads, "SELECT doc FROM b2b_clients WHERE service_id = $1 ORDER BY seq", serviceID)
 }
 
 // clientByID reads, locked, the client of a live service whose ID is id.
@@ -609,7 +609,7 @@ func (s *Store) RotateClientSecret(serviceID, id string, overlap time.Duration, 
 // Accounts returns a service's bank accounts; with branchID, only those
 // linked to that branch.
 func (s *Store) Accounts(serviceID, branchID string) ([]store.BankAccount, error) {
-	all, err := docs[store.BankAccount](s.pool, "SELECT doc FROM accounts WHERE service_id = $1 ORDER BY id", serviceID)
+	all, err := docs[store.BankAccount](s.reads, "SELECT doc FROM accounts WHERE service_id = $1 ORDER BY id", serviceID)
 	if branchID != "" {
 		all = slices.DeleteFunc(all, func(a store.BankAccount) bool { return !slices.Contains(a.Branches, branchID) })
 	}

@@ -1,12 +1,15 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // unavailable is a read that failed because the database could not be
@@ -19,6 +22,42 @@ type unavailable struct{ err error }
 func (e unavailable) Error() string   { return "store: database unavailable: " + e.err.Error() }
 func (e unavailable) Unwrap() error   { return e.err }
 func (e unavailable) Temporary() bool { return true }
+
+// reads is the pool as the store's reads use it: each error they meet is
+// passed through readErr, so every read the clients wait on (a
+// verification's snapshot, a job, the history, the quota, a key's branch)
+// answers "try again" while the database is out of reach.
+type reads struct{ pool *pgxpool.Pool }
+
+func (r reads) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := r.pool.Exec(ctx, sql, args...)
+	return tag, readErr(err)
+}
+
+func (r reads) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := r.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, readErr(err)
+	}
+	return errRows{rows}, nil
+}
+
+func (r reads) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return errRow{r.pool.QueryRow(ctx, sql, args...)}
+}
+
+func (r reads) BeginTx(ctx context.Context, o pgx.TxOptions) (pgx.Tx, error) {
+	t, err := r.pool.BeginTx(ctx, o)
+	return t, readErr(err)
+}
+
+type errRow struct{ pgx.Row }
+
+func (r errRow) Scan(dest ...any) error { return readErr(r.Row.Scan(dest...)) }
+
+type errRows struct{ pgx.Rows }
+
+func (r errRows) Err() error { return readErr(r.Rows.Err()) }
 
 // readErr is err of a read, marked unavailable when it says the database
 // is out of reach.

@@ -13,7 +13,8 @@ import (
 	"github.com/slipverify/slipverify/core/store/pgstore"
 )
 
-// TestSnapshotUnavailable: a verification's first read, on a database that
+// TestSnapshotUnavailable: a verification's first read, and every other
+// read a client waits on, on a database that
 // is out of reach (its connections ended, new ones refused, as while a
 // primary restarts or fails over), is an error clients are told to try
 // again after (API_SERVER_ERROR), not a failure of the platform
@@ -51,13 +52,29 @@ func TestSnapshotUnavailable(t *testing.T) {
 	}
 	refuse(true)
 	t.Cleanup(func() { refuse(false); st.Close(); admin.Close(ctx) })
-	for i := range 3 { // a pooled connection ended, then new ones refused
-		_, err := st.Snapshot("svc", "br", "")
-		if err == nil {
-			t.Fatalf("read %d: no error from a database that refuses connections", i)
-		}
-		if got := api.Internal(err).Code; got != api.APIServerError {
-			t.Errorf("read %d: %v answered %v, want API_SERVER_ERROR", i, err, api.Lookup(got).V2Code)
+	// Every read a client waits on: a verification's, a key's branch, a
+	// job's status, the history, the quota, a b2b client, the counters.
+	reads := map[string]func() error{
+		"snapshot": func() error { _, err := st.Snapshot("svc", "br", ""); return err },
+		"branch by key": func() error {
+			_, _, _, _, err := st.BranchByKey("digest")
+			return err
+		},
+		"job":      func() error { _, err := st.Job("job"); return err },
+		"history":  func() error { _, _, err := st.History(store.HistoryQuery{ServiceID: "svc", Limit: 10}); return err },
+		"quota":    func() error { _, err := st.Quota("svc", "br"); return err },
+		"client":   func() error { _, _, err := st.Client("digest"); return err },
+		"counters": func() error { _, _, err := st.Counters(); return err },
+	}
+	for name, read := range reads {
+		for i := range 2 { // a pooled connection ended, then new ones refused
+			err := read()
+			if err == nil {
+				t.Fatalf("%s %d: no error from a database that refuses connections", name, i)
+			}
+			if got := api.Internal(err).Code; got != api.APIServerError {
+				t.Errorf("%s %d: %v answered %v, want API_SERVER_ERROR", name, i, err, api.Lookup(got).V2Code)
+			}
 		}
 	}
 }

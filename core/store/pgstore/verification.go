@@ -27,8 +27,7 @@ WHERE s.id = $1`
 
 // Snapshot reads what a verification of slipKey by a branch needs.
 func (s *Store) Snapshot(serviceID, branchID, slipKey string) (store.Snapshot, error) {
-	snap, err := s.snapshot(s.pool, serviceID, branchID, slipKey, true)
-	return snap, readErr(err)
+	return s.snapshot(s.reads, serviceID, branchID, slipKey, true)
 }
 
 func (s *Store) snapshot(q querier, serviceID, branchID, slipKey string, conditions bool) (store.Snapshot, error) {
@@ -242,7 +241,7 @@ func tryLock(q querier, key int64) (bool, error) {
 func (s *Store) FindSlip(serviceID, ref string) (string, *store.SlipRecord, error) {
 	var key string
 	rec := new(store.SlipRecord)
-	err := s.pool.QueryRow(bg, `SELECT slip_key, first_at, job, branches, result FROM slips WHERE service_id = $1 AND ref = $2
+	err := s.reads.QueryRow(bg, `SELECT slip_key, first_at, job, branches, result FROM slips WHERE service_id = $1 AND ref = $2
 		ORDER BY first_at, slip_key LIKE 'wallet/%' DESC, slip_key LIMIT 1`, serviceID, ref).Scan(&key, &rec.FirstAt, &rec.Job, &rec.Branches, &rec.Result)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil, store.ErrNotFound
@@ -282,7 +281,7 @@ func (s *Store) History(q store.HistoryQuery) ([]store.Verification, *store.Curs
 	if a := q.After; a.AtMs != 0 || a.BranchID != "" || a.SlipKey != "" {
 		afterAt = &a.AtMs
 	}
-	rows, err := s.pool.Query(bg, `SELECT branch_id, at_ms, slip_key, amount, receiving_bank, duplicate, amount_matched, date_matched, remark, job_id
+	rows, err := s.reads.Query(bg, `SELECT branch_id, at_ms, slip_key, amount, receiving_bank, duplicate, amount_matched, date_matched, remark, job_id
 		FROM history WHERE service_id = $1 AND ($2 = '' OR branch_id = $2)
 		AND ($3::bigint IS NULL OR at_ms >= $3) AND ($4::bigint IS NULL OR at_ms < $4)
 		AND ($5::boolean IS NULL OR duplicate = $5) AND ($6::float8 IS NULL OR amount >= $6) AND ($7::float8 IS NULL OR amount <= $7)
@@ -314,7 +313,7 @@ func (s *Store) History(q store.HistoryQuery) ([]store.Verification, *store.Curs
 // Quota returns the quota records of a branch and its service.
 func (s *Store) Quota(serviceID, branchID string) (store.BranchQuota, error) {
 	var q store.BranchQuota
-	return q, s.quotaOf(s.pool, serviceID, branchID, &q, "")
+	return q, s.quotaOf(s.reads, serviceID, branchID, &q, "")
 }
 
 // quotaOf reads a branch's quota record; lock, when set, locks the
@@ -376,7 +375,7 @@ func (s *Store) ChangeQuota(serviceID, branchID, action string, c store.Change, 
 // Counters returns every service's and branch's quota counters as of at,
 // read in one snapshot taken before at.
 func (s *Store) Counters() (at time.Time, out []store.ServiceCounters, err error) {
-	ptx, err := s.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	ptx, err := s.reads.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return at, nil, err
 	}
