@@ -63,18 +63,20 @@ type Source struct {
 // (a callback is one HTTPS POST; a usage event is one row of a batched
 // ClickHouse insert) until their own bench numbers exist.
 //
-// The PostgreSQL numbers are the medians of the side-by-side run
+// The PostgreSQL numbers are the medians, rounded, of the side-by-side run
 // bench/README.md shows ("PostgreSQL beside bbolt"): core's two processes
-// and PostgreSQL's primary and standby at the bank-v2 peak on the dev
-// stack's PostgreSQL (synchronous standby on the same disk).
+// (659 µs a verification) and PostgreSQL's primary (756 µs) and standby
+// (88 µs) at the bank-v2 peak on the dev stack's PostgreSQL (synchronous
+// standby on the same disk).
 var DefaultPerCore = PerCore{Edge: 20000, CoreSync: 3000, CoreImage: 51, CoreAsync: 1500, Dispatcher: 2000, Usage: 20000,
-	CorePostgres: 2000, Postgres: 1500, PostgresStandby: 8000}
+	CorePostgres: 1500, Postgres: 1300, PostgresStandby: 11000}
 
 // DefaultPostgresCeiling is the verifications a second PostgreSQL commits
-// at most where nothing was measured: the dev stack's bank-v2 peak on
-// PostgreSQL in the side-by-side run bench/README.md shows, a floor (the
-// stack shares two CPUs with the generator).
-const DefaultPostgresCeiling = 1500
+// at most where nothing was measured: the median best step of the dev
+// stack's bank-v2 peak on PostgreSQL with two cores in the side-by-side
+// run bench/README.md shows, a floor (the stack and the generator ran out
+// of the machine's two CPUs first).
+const DefaultPostgresCeiling = 1170
 
 // Input is a target and the assumptions the model rests on.
 type Input struct {
