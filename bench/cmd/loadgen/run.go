@@ -142,7 +142,7 @@ func cmdSuite(ctx context.Context, args []string, out, errOut io.Writer) error {
 	dir := fs.String("out", "bench/out", "directory for bench.json, bench.html and bench.txt")
 	short := fs.Bool("short", false, "a second per scenario at a low rate: checks that everything works, measures nothing")
 	only := fs.String("only", "", "comma-separated scenario names to run (default: the whole suite)")
-	stores := fs.String("store", "bbolt", "where core keeps its state: bbolt (one core), postgres (SLIP_STORE=postgres make run: a PostgreSQL primary, its synchronous standby and -core-count cores behind the edge), postgres:N (N cores), or several in turn, bbolt,postgres: a fresh stack of each, -rounds times, each run's results in OUT/STORE-ROUND and the runs side by side in OUT/stores.txt, with the capacity model from the bbolt runs and those of the first PostgreSQL setup listed")
+	stores := fs.String("store", "bbolt", "where core keeps its state: bbolt (one core), postgres (SLIP_STORE=postgres make run: a PostgreSQL primary, its synchronous standby and -core-count cores behind the edge), postgres:N (N cores), or several in turn, bbolt,postgres: a fresh stack of each, -rounds times, each run's results in OUT/SETUP-ROUND (bbolt-1, postgres-2cores-1, …) and the runs side by side in OUT/stores.txt, with the capacity model from the bbolt runs and those of the first PostgreSQL setup listed")
 	cores := fs.Int("core-count", 2, "with -store postgres: the core processes on PostgreSQL, behind the edge")
 	rounds := fs.Int("rounds", 1, "runs of each store, in turn")
 	in := capacityFlags(fs)
