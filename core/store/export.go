@@ -383,21 +383,6 @@ func (e *Export) counters(tx *bolt.Tx, fn func(rec any) error) error {
 	return nil
 }
 
-// nonceKey is a nonce's key in bucketNonces: the minute it is forgotten
-// in, its service and itself (Nonce.claim).
-func nonceKey(n ClaimedNonce) []byte {
-	k := binary.BigEndian.AppendUint64(nil, uint64(n.ForgetMinute))
-	return append(append(append(k, n.ServiceID...), 0), n.Value...)
-}
-
-func splitNonceKey(k []byte) (ClaimedNonce, bool) {
-	if len(k) < 9 {
-		return ClaimedNonce{}, false
-	}
-	svc, value, ok := bytes.Cut(k[8:], []byte{0})
-	return ClaimedNonce{ServiceID: string(svc), Value: string(value), ForgetMinute: int64(binary.BigEndian.Uint64(k))}, ok
-}
-
 // history gives every branch's entries: those of its runs and those still
 // waiting in the outbox, merged in key order. An entry whose slip record is
 // gone is left out, as History leaves it out (prune removes it later). Two

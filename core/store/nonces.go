@@ -32,9 +32,7 @@ func (n Nonce) claim(tx *bolt.Tx, serviceID string) error {
 	if n.Value == "" {
 		return nil
 	}
-	key := make([]byte, 8, 8+len(serviceID)+1+len(n.Value))
-	binary.BigEndian.PutUint64(key, uint64(n.At.Add(api.NonceWindow).Unix()/60+1))
-	key = append(append(append(key, serviceID...), 0), n.Value...)
+	key := nonceKey(ClaimedNonce{ServiceID: serviceID, Value: n.Value, ForgetMinute: n.At.Add(api.NonceWindow).Unix()/60 + 1})
 	b := tx.Bucket(bucketNonces)
 	if b.Get(key) != nil {
 		return api.E(api.DuplicateNonce)
@@ -81,4 +79,21 @@ func (s *Bolt) ExpireNonces(now time.Time, max int) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// nonceKey is a nonce's key in bucketNonces: the minute it is forgotten
+// in, its service and itself.
+func nonceKey(n ClaimedNonce) []byte {
+	k := make([]byte, 8, 8+len(n.ServiceID)+1+len(n.Value))
+	binary.BigEndian.PutUint64(k, uint64(n.ForgetMinute))
+	return append(append(append(k, n.ServiceID...), 0), n.Value...)
+}
+
+// splitNonceKey is nonceKey's inverse.
+func splitNonceKey(k []byte) (ClaimedNonce, bool) {
+	if len(k) < 9 {
+		return ClaimedNonce{}, false
+	}
+	svc, value, ok := bytes.Cut(k[8:], []byte{0})
+	return ClaimedNonce{ServiceID: string(svc), Value: string(value), ForgetMinute: int64(binary.BigEndian.Uint64(k))}, ok
 }
