@@ -163,6 +163,14 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 
 var hex64 = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
+// CheckStoreURL checks that url, SLIP_STORE's value, is a PostgreSQL URL.
+func CheckStoreURL(url string) error {
+	if _, err := pgconn.ParseConfig(url); err != nil {
+		return fmt.Errorf("not a PostgreSQL URL: %w", err)
+	}
+	return nil
+}
+
 // Validate returns every problem of c at once.
 func (c Config) Validate() error {
 	var errs []error
@@ -174,8 +182,8 @@ func (c Config) Validate() error {
 		bad("SLIP_DATA_DIR: must not be empty")
 	}
 	if c.Store != "" {
-		if _, err := pgconn.ParseConfig(c.Store); err != nil {
-			bad("SLIP_STORE: not a PostgreSQL URL: %v", err)
+		if err := CheckStoreURL(c.Store); err != nil {
+			bad("SLIP_STORE: %v", err)
 		}
 	}
 	errs = append(errs, c.validateBank()...)

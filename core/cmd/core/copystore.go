@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/slipverify/slipverify/core/config"
 	"github.com/slipverify/slipverify/core/lib/envflag"
 	"github.com/slipverify/slipverify/core/store"
@@ -44,8 +42,8 @@ func copyStore(ctx context.Context, args []string, getenv func(string) string, s
 		if to == "" {
 			return errors.New("-to (SLIP_STORE): the PostgreSQL URL to copy into is required")
 		}
-		if _, err := pgconn.ParseConfig(to); err != nil {
-			return fmt.Errorf("-to (SLIP_STORE): not a PostgreSQL URL: %w", err)
+		if err := config.CheckStoreURL(to); err != nil {
+			return fmt.Errorf("-to (SLIP_STORE): %w", err)
 		}
 		return nil
 	}); done {
