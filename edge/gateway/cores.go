@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,11 +20,34 @@ import (
 )
 
 // Cores are the core processes behind the edge, each with a pool of
-// connections of its own. A request goes to the ready core with the fewest
-// requests in flight (ties in turn, so that one request at a time goes
-// round). A core is ready while it answers its /ready probe; it is dropped
-// at once when a connection to it fails, or when a probe fails (it is
-// stopping, or down), and taken back when a probe answers again.
+// connections of its own. A request of a service (it carries hService, as
+// every request forward sends does) goes to that service's core: of the
+// ready cores, the one whose weight for the service is highest, the weight
+// a hash of the service id and the core's address (rendezvous hashing).
+// Why: cores that share one PostgreSQL database each put the verifications
+// they hold in one transaction, which locks the quota counter rows of every
+// service and branch in it until its commit (which waits for the standby).
+// A service's requests spread over two cores make the two cores' batches
+// wait on each other's locks of that service's rows; kept on one core, they
+// share its batches and no other core waits on them. The weight depends on
+// the service and the address alone, so every edge sends a service to the
+// same core, and when a core leaves or joins only the services whose core
+// it is move.
+//
+// The service's core is passed over while it holds as many requests in
+// flight as the bound (spillBound: 1.25 times the ready cores' average,
+// counting the request being placed; each edge counts its own requests
+// only, the ones it can see), and the next core in the service's
+// order that holds fewer takes the request (consistent hashing with
+// bounded loads, Mirrokni et al.): one busy service spills onto the other
+// cores rather than holding one core while another idles. A request
+// without a service (the auth cache's lookups) goes to the ready core with
+// the fewest requests in flight (ties in turn, so that one request at a
+// time goes round); so does a service's when every core left to try is at
+// the bound. A core is ready while it answers its /ready probe; it is
+// dropped at once when a connection to it fails, or when a probe fails (it
+// is stopping, or down), and taken back when a probe answers again: its
+// services go to their next cores meanwhile, and come back with it.
 //
 // A request goes to a second core only when not a byte of it reached the
 // first: a connection refused or not made, or pooled connections that core
@@ -34,7 +58,7 @@ import (
 // may be behind, and a core that is stopping still answers for a while.
 //
 // Cores is the fasthttp.RoundTripper of the edge's client of core, so the
-// request path and the auth cache's lookups are balanced alike.
+// request path and the auth cache's lookups are balanced by one rule.
 type Cores struct {
 	cfg   CoresConfig
 	list  atomic.Pointer[[]*backend]
@@ -67,6 +91,7 @@ type CoresConfig struct {
 // backend is one core.
 type backend struct {
 	addr  string
+	seed  uint64               // hash64 of addr: the core's part of each service's weight
 	hc    *fasthttp.HostClient // requests
 	probe *fasthttp.HostClient // readiness probes
 	ready atomic.Bool
@@ -76,7 +101,7 @@ type backend struct {
 // connection of its own, so that it finds out whether core accepts
 // connections, and takes nothing from the requests' pool.
 func newBackend(addr string, hc *fasthttp.HostClient) *backend {
-	return &backend{addr: addr, hc: hc, probe: &fasthttp.HostClient{
+	return &backend{addr: addr, seed: hash64([]byte(addr)), hc: hc, probe: &fasthttp.HostClient{
 		Addr: addr, Name: "edge", NoDefaultUserAgentHeader: true, MaxConns: 4, DialTimeout: dialCore,
 	}}
 }
@@ -113,7 +138,7 @@ func NewCores(cfg CoresConfig) *Cores {
 func oneCore(hc *fasthttp.HostClient, edgeToken string, now func() time.Time, log *slog.Logger) *Cores {
 	cs := &Cores{cfg: CoresConfig{EdgeToken: edgeToken, ProbeEvery: time.Second, Now: now, Log: log}, set: metrics.NewSet()}
 	cs.failovers = cs.set.NewCounter(`edge_core_failovers_total`)
-	cs.list.Store(&[]*backend{{addr: hc.Addr, hc: hc, probe: hc}})
+	cs.list.Store(&[]*backend{{addr: hc.Addr, seed: hash64([]byte(hc.Addr)), hc: hc, probe: hc}})
 	cs.probed.Store(now().UnixNano())
 	cs.probeAll()
 	return cs
@@ -165,10 +190,11 @@ func (cs *Cores) Close() {
 // It never asks the calling client to send req again.
 func (cs *Cores) RoundTrip(_ *fasthttp.HostClient, req *fasthttp.Request, res *fasthttp.Response) (bool, error) {
 	list := *cs.list.Load()
+	key := serviceKey(req.Header.PeekCanonical(hService))
 	var tried uint64 // by index in list (at most 64 cores)
 	err := errNoCore
 	for range list {
-		i := cs.pick(list, tried)
+		i := cs.pick(list, tried, key)
 		if i < 0 {
 			break
 		}
@@ -194,11 +220,80 @@ func unsent(err error) bool {
 	return errors.Is(err, errCoreUnreachable) || errors.Is(err, errCoreClosed) || errors.Is(err, fasthttp.ErrNoFreeConns)
 }
 
-// pick returns the index in list of the core a request goes to next, of
-// those not in tried: the ready one with the fewest requests in flight,
-// else (none ready) any, in turn; -1 when every core was tried. Fast path:
-// one atomic add, then a load or two per core.
-func (cs *Cores) pick(list []*backend, tried uint64) int {
+// serviceKey is the key of the service whose id is id in the cores'
+// rendezvous order; 0, no service, when id is empty, and never else.
+func serviceKey(id []byte) uint64 {
+	if len(id) == 0 {
+		return 0
+	}
+	return hash64(id) | 1
+}
+
+// pick returns the index in list of the core a request of the service of
+// key (serviceKey; 0: none) goes to next, of those not in tried: the ready
+// one first in the service's rendezvous order that holds fewer requests in
+// flight than spillBound, else leastInFlight's choice. Fast path: two loads
+// per core and a hash for each that may take the request; nothing is
+// allocated.
+func (cs *Cores) pick(list []*backend, tried uint64, key uint64) int {
+	if key == 0 || len(list) == 0 {
+		return cs.leastInFlight(list, tried)
+	}
+	total, ready := 0, 0
+	for _, b := range list {
+		if b.ready.Load() {
+			total += b.hc.PendingRequests()
+			ready++
+		}
+	}
+	if ready == 0 {
+		return cs.leastInFlight(list, tried)
+	}
+	bound := spillBound(total, ready)
+	best, bestWeight := -1, uint64(0)
+	for i, b := range list {
+		if tried&(1<<i) != 0 || !b.ready.Load() || b.hc.PendingRequests() >= bound {
+			continue
+		}
+		// Highest weight first: the order is the service's alone, the
+		// same on every edge, and a core's leaving changes no other
+		// core's place in it.
+		if w := mix(key ^ b.seed); best < 0 || w > bestWeight {
+			best, bestWeight = i, w
+		}
+	}
+	if best < 0 { // slow path: every core left to try is at the bound, or none is ready
+		return cs.leastInFlight(list, tried)
+	}
+	return best
+}
+
+// loadFactor is the bound on a core's requests in flight, in percent of
+// the ready cores' average, at which a service's requests spill to its next
+// core. 125: with two cores a busy service keeps up to 5/8 of the edge's
+// requests in flight on its core, in its batches there, and the rest go to
+// the other core, which does not idle. A factor nearer 100 spills sooner,
+// putting a busy service in more cores' batches and back in their waits on
+// its counter rows; a greater one lets one service hold its core's CPU
+// while another core idles. (brpc's bounded-load hashing defaults to 1.25
+// too.) The ceiling in spillBound keeps a lone request at home: with the
+// edge idle the bound is one.
+const loadFactor = 125
+
+// spillBound is how many requests in flight a core may hold and still take
+// a service's request: ceil(loadFactor% × (total+1) / ready), where total
+// is the ready cores' requests in flight together, and the 1 the request
+// being placed. Some ready core always holds fewer: their loads add up to
+// total, below ready × bound.
+func spillBound(total, ready int) int {
+	return (loadFactor*(total+1) + 100*ready - 1) / (100 * ready)
+}
+
+// leastInFlight returns the index in list of the ready core not in tried
+// with the fewest requests in flight, else (none ready) any not in tried,
+// in turn; -1 when every core was tried. One atomic add, then a load or two
+// per core.
+func (cs *Cores) leastInFlight(list []*backend, tried uint64) int {
 	n := len(list)
 	if n == 0 {
 		return -1
@@ -228,6 +323,36 @@ func (cs *Cores) pick(list []*backend, tried uint64) int {
 		return fallback
 	}
 	return best
+}
+
+// hash64 is a hash of b, eight bytes a step. A fixed function, not
+// hash/maphash and its random seed: every edge, and every run of one, must
+// give a service the same order of cores, or two edges would send one
+// service to two cores. Each step is a bijection of the state, so ids of
+// one length never collide; mix spreads the result over every bit.
+func hash64(b []byte) uint64 {
+	h := uint64(len(b))
+	for ; len(b) >= 8; b = b[8:] {
+		h = (h ^ binary.LittleEndian.Uint64(b)) * 0x9e3779b97f4a7c15
+		h ^= h >> 32
+	}
+	for _, c := range b {
+		h = (h ^ uint64(c)) * 0x9e3779b97f4a7c15
+		h ^= h >> 32
+	}
+	return mix(h)
+}
+
+// mix is murmur3's 64-bit finalizer: each bit of x moves about half the
+// bits of the result, as a service's weight for a core, mix(key ^ seed),
+// needs of every bit of both.
+func mix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }
 
 // Ready reports whether some core is ready, probing the cores first when

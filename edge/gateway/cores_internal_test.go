@@ -86,12 +86,13 @@ func TestCoreCutNotResent(t *testing.T) {
 }
 
 // fakeServer is a core served by fasthttp, keeping connections alive: it
-// answers /ready 200 and counts every other request, answered 200; a
-// request to /hold is answered once hold is closed.
+// answers /ready 200 (503 while notReady) and counts every other request,
+// answered 200; a request to /hold is answered once hold is closed.
 type fakeServer struct {
 	addr     string
 	ln       net.Listener
 	requests atomic.Int64
+	notReady atomic.Bool
 	held     chan struct{} // one value per request to /hold arrived
 	hold     chan struct{}
 }
@@ -101,10 +102,13 @@ func startFakeServer(t *testing.T, addr string) *fakeServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeServer{addr: ln.Addr().String(), ln: ln, held: make(chan struct{}, 1), hold: make(chan struct{})}
+	f := &fakeServer{addr: ln.Addr().String(), ln: ln, held: make(chan struct{}, 8), hold: make(chan struct{})}
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		switch string(ctx.Path()) {
 		case "/ready":
+			if f.notReady.Load() {
+				ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+			}
 		case "/hold":
 			f.held <- struct{}{}
 			<-f.hold
@@ -118,9 +122,9 @@ func startFakeServer(t *testing.T, addr string) *fakeServer {
 	return f
 }
 
-// TestFewestInFlight: while one core holds a request, the next ones go to
-// the other, where round robin would send every second one to the busy
-// core.
+// TestFewestInFlight: requests of no service (the auth cache's lookups):
+// while one core holds a request, the next ones go to the other, where
+// round robin would send every second one to the busy core.
 func TestFewestInFlight(t *testing.T) {
 	x, y := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
 	gw := gatewayOf(t, x.addr+","+y.addr)
@@ -250,5 +254,160 @@ func TestCoresOfAName(t *testing.T) {
 	send(4)
 	if one.requests.Load() != before || ready(one.addr) != -1 {
 		t.Errorf("the core gone took %d requests, edge_core_ready %v (want none, and no series)", one.requests.Load()-before, ready(one.addr))
+	}
+}
+
+// sendAs sends a request of service svc (hService, as forward sets it)
+// through gw and returns the one of cores that read it.
+func sendAs(t *testing.T, gw *Gateway, svc string, cores ...*fakeServer) *fakeServer {
+	t.Helper()
+	before := make([]int64, len(cores))
+	for i, c := range cores {
+		before[i] = c.requests.Load()
+	}
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	req.SetRequestURI("http://core/verify")
+	req.Header.SetMethod("POST")
+	req.Header.SetCanonical(hService, []byte(svc))
+	if err := gw.cfg.Core.Do(req, res); err != nil || res.StatusCode() != 200 {
+		t.Fatalf("a request of %s: %d %v", svc, res.StatusCode(), err)
+	}
+	var got *fakeServer
+	for i, c := range cores {
+		if n := c.requests.Load() - before[i]; n == 1 && got == nil {
+			got = c
+		} else if n != 0 {
+			t.Fatalf("a request of %s read %d times by core %d", svc, n, i)
+		}
+	}
+	if got == nil {
+		t.Fatalf("a request of %s reached no core", svc)
+	}
+	return got
+}
+
+// holdAs sends a request of service svc to /hold through gw, and returns
+// the one of the cores x and y holding it once it arrived, and the
+// request's error, sent once the core answers it.
+func holdAs(t *testing.T, gw *Gateway, svc string, x, y *fakeServer) (*fakeServer, <-chan error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(res)
+		req.SetRequestURI("http://core/hold")
+		req.Header.SetCanonical(hService, []byte(svc))
+		done <- gw.cfg.Core.Do(req, res)
+	}()
+	select {
+	case <-x.held:
+		return x, done
+	case <-y.held:
+		return y, done
+	case err := <-done:
+		t.Fatalf("a held request of %s was answered: %v", svc, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a held request of %s reached no core", svc)
+	}
+	return nil, nil
+}
+
+// TestServiceSticksToCore: each service's requests all reach one core
+// while loads are light, and that core is the same behind a second edge;
+// services spread over both cores.
+func TestServiceSticksToCore(t *testing.T) {
+	x, y := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
+	gw, other := gatewayOf(t, x.addr+","+y.addr), gatewayOf(t, y.addr+","+x.addr)
+	const services = 32 // all on one core by chance: 2 in 2^32
+	home := map[string]*fakeServer{}
+	for round := range 3 {
+		for i := range services {
+			svc := fmt.Sprintf("svc-%02d", i)
+			got := sendAs(t, gw, svc, x, y)
+			if round == 0 {
+				home[svc] = got
+			} else if got != home[svc] {
+				t.Fatalf("service %s: its requests reached both cores", svc)
+			}
+		}
+	}
+	onX := 0
+	for svc, c := range home {
+		if c == x {
+			onX++
+		}
+		if got := sendAs(t, other, svc, x, y); got != c {
+			t.Errorf("service %s: a second edge sends it to the other core", svc)
+		}
+	}
+	if onX == 0 || onX == services {
+		t.Errorf("%d services: %d on one core, %d on the other; want both some", services, onX, services-onX)
+	}
+}
+
+// TestServiceCoreNotReady: while a service's core fails its probe, the
+// service's requests go to the other core; they come back once it answers
+// its probe again.
+func TestServiceCoreNotReady(t *testing.T) {
+	x, y := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
+	gw := gatewayOf(t, x.addr+","+y.addr)
+	const svc = "svc-moving"
+	home := sendAs(t, gw, svc, x, y)
+	away := map[*fakeServer]*fakeServer{x: y, y: x}[home]
+
+	home.notReady.Store(true)
+	gw.cores.probeAll()
+	for i := range 4 {
+		if got := sendAs(t, gw, svc, x, y); got != away {
+			t.Fatalf("request %d with the service's core not ready went to it", i)
+		}
+	}
+	home.notReady.Store(false)
+	gw.cores.probeAll()
+	for i := range 4 {
+		if got := sendAs(t, gw, svc, x, y); got != home {
+			t.Fatalf("request %d with the service's core ready again went to the other", i)
+		}
+	}
+}
+
+// TestServiceSpills: a service's core holding one of its requests still
+// takes the next (below the bound: ceil(1.25 × 2 in flight / 2) = 2);
+// holding two, at the bound, the service's next requests go to the other
+// core, and come back once the two are answered.
+func TestServiceSpills(t *testing.T) {
+	x, y := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
+	gw := gatewayOf(t, x.addr+","+y.addr)
+	const svc = "svc-busy"
+	home := sendAs(t, gw, svc, x, y)
+	away := map[*fakeServer]*fakeServer{x: y, y: x}[home]
+
+	first, done1 := holdAs(t, gw, svc, x, y)
+	if first != home {
+		t.Fatalf("the service's first held request went to the other core")
+	}
+	if got := sendAs(t, gw, svc, x, y); got != home {
+		t.Errorf("with one request held, the service's next went to the other core")
+	}
+	second, done2 := holdAs(t, gw, svc, x, y)
+	if second != home {
+		t.Fatalf("the service's second held request went to the other core")
+	}
+	for i := range 4 {
+		if got := sendAs(t, gw, svc, x, y); got != away {
+			t.Errorf("request %d with its core holding two went to it, not the other core", i)
+		}
+	}
+	close(home.hold)
+	for _, done := range []<-chan error{done1, done2} {
+		if err := <-done; err != nil {
+			t.Errorf("a held request: %v", err)
+		}
+	}
+	if got := sendAs(t, gw, svc, x, y); got != home {
+		t.Errorf("with the held requests answered, the service's next went to the other core")
 	}
 }

@@ -74,9 +74,11 @@ func (e *edge) probe(t testing.TB) {
 	http.Get(e.url + "/health")
 }
 
-// TestTwoCores: requests spread over two cores; with one of them killed
-// every later request is answered by the other, none lost and none charged
-// twice; started again, the killed core is taken back.
+// TestTwoCores: one service's verifications all go to one of two cores
+// while the load is light (its core's batches and counter locks are its
+// own); with that core killed every later request is answered by the
+// other, none lost and none charged twice; started again and ready, the
+// killed core takes the service's requests back.
 func TestTwoCores(t *testing.T) {
 	a, b := testnet.StartCore(t, seed), testnet.StartCore(t, seed)
 	e := startEdge(t, a, "SLIP_CORE_ADDR="+a.Addr+","+b.Addr)
@@ -89,39 +91,43 @@ func TestTwoCores(t *testing.T) {
 		}
 	}
 	send(20)
-	ca, cb := charged(t, a), charged(t, b)
-	if ca == 0 || cb == 0 || ca+cb != 20 {
-		t.Fatalf("20 verifications: %d charged by one core, %d by the other; want both some, 20 in all", ca, cb)
+	home, away := a, b
+	if charged(t, b) > 0 {
+		home, away = b, a
+	}
+	if ch, ca := charged(t, home), charged(t, away); ch != 20 || ca != 0 {
+		t.Fatalf("20 verifications of one service, one at a time: %d charged by one core, %d by the other; want all by one", ch, ca)
 	}
 
-	a.Kill()
+	home.Kill()
 	send(20)
-	if got := charged(t, b); got != cb+20 {
-		t.Errorf("with one core killed, the other charged %d of the next 20 verifications", got-cb)
+	if got := charged(t, away); got != 20 {
+		t.Errorf("with the service's core killed, the other charged %d of the next 20 verifications", got)
 	}
-	if r := e.ready(a); r != 0 {
+	if r := e.ready(home); r != 0 {
 		t.Errorf("edge_core_ready of the killed core: %v, want 0", r)
 	}
 
-	a.Restart(t)
-	if got := charged(t, a); got != ca {
-		t.Errorf("the killed core charged %d verifications, %d before it was killed", got, ca)
+	home.Restart(t)
+	if got := charged(t, home); got != 20 {
+		t.Errorf("the killed core charged %d verifications, 20 before it was killed", got)
 	}
 	e.probe(t)
-	if r := e.ready(a); r != 1 {
+	if r := e.ready(home); r != 1 {
 		t.Fatalf("edge_core_ready of the core started again: %v, want 1", r)
 	}
 	send(20)
-	ca2, cb2 := charged(t, a), charged(t, b)
-	if ca2 == ca || ca2+cb2 != 60 {
-		t.Errorf("after its restart the core charged %d of 20 verifications, %d in all of 60", ca2-ca, ca2+cb2)
+	if ch, ca := charged(t, home), charged(t, away); ch != 40 || ca != 20 {
+		t.Errorf("after its restart the service's core charged %d of 20 verifications, the other %d", ch-20, ca-20)
 	}
 }
 
 // TestRollingRestart: under continuous concurrent load, two cores are
 // stopped (SIGTERM) and started again one at a time, each once the edge
 // has taken the one before back: not a request fails, and each answered
-// verification is charged once, by one core.
+// verification is charged once, by one core. The load is one service's,
+// eight at a time: more than its core takes under the bound, so the other
+// core gets some whichever is the service's.
 func TestRollingRestart(t *testing.T) {
 	const drain = "SLIP_CORE_DRAIN=3s" // longer than the edge takes to notice here (a probe after /ready fails)
 	a, b := testnet.StartCore(t, seed, drain), testnet.StartCore(t, seed, drain)
