@@ -138,13 +138,6 @@ func (s *Store) Size() int64 {
 	return n
 }
 
-// tx is a transaction of the committer, with the messages its writes add
-// to the outbox: they are numbered and written at its end.
-type tx struct {
-	pgx.Tx
-	msgs []store.Message
-}
-
 // batches is the Store's side of its Committer.
 type batches Store
 
@@ -199,58 +192,51 @@ func conflict(err error) bool {
 
 func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
 	ctx := context.Background()
-	ptx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return store.WriteError{Err: err}
 	}
-	defer ptx.Rollback(ctx) // after a commit: a no-op
-	t := &tx{Tx: ptx}
+	t := &tx{conn: conn}
+	defer t.release()
+	t.queue("begin")
 	var locks []string
 	for _, o := range batch {
 		locks = append(locks, o.Locks...)
 	}
 	if len(locks) > 0 {
 		slices.Sort(locks)
-		if _, err := ptx.Exec(ctx, "SELECT 1 FROM counters WHERE scope = ANY($1) ORDER BY scope FOR UPDATE", slices.Compact(locks)); err != nil {
-			return wrapped(err)
-		}
+		t.lockCounters(slices.Compact(locks))
 	}
-	// Each op in a savepoint of its own: the one before is released as
-	// the next is made, in one round trip.
-	savepoint := "SAVEPOINT op"
+	// Each op in a savepoint of its own, made with its first statement.
 	for _, o := range batch {
-		if _, err := ptx.Exec(ctx, savepoint, pgx.QueryExecModeSimpleProtocol); err != nil {
-			return wrapped(err)
-		}
-		savepoint = "RELEASE SAVEPOINT op; SAVEPOINT op"
+		t.beginOp(len(o.Locks) > 0)
 		n := len(t.msgs)
-		if o.Err = o.Fn(t); o.Err == nil {
+		o.Err = o.Fn(t)
+		if t.failed != nil {
+			o.Err = nil // the batch's failure, not its own
+			return wrapped(t.failed)
+		}
+		if o.Err == nil {
 			continue
 		}
 		if conflict(o.Err) {
 			return o.Err
 		}
 		t.msgs = t.msgs[:n]
-		if _, err := ptx.Exec(ctx, "ROLLBACK TO SAVEPOINT op", pgx.QueryExecModeSimpleProtocol); err != nil {
-			o.Err = nil
-			return store.WriteError{Err: err}
-		}
+		t.failOp()
 	}
 	t.msgs = append(t.msgs, msgs...)
-	if err := t.enqueue(ctx); err != nil {
-		return wrapped(err)
-	}
+	t.enqueue()
 	mark := uuid.New()
-	if _, err := ptx.Exec(ctx, "INSERT INTO commits (id) VALUES ($1)", mark); err != nil {
-		return wrapped(err)
-	}
+	t.queue("INSERT INTO commits (id) VALUES ($1)", mark)
 	// A count of the outbox (recount) comes before the commit or after
 	// its messages are counted, never between: they are counted once.
 	s.counting.Lock()
 	defer s.counting.Unlock()
-	if err := ptx.Commit(ctx); err != nil {
-		if !s.committed(mark) {
-			return store.WriteError{Err: err}
+	if err := t.commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) || !s.committed(mark) { // refused, or not found committed
+			return wrapped(err)
 		}
 	}
 	s.c.Outbox.Added(int64(len(t.msgs)))
@@ -293,12 +279,12 @@ func (s *Store) committed(mark uuid.UUID) bool {
 	}
 }
 
-// enqueue writes the transaction's messages to the outbox, numbered after
-// every message of the transactions committed before it: the lock of
-// outbox_next's row, held to the commit, orders them.
-func (t *tx) enqueue(ctx context.Context) error {
+// enqueue queues the write of the transaction's messages to the outbox,
+// numbered after every message of the transactions committed before it:
+// the lock of outbox_next's row, held to the commit, orders them.
+func (t *tx) enqueue() {
 	if len(t.msgs) == 0 {
-		return nil
+		return
 	}
 	topics, keys, values := make([]string, len(t.msgs)), make([][]byte, len(t.msgs)), make([][]byte, len(t.msgs))
 	for i, m := range t.msgs {
@@ -307,14 +293,11 @@ func (t *tx) enqueue(ctx context.Context) error {
 			values[i] = []byte{}
 		}
 	}
-	_, err := t.Exec(ctx, `WITH n AS (UPDATE outbox_next SET last = last + $4 RETURNING last)
+	t.queue(`WITH n AS (UPDATE outbox_next SET last = last + $4 RETURNING last)
 		INSERT INTO outbox (seq, topic, key, value)
 		SELECT n.last - $4 + m.i, m.t, m.k, m.v FROM n, unnest($1::text[], $2::bytea[], $3::bytea[]) WITH ORDINALITY AS m(t, k, v, i)`,
 		topics, keys, values, len(t.msgs))
-	if err == nil { // heard by the relaying core when the transaction commits
-		_, err = t.Exec(ctx, "NOTIFY slip_outbox")
-	}
-	return err
+	t.queue("NOTIFY slip_outbox") // heard by the relaying core when the transaction commits
 }
 
 // write runs fn in a transaction shared with other writes (store.Committer).

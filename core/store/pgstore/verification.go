@@ -13,32 +13,43 @@ import (
 	"github.com/slipverify/slipverify/core/store"
 )
 
-// snapshotQuery reads a verification's snapshot in one statement: $1
-// service, $2 branch, $3 slip key, $4 whether the branch's conditions.
-const snapshotQuery = `SELECT s.doc, b.doc, c.doc, sl.first_at, sl.job, sl.branches, sl.result,
-	cs.period, cs.used, cs.total, cb.period, cb.used, cb.total
-FROM services s
+// The snapshot of a verification, in one statement: $1 service, $2
+// branch, $3 slip key, $4 whether the branch's conditions. snapshotQuery
+// reads the quota counters too; in the write, the batch has read them
+// when it locked them (tx.counter), and appliedQuery does not.
+const (
+	snapshotSelect = `SELECT s.doc, b.doc, c.doc, sl.first_at, sl.job, sl.branches, sl.result`
+	snapshotFrom   = ` FROM services s
 JOIN branches b ON b.id = $2
 LEFT JOIN conditions c ON $4 AND c.branch_id = b.id
-LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3
+LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3`
+	snapshotQuery = snapshotSelect + `, cs.period, cs.used, cs.total, cb.period, cb.used, cb.total` + snapshotFrom + `
 LEFT JOIN counters cs ON cs.scope = 's/' || s.id
 LEFT JOIN counters cb ON cb.scope = 'b/' || b.id
 WHERE s.id = $1`
+	appliedQuery = snapshotSelect + snapshotFrom + ` WHERE s.id = $1`
+)
 
 // Snapshot reads what a verification of slipKey by a branch needs.
 func (s *Store) Snapshot(serviceID, branchID, slipKey string) (store.Snapshot, error) {
-	return s.snapshot(s.reads, serviceID, branchID, slipKey, true)
+	var sc, bc [3]*int64
+	snap, err := s.snapshot(s.reads, snapshotQuery, serviceID, branchID, slipKey, true, &sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2])
+	if err == nil {
+		snap.Usage = store.UsageAt(&snap.Service, snap.At, counter(sc), counter(bc))
+	}
+	return snap, err
 }
 
-func (s *Store) snapshot(q querier, serviceID, branchID, slipKey string, conditions bool) (store.Snapshot, error) {
+// snapshot reads a snapshot but its usage with query, scanning the
+// columns after the slip's into counters.
+func (s *Store) snapshot(q querier, query, serviceID, branchID, slipKey string, conditions bool, counters ...any) (store.Snapshot, error) {
 	snap := store.Snapshot{At: s.now()}
 	var svDoc, brDoc, condDoc, result []byte
 	var firstAt *int64
 	var job *string
 	var branches []string
-	var sc, bc [3]*int64
-	err := q.QueryRow(bg, snapshotQuery, serviceID, branchID, slipKey, conditions).Scan(&svDoc, &brDoc, &condDoc,
-		&firstAt, &job, &branches, &result, &sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2])
+	err := q.QueryRow(bg, query, serviceID, branchID, slipKey, conditions).Scan(append([]any{&svDoc, &brDoc, &condDoc,
+		&firstAt, &job, &branches, &result}, counters...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return snap, store.ErrNotFound
 	} else if err != nil {
@@ -55,7 +66,6 @@ func (s *Store) snapshot(q querier, serviceID, branchID, slipKey string, conditi
 	if firstAt != nil {
 		snap.Slip = &store.SlipRecord{FirstAt: *firstAt, Job: *job, Branches: branches, Result: result}
 	}
-	snap.Usage = store.UsageAt(&snap.Service, snap.At, counter(sc), counter(bc))
 	if condDoc != nil {
 		err = jsonInto(condDoc, &snap.Conditions)
 	}
@@ -77,9 +87,19 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Sna
 	var snap store.Snapshot
 	err := s.c.Write(func(t *tx) error {
 		var err error
-		if snap, err = s.snapshot(t, serviceID, branchID, slipKey, false); err != nil {
+		t.fresh()
+		if snap, err = s.snapshot(t, appliedQuery, serviceID, branchID, slipKey, false); err != nil {
 			return err
 		}
+		sc, err := t.counter("s/" + serviceID)
+		if err != nil {
+			return err
+		}
+		bc, err := t.counter("b/" + branchID)
+		if err != nil {
+			return err
+		}
+		snap.Usage = store.UsageAt(&snap.Service, snap.At, sc, bc)
 		e, err := decide(snap)
 		if err != nil {
 			return err
@@ -103,7 +123,8 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 	}
 	if e.Charge {
 		svc, brc := snap.Charged()
-		b.Queue(putCounters, "s/"+snap.Service.ID, svc.Period, svc.Used, svc.Total, "b/"+snap.Branch.ID, brc.Period, brc.Used, brc.Total)
+		t.charge("s/"+snap.Service.ID, svc)
+		t.charge("b/"+snap.Branch.ID, brc)
 	}
 	switch {
 	case write && fresh:
@@ -144,8 +165,6 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 
 const (
 	claimNonce  = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
-	putCounters = `INSERT INTO counters (scope, period, used, total) VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)
-		ON CONFLICT (scope) DO UPDATE SET period = excluded.period, used = excluded.used, total = excluded.total`
 	putEntry = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
 		amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`
 )
