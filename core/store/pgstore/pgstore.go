@@ -47,6 +47,7 @@ type Store struct {
 	c     *store.Committer[*tx]
 	// relay says whether this core relays the outbox (relay.go).
 	relay    *relay
+	seen     seenCache  // what verifications' snapshots read, for their Apply
 	counting sync.Mutex // a recount, or a commit and the count of its messages
 
 	writeFailures atomic.Int64
@@ -203,9 +204,12 @@ func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
 	for _, o := range batch {
 		locks = append(locks, o.Locks...)
 	}
-	if len(locks) > 0 {
+	if len(locks) > 0 { // read before the first op: a verification decides on them (Apply)
 		slices.Sort(locks)
 		t.lockCounters(slices.Compact(locks))
+		if err := t.send(ctx); err != nil {
+			return wrapped(err)
+		}
 	}
 	// Each op in a savepoint of its own, made with its first statement.
 	for _, o := range batch {

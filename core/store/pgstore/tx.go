@@ -39,6 +39,7 @@ type tx struct {
 	counters map[string]quota.Counter // as the ops before left them
 	dirty    map[string]bool          // changed since written
 	stale    bool                     // a write that is not a verification ran: read them again
+	reading  bool                     // their reading is queued or on its way
 	journal  []counterWas             // the op's changes, undone when it fails
 	done     bool                     // committed
 }
@@ -109,12 +110,18 @@ func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 }
 
 func (t *tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.queued.Len() > 0 {
-		if err := t.SendBatch(ctx, &pgx.Batch{}).Close(); err != nil {
-			return nil, err
-		}
+	if err := t.send(ctx); err != nil {
+		return nil, err
 	}
 	return t.conn.Query(ctx, sql, args...)
+}
+
+// send sends what is queued, if anything.
+func (t *tx) send(ctx context.Context) error {
+	if t.queued.Len() == 0 {
+		return nil
+	}
+	return t.SendBatch(ctx, &pgx.Batch{}).Close()
 }
 
 func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -160,8 +167,9 @@ func (t *tx) lockCounters(scopes []string) {
 }
 
 func (t *tx) readCounters(query string) {
-	t.counters, t.stale = make(map[string]quota.Counter, len(t.scopes)), false
+	t.counters, t.stale, t.reading = make(map[string]quota.Counter, len(t.scopes)), false, true
 	t.queue(query, t.scopes).Query(func(rows pgx.Rows) error {
+		t.reading = false
 		var scope string
 		var c quota.Counter
 		_, err := pgx.ForEachRow(rows, []any{&scope, &c.Period, &c.Used, &c.Total}, func() error {
@@ -182,14 +190,28 @@ func (t *tx) fresh() {
 }
 
 // counter is scope's counter as the batch's ops left it; zero for none.
-// What is queued goes out first (its reading of the counters among it).
+// When their reading is queued, what is queued goes out first.
 func (t *tx) counter(scope string) (quota.Counter, error) {
-	if t.queued.Len() > 0 {
-		if err := t.SendBatch(bg, &pgx.Batch{}).Close(); err != nil {
+	if t.reading {
+		if err := t.send(bg); err != nil {
 			return quota.Counter{}, err
 		}
 	}
 	return t.counters[scope], nil
+}
+
+// known reports whether the counters are read and current, so that
+// counter sends nothing.
+func (t *tx) known() bool { return !t.reading && !t.stale }
+
+// usage is snap's usage by the batch's counters.
+func (t *tx) usage(snap *store.Snapshot) (store.Usage, error) {
+	sc, err := t.counter("s/" + snap.Service.ID)
+	if err != nil {
+		return store.Usage{}, err
+	}
+	bc, err := t.counter("b/" + snap.Branch.ID)
+	return store.UsageAt(&snap.Service, snap.At, sc, bc), err
 }
 
 // charge sets scope's counter, to be written before the commit.

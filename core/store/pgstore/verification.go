@@ -15,61 +15,74 @@ import (
 
 // The snapshot of a verification, in one statement: $1 service, $2
 // branch, $3 slip key, $4 whether the branch's conditions. snapshotQuery
-// reads the quota counters too; in the write, the batch has read them
-// when it locked them (tx.counter), and appliedQuery does not.
+// reads the quota counters too, and the versions of the rows (seen); in
+// the write, the batch has read the counters when it locked them
+// (tx.counter), and appliedQuery does not.
 const (
 	snapshotSelect = `SELECT s.doc, b.doc, c.doc, sl.first_at, sl.job, sl.branches, sl.result`
 	snapshotFrom   = ` FROM services s
 JOIN branches b ON b.id = $2
 LEFT JOIN conditions c ON $4 AND c.branch_id = b.id
 LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3`
-	snapshotQuery = snapshotSelect + `, cs.period, cs.used, cs.total, cb.period, cb.used, cb.total` + snapshotFrom + `
+	snapshotQuery = snapshotSelect + `, cs.period, cs.used, cs.total, cb.period, cb.used, cb.total, s.xmin, b.xmin, sl.xmin` + snapshotFrom + `
 LEFT JOIN counters cs ON cs.scope = 's/' || s.id
 LEFT JOIN counters cb ON cb.scope = 'b/' || b.id
 WHERE s.id = $1`
 	appliedQuery = snapshotSelect + snapshotFrom + ` WHERE s.id = $1`
 )
 
-// Snapshot reads what a verification of slipKey by a branch needs.
+// Snapshot reads what a verification of slipKey by a branch needs, and
+// keeps what it read for the verification's Apply (seen).
 func (s *Store) Snapshot(serviceID, branchID, slipKey string) (store.Snapshot, error) {
 	var sc, bc [3]*int64
-	snap, err := s.snapshot(s.reads, snapshotQuery, serviceID, branchID, slipKey, true, &sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2])
-	if err == nil {
-		snap.Usage = store.UsageAt(&snap.Service, snap.At, counter(sc), counter(bc))
+	var rev [3]*uint32
+	snap, read, err := s.snapshot(s.reads, snapshotQuery, serviceID, branchID, slipKey, true,
+		&sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2], &rev[0], &rev[1], &rev[2])
+	if err != nil {
+		return snap, err
 	}
-	return snap, err
+	snap.Usage = store.UsageAt(&snap.Service, snap.At, counter(sc), counter(bc))
+	if slipKey != "" {
+		for i, r := range rev {
+			if r != nil {
+				read.rev[i] = *r
+			}
+		}
+		s.seen.put(serviceID, branchID, slipKey, read)
+	}
+	return snap, nil
 }
 
 // snapshot reads a snapshot but its usage with query, scanning the
-// columns after the slip's into counters.
-func (s *Store) snapshot(q querier, query, serviceID, branchID, slipKey string, conditions bool, counters ...any) (store.Snapshot, error) {
+// columns after the slip's into more; it returns what it read of the
+// service, branch and slip too.
+func (s *Store) snapshot(q querier, query, serviceID, branchID, slipKey string, conditions bool, more ...any) (store.Snapshot, *seen, error) {
 	snap := store.Snapshot{At: s.now()}
 	var svDoc, brDoc, condDoc, result []byte
 	var firstAt *int64
 	var job *string
 	var branches []string
 	err := q.QueryRow(bg, query, serviceID, branchID, slipKey, conditions).Scan(append([]any{&svDoc, &brDoc, &condDoc,
-		&firstAt, &job, &branches, &result}, counters...)...)
+		&firstAt, &job, &branches, &result}, more...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return snap, store.ErrNotFound
+		return snap, nil, store.ErrNotFound
 	} else if err != nil {
-		return snap, err
+		return snap, nil, err
 	}
-	var sv store.Service
-	var br store.Branch
-	if err := errors.Join(jsonInto(svDoc, &sv), jsonInto(brDoc, &br)); err != nil {
-		return snap, err
-	}
-	if err := snap.Of(&sv, &br); err != nil {
-		return snap, err
+	read := new(seen)
+	if err := errors.Join(jsonInto(svDoc, &read.sv), jsonInto(brDoc, &read.br)); err != nil {
+		return snap, nil, err
 	}
 	if firstAt != nil {
-		snap.Slip = &store.SlipRecord{FirstAt: *firstAt, Job: *job, Branches: branches, Result: result}
+		read.slip = &store.SlipRecord{FirstAt: *firstAt, Job: *job, Branches: branches, Result: result}
+	}
+	if err := read.into(&snap); err != nil {
+		return snap, nil, err
 	}
 	if condDoc != nil {
 		err = jsonInto(condDoc, &snap.Conditions)
 	}
-	return snap, err
+	return snap, read, err
 }
 
 // counter is a counters row read through an outer join: zero for none.
@@ -80,36 +93,49 @@ func counter(c [3]*int64) quota.Counter {
 	return quota.Counter{Period: *c[0], Used: *c[1], Total: *c[2]}
 }
 
-// Apply decides a verification again in the write transaction, on a
-// snapshot read once the batch holds the locks of the service's and the
-// branch's counters, and writes the effect decide returns.
+// Apply decides a verification again in the write transaction, on the
+// snapshot as it stands once the batch holds the locks of the service's
+// and the branch's counters, and writes the effect decide returns.
+//
+// The service, branch and slip the verification's Snapshot read (seen)
+// are decided on again without reading them anew, their rows' versions
+// checked in the round trip of the writes: when one changed meanwhile,
+// the writes are rolled back and the verification decided on the rows
+// read again.
 func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Snapshot) (store.Effect, error)) (store.Snapshot, error) {
 	var snap store.Snapshot
+	read := s.seen.take(serviceID, branchID, slipKey)
 	err := s.c.Write(func(t *tx) error {
+		if read != nil && t.known() {
+			var stale bool
+			var err error
+			if snap, stale, err = s.applySeen(t, read, slipKey, decide); !stale {
+				return err
+			}
+			t.failOp()
+		}
+		read = nil // a batch run again reads
 		var err error
 		t.fresh()
-		if snap, err = s.snapshot(t, appliedQuery, serviceID, branchID, slipKey, false); err != nil {
+		if snap, _, err = s.snapshot(t, appliedQuery, serviceID, branchID, slipKey, false); err != nil {
 			return err
 		}
-		sc, err := t.counter("s/" + serviceID)
-		if err != nil {
+		if snap.Usage, err = t.usage(&snap); err != nil {
 			return err
 		}
-		bc, err := t.counter("b/" + branchID)
-		if err != nil {
-			return err
-		}
-		snap.Usage = store.UsageAt(&snap.Service, snap.At, sc, bc)
 		e, err := decide(snap)
 		if err != nil {
 			return err
 		}
-		return s.apply(t, &snap, slipKey, e)
+		return s.apply(t, &snap, slipKey, e, nil)
 	}, true, "b/"+branchID, "s/"+serviceID)
 	return snap, err
 }
 
-func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effect) error {
+// apply writes the effect e of a verification decided on snap. With
+// check, the writes are preceded by the check of the versions of the rows
+// snap was read from, and apply returns errStale when they changed.
+func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effect, check *seen) error {
 	rec, write, fresh, err := snap.Record(&e, nil)
 	if err != nil {
 		return err
@@ -117,7 +143,15 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 	// Every write in one round trip; a refusal found in their results
 	// (a nonce claimed before) rolls them back with the op's savepoint.
 	var b pgx.Batch
-	var nonce, slip, entry *pgx.QueuedQuery
+	var guard, nonce, slip, entry *pgx.QueuedQuery
+	stale := false
+	if check != nil {
+		guard = b.Queue(revQuery, snap.Service.ID, snap.Branch.ID, slipKey)
+		guard.QueryRow(func(row pgx.Row) error {
+			stale = !check.current(row)
+			return nil
+		})
+	}
 	if e.Nonce.Value != "" {
 		nonce = b.Queue(claimNonce, snap.Service.ID, e.Nonce.Value, forgetMinute(e.Nonce))
 	}
@@ -141,9 +175,15 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 	if b.Len() > 0 {
 		affected := map[*pgx.QueuedQuery]int64{}
 		for _, q := range b.QueuedQueries {
-			q.Exec(func(tag pgconn.CommandTag) error { affected[q] = tag.RowsAffected(); return nil })
+			if q != guard {
+				q.Exec(func(tag pgconn.CommandTag) error { affected[q] = tag.RowsAffected(); return nil })
+			}
 		}
-		if err := t.SendBatch(bg, &b).Close(); err != nil {
+		err := t.SendBatch(bg, &b).Close()
+		switch {
+		case stale:
+			return errStale
+		case err != nil:
 			return err
 		}
 		switch {
@@ -164,8 +204,8 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 }
 
 const (
-	claimNonce  = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
-	putEntry = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
+	claimNonce = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+	putEntry   = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
 		amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`
 )
 

@@ -68,6 +68,7 @@ func Run(t *testing.T, b Backend) {
 		{"DeletedBranchStaysDeleted", testDeletedBranchStaysDeleted},
 		{"QuotaExact", testQuotaExact},
 		{"SlipRecordedOnce", testSlipRecordedOnce},
+		{"ApplyAfterChange", testApplyAfterChange},
 		{"FailedDecideWritesNothing", testFailedDecideWritesNothing},
 		{"CounterPeriods", testCounterPeriods},
 		{"History", testHistory},
@@ -1177,6 +1178,56 @@ func testSlipRecordedOnce(t *testing.T, e *env) {
 	}
 	if first := rec.Branches[0]; string(rec.Result) != `{"branch":"`+first+`"}` {
 		t.Errorf("record's result %s, want the first verification's (%s)", rec.Result, first)
+	}
+}
+
+// testApplyAfterChange: a verification's write decides on the rows as
+// they stand when it is written, not as its snapshot read them, whatever
+// another core (store) changed between the two: the slip verified
+// meanwhile by the same branch is not charged again, and a branch whose
+// quota was used up meanwhile refuses it.
+func testApplyAfterChange(t *testing.T, e *env) {
+	c := newClock()
+	st := e.open(t, c, 0)
+	insert(t, st, twoBranches(100))
+	other := e.others(t, st, c, 1)[1]
+	key := store.SlipKey("bank", "004", "MEANWHILE")
+	if _, err := st.Apply("svc", "br2", key, decideV2("br2", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := st.Snapshot("svc", "br", key); err != nil || snap.Slip.VerifiedBy("br") {
+		t.Fatalf("snapshot: %+v, %v; want the slip of br2 alone", snap.Slip, err)
+	}
+	if _, err := other.Apply("svc", "br", key, decideV2("br", nil)); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Apply("svc", "br", key, decideV2("br", nil))
+	if err != nil || !snap.Slip.VerifiedBy("br") {
+		t.Errorf("the write after br's verification elsewhere saw %+v (%v); want the slip verified by br", snap.Slip, err)
+	}
+	q, err := st.Quota("svc", "br")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Usage.Service.Used != 2 || q.Usage.Branch.Used != 1 {
+		t.Errorf("service used %d, br %d; want 2 and 1: br2's and br's verifications charged once each", q.Usage.Service.Used, q.Usage.Branch.Used)
+	}
+
+	key = store.SlipKey("bank", "004", "USEDUP")
+	if _, err := st.Snapshot("svc", "br", key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ChangeQuota("svc", "br", "quota.set", store.Change{}, func(q store.BranchQuota) (*int64, bool, error) {
+		used := q.Usage.Branch.Used
+		return &used, false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply("svc", "br", key, decideV2("br", nil)); !errors.Is(err, errQuota) {
+		t.Errorf("the write after the branch's quota was used up: %v, want %v", err, errQuota)
+	}
+	if q, err = st.Quota("svc", "br"); err != nil || q.Usage.Service.Used != 2 {
+		t.Errorf("service used %d (%v), want 2", q.Usage.Service.Used, err)
 	}
 }
 
