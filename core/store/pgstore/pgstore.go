@@ -151,12 +151,15 @@ const maxAttempts = 5
 // transaction runs the whole batch again.
 func (b *batches) RunBatch(batch []*store.Op[*tx], msgs []store.Message) error {
 	s := (*Store)(b)
+	blind := !slices.ContainsFunc(batch, func(o *store.Op[*tx]) bool { return len(o.Locks) == 0 })
 	for attempt := 1; ; attempt++ {
-		err := s.runBatch(batch, msgs)
+		err := s.runBatch(batch, msgs, blind)
 		if err == nil {
 			return nil
 		}
-		if !conflict(err) || attempt == maxAttempts {
+		if errors.Is(err, errInTurn) { // not an attempt: the blind run found something to read
+			blind, attempt = false, attempt-1
+		} else if !conflict(err) || attempt == maxAttempts {
 			s.writeFailures.Add(1)
 			if conflict(err) {
 				err = store.WriteError{Err: err}
@@ -191,13 +194,13 @@ func conflict(err error) bool {
 	return errors.Is(err, errConflict)
 }
 
-func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
+func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message, blind bool) error {
 	ctx := context.Background()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return store.WriteError{Err: err}
 	}
-	t := &tx{conn: conn}
+	t := &tx{conn: conn, blind: blind}
 	defer t.release()
 	t.queue("begin")
 	var locks []string
@@ -223,7 +226,7 @@ func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
 		if o.Err == nil {
 			continue
 		}
-		if conflict(o.Err) {
+		if conflict(o.Err) || errors.Is(o.Err, errInTurn) {
 			return o.Err
 		}
 		t.msgs = t.msgs[:n]
@@ -239,7 +242,10 @@ func (s *Store) runBatch(batch []*store.Op[*tx], msgs []store.Message) error {
 	defer s.counting.Unlock()
 	if err := t.commit(ctx); err != nil {
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) || !s.committed(mark) { // refused, or not found committed
+		switch {
+		case errors.As(err, &pe) && blind: // a write refused: each op on its own
+			return errInTurn
+		case errors.As(err, &pe) || !s.committed(mark): // refused, or not found committed
 			return wrapped(err)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/slipverify/slipverify/core/store"
 )
@@ -22,13 +22,34 @@ type seen struct {
 	rev  [3]uint32         // the rows' xmin: service, branch, slip (0: none)
 }
 
-// revQuery reads the versions of a verification's rows, as seen.rev.
-const revQuery = `SELECT s.xmin, b.xmin, sl.xmin FROM services s JOIN branches b ON b.id = $2
-LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3 WHERE s.id = $1`
+// guard fails (division_by_zero) unless a verification's rows have the
+// versions seen.rev: $1 service, $2 branch, $3 slip key, $4 to $6 the
+// versions.
+const guard = `SELECT 1 / count(*) FROM services s JOIN branches b ON b.id = $2
+LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3
+WHERE s.id = $1 AND s.xmin = $4 AND b.xmin = $5 AND sl.xmin IS NOT DISTINCT FROM $6`
+
+// guarded reports whether err is guard's (or a strict write's) failure.
+func guarded(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22012"
+}
 
 // errStale is a verification's write whose rows changed since its
 // snapshot: it is decided again on them.
 var errStale = errors.New("pgstore: the verification's rows changed since its snapshot")
+
+// errInTurn is a blind batch's op that must read: the batch runs again,
+// its ops in turn.
+var errInTurn = errors.New("pgstore: the batch runs again, its ops in turn")
+
+// slipRev is the slip row's version as guard takes it: nil for none.
+func (r *seen) slipRev() *uint32 {
+	if r.rev[2] == 0 {
+		return nil
+	}
+	return &r.rev[2]
+}
 
 // into sets a snapshot's service (as it stands at the snapshot's time),
 // branch and slip.
@@ -40,23 +61,9 @@ func (r *seen) into(snap *store.Snapshot) error {
 	return nil
 }
 
-// current reports whether row, of revQuery, has the versions r was read
-// at.
-func (r *seen) current(row pgx.Row) bool {
-	var rev [3]*uint32
-	if err := row.Scan(&rev[0], &rev[1], &rev[2]); err != nil {
-		return false // none: the service or the branch went
-	}
-	for i, v := range rev {
-		if v == nil && r.rev[i] != 0 || v != nil && *v != r.rev[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // applySeen decides a verification on what its snapshot read and writes
-// its effect, checking in the same round trip that the rows are as read.
+// its effect, checking in the same round trip that the rows are as read
+// (guard).
 // stale says they are not, or that the decision refused: then the caller
 // undoes the op's writes and decides on the rows read again.
 func (s *Store) applySeen(t *tx, r *seen, slipKey string, decide func(store.Snapshot) (store.Effect, error)) (snap store.Snapshot, stale bool, err error) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipverify/slipverify/core/api"
 	"github.com/slipverify/slipverify/core/lib/pgtest"
 	"github.com/slipverify/slipverify/core/quota"
 	"github.com/slipverify/slipverify/core/store"
@@ -96,5 +97,70 @@ func TestBatchCounters(t *testing.T) {
 	s.pool.QueryRow(bg, "SELECT count(*) FROM commits").Scan(&marks)
 	if marks != 2 { // the last verification's and the batch's own: the refused one's rolled back
 		t.Errorf("%d rows in commits, want 2", marks)
+	}
+}
+
+// TestBlindBatch: verifications whose snapshots came first share one
+// transaction and one round trip of writes; when one of them is refused
+// (its nonce claimed by another in the batch), the batch runs again in
+// turn: the refused one alone writes nothing, the others are written
+// once, in the same commit.
+func TestBlindBatch(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.Start(t).Database(t), time.Now, store.Options{Gather: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 100, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, round := range []struct {
+		name   string
+		nonces []string
+		want   int // verifications written
+	}{
+		{"distinct nonces", []string{"a", "b", "c"}, 3},
+		{"one nonce twice", []string{"d", "d", "e"}, 2},
+	} {
+		commits, _ := s.Commits()
+		errs := make(chan error, len(round.nonces))
+		for range round.nonces {
+			s.Announce() // the committer waits for all: one batch
+		}
+		for i, n := range round.nonces {
+			go func() {
+				defer s.Retract()
+				key := store.SlipKey("bank", "004", round.name+string(rune('A'+i)))
+				if _, err := s.Snapshot("svc", "br", key); err != nil {
+					errs <- err
+					return
+				}
+				_, err := s.Apply("svc", "br", key, func(store.Snapshot) (store.Effect, error) {
+					return store.Effect{Charge: true, Result: []byte(`{}`), Nonce: store.Nonce{Value: n, At: time.Now()}}, nil
+				})
+				errs <- err
+			}()
+		}
+		ok := 0
+		for range round.nonces {
+			if err := <-errs; err == nil {
+				ok++
+			} else if e := (*api.Error)(nil); !errors.As(err, &e) || e.Code != api.DuplicateNonce {
+				t.Errorf("%s: %v, want success or a duplicate nonce", round.name, err)
+			}
+		}
+		after, _ := s.Commits()
+		if ok != round.want || after-commits != 1 {
+			t.Errorf("%s: %d written in %d commits, want %d in 1", round.name, ok, after-commits, round.want)
+		}
+	}
+	q, err := s.Quota("svc", "br")
+	var slips int
+	s.pool.QueryRow(bg, "SELECT count(*) FROM slips").Scan(&slips)
+	if err != nil || q.Usage.Branch.Used != 5 || slips != 5 {
+		t.Errorf("branch used %d, %d slips (%v); want 5 and 5", q.Usage.Branch.Used, slips, err)
 	}
 }

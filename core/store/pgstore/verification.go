@@ -98,10 +98,12 @@ func counter(c [3]*int64) quota.Counter {
 // and the branch's counters, and writes the effect decide returns.
 //
 // The service, branch and slip the verification's Snapshot read (seen)
-// are decided on again without reading them anew, their rows' versions
-// checked in the round trip of the writes: when one changed meanwhile,
-// the writes are rolled back and the verification decided on the rows
-// read again.
+// are decided on again without reading them anew, the versions of their
+// rows checked ahead of the writes: when one changed meanwhile, the
+// writes are rolled back and the verification decided on the rows read
+// again. In a blind batch (tx.blind) nothing is read: the writes are
+// queued, and a verification that must read sends the batch to run again
+// in turn (errInTurn).
 func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Snapshot) (store.Effect, error)) (store.Snapshot, error) {
 	var snap store.Snapshot
 	read := s.seen.take(serviceID, branchID, slipKey)
@@ -114,7 +116,10 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Sna
 			}
 			t.failOp()
 		}
-		read = nil // a batch run again reads
+		if t.blind {
+			return errInTurn
+		}
+		read = nil // a batch run again in turn reads
 		var err error
 		t.fresh()
 		if snap, _, err = s.snapshot(t, appliedQuery, serviceID, branchID, slipKey, false); err != nil {
@@ -134,7 +139,9 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Sna
 
 // apply writes the effect e of a verification decided on snap. With
 // check, the writes are preceded by the check of the versions of the rows
-// snap was read from, and apply returns errStale when they changed.
+// snap was read from (guard), and apply returns errStale when they
+// changed. In a blind batch the writes are queued, in their strict forms:
+// what would refuse the op fails the batch instead.
 func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effect, check *seen) error {
 	rec, write, fresh, err := snap.Record(&e, nil)
 	if err != nil {
@@ -143,47 +150,36 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 	// Every write in one round trip; a refusal found in their results
 	// (a nonce claimed before) rolls them back with the op's savepoint.
 	var b pgx.Batch
-	var guard, nonce, slip, entry *pgx.QueuedQuery
-	stale := false
+	var nonce, slip, entry *pgx.QueuedQuery
 	if check != nil {
-		guard = b.Queue(revQuery, snap.Service.ID, snap.Branch.ID, slipKey)
-		guard.QueryRow(func(row pgx.Row) error {
-			stale = !check.current(row)
-			return nil
-		})
+		b.Queue(guard, snap.Service.ID, snap.Branch.ID, slipKey, check.rev[0], check.rev[1], check.slipRev())
 	}
 	if e.Nonce.Value != "" {
-		nonce = b.Queue(claimNonce, snap.Service.ID, e.Nonce.Value, forgetMinute(e.Nonce))
-	}
-	if e.Charge {
-		svc, brc := snap.Charged()
-		t.charge("s/"+snap.Service.ID, svc)
-		t.charge("b/"+snap.Branch.ID, brc)
+		nonce = b.Queue(pick(t.blind, claimNonceStrict, claimNonce), snap.Service.ID, e.Nonce.Value, forgetMinute(e.Nonce))
 	}
 	switch {
 	case write && fresh:
 		b.Queue("INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) VALUES ($1, $2, $3, $4, $5, $6)",
 			snap.Service.ID, slipKey, rec.FirstAt, rec.Job, rec.Branches, []byte(rec.Result))
 	case write:
-		slip = b.Queue("UPDATE slips SET branches = $3 WHERE service_id = $1 AND slip_key = $2", snap.Service.ID, slipKey, rec.Branches)
+		slip = b.Queue(pick(t.blind, updateSlipStrict, updateSlip), snap.Service.ID, slipKey, rec.Branches)
 	}
 	var h *store.Verification
 	if e.Listed {
 		h = snap.Entry(&e, slipKey)
-		entry = b.Queue(putEntry, entryArgs(h, h.At.UnixMilli())...)
+		entry = b.Queue(pick(t.blind, putEntryStrict, putEntry), entryArgs(h, h.At.UnixMilli())...)
 	}
-	if b.Len() > 0 {
+	if t.blind {
+		t.queued.QueuedQueries = append(t.queued.QueuedQueries, b.QueuedQueries...)
+	} else if b.Len() > 0 {
 		affected := map[*pgx.QueuedQuery]int64{}
 		for _, q := range b.QueuedQueries {
-			if q != guard {
-				q.Exec(func(tag pgconn.CommandTag) error { affected[q] = tag.RowsAffected(); return nil })
-			}
+			q.Exec(func(tag pgconn.CommandTag) error { affected[q] = tag.RowsAffected(); return nil })
 		}
-		err := t.SendBatch(bg, &b).Close()
-		switch {
-		case stale:
-			return errStale
-		case err != nil:
+		if err := t.SendBatch(bg, &b).Close(); err != nil {
+			if guarded(err) {
+				return errStale
+			}
 			return err
 		}
 		switch {
@@ -197,17 +193,37 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 			}
 		}
 	}
+	if e.Charge {
+		svc, brc := snap.Charged()
+		t.charge("s/"+snap.Service.ID, svc)
+		t.charge("b/"+snap.Branch.ID, brc)
+	}
 	if e.Usage != nil && (e.Charge || s.c.Outbox.Room(int64(len(t.msgs)))) {
 		t.msgs = append(t.msgs, e.Usage(e.Charge, snap.At))
 	}
 	return nil
 }
 
+// The writes of a verification; the strict forms fail where the others
+// find a refusal (a nonce claimed before, a record gone, a millisecond of
+// the history taken) in their results: division_by_zero or
+// unique_violation, which fail a blind batch.
 const (
-	claimNonce = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
-	putEntry   = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
-		amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`
+	claimNonce       = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+	claimNonceStrict = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3)"
+	updateSlip       = "UPDATE slips SET branches = $3 WHERE service_id = $1 AND slip_key = $2"
+	updateSlipStrict = "WITH u AS (" + updateSlip + " RETURNING 1) SELECT 1 / count(*) FROM u"
+	putEntryStrict   = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
+		amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	putEntry = putEntryStrict + " ON CONFLICT DO NOTHING"
 )
+
+func pick(strict bool, a, b string) string {
+	if strict {
+		return a
+	}
+	return b
+}
 
 // forgetMinute is the Unix minute from which no edge takes a request with
 // nonce n any more.
