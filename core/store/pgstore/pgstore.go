@@ -46,9 +46,10 @@ type Store struct {
 	now   func() time.Time
 	c     *store.Committer[*tx]
 	// relay says whether this core relays the outbox (relay.go).
-	relay    *relay
-	seen     seenCache  // what verifications' snapshots read, for their Apply
-	counting sync.Mutex // a recount, or a commit and the count of its messages
+	relay     *relay
+	seen      seenCache  // what verifications' snapshots read, for their Apply
+	snapshots *snapshots // the verifications' snapshots, read together
+	counting  sync.Mutex // a recount, or a commit and the count of its messages
 
 	writeFailures atomic.Int64
 }
@@ -78,6 +79,7 @@ func Open(ctx context.Context, url string, now func() time.Time, o store.Options
 		pool.Close()
 		return nil, err
 	}
+	s.snapshots = s.startSnapshots()
 	s.c = store.StartCommitter[*tx]((*batches)(s), o, waiting)
 	s.relay = s.startRelay(context.Background(), s.c.Outbox.Signal)
 	return s, nil
@@ -111,6 +113,7 @@ func (s *Store) Close() error {
 		return err
 	}
 	s.relay.close()
+	s.snapshots.close()
 	s.pool.Close()
 	return nil
 }

@@ -31,13 +31,18 @@ WHERE s.id = $1`
 	appliedQuery = snapshotSelect + snapshotFrom + ` WHERE s.id = $1`
 )
 
-// Snapshot reads what a verification of slipKey by a branch needs, and
-// keeps what it read for the verification's Apply (seen).
+// Snapshot reads what a verification of slipKey by a branch needs, with
+// the snapshots asked for meanwhile (snapshots), and keeps what it read
+// for the verification's Apply (seen).
 func (s *Store) Snapshot(serviceID, branchID, slipKey string) (store.Snapshot, error) {
+	return s.snapshots.get(serviceID, branchID, slipKey)
+}
+
+// snapshotOf is the Snapshot in row, of snapshotQuery.
+func (s *Store) snapshotOf(row pgx.Row, serviceID, branchID, slipKey string) (store.Snapshot, error) {
 	var sc, bc [3]*int64
 	var rev [3]*uint32
-	snap, read, err := s.snapshot(s.reads, snapshotQuery, serviceID, branchID, slipKey, true,
-		&sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2], &rev[0], &rev[1], &rev[2])
+	snap, read, err := s.scanSnapshot(row, &sc[0], &sc[1], &sc[2], &bc[0], &bc[1], &bc[2], &rev[0], &rev[1], &rev[2])
 	if err != nil {
 		return snap, err
 	}
@@ -53,17 +58,21 @@ func (s *Store) Snapshot(serviceID, branchID, slipKey string) (store.Snapshot, e
 	return snap, nil
 }
 
-// snapshot reads a snapshot but its usage with query, scanning the
+// snapshot reads a snapshot but its usage with query.
+func (s *Store) snapshot(q querier, query, serviceID, branchID, slipKey string, conditions bool) (store.Snapshot, *seen, error) {
+	return s.scanSnapshot(q.QueryRow(bg, query, serviceID, branchID, slipKey, conditions))
+}
+
+// scanSnapshot reads a snapshot but its usage from row, scanning the
 // columns after the slip's into more; it returns what it read of the
 // service, branch and slip too.
-func (s *Store) snapshot(q querier, query, serviceID, branchID, slipKey string, conditions bool, more ...any) (store.Snapshot, *seen, error) {
+func (s *Store) scanSnapshot(row pgx.Row, more ...any) (store.Snapshot, *seen, error) {
 	snap := store.Snapshot{At: s.now()}
 	var svDoc, brDoc, condDoc, result []byte
 	var firstAt *int64
 	var job *string
 	var branches []string
-	err := q.QueryRow(bg, query, serviceID, branchID, slipKey, conditions).Scan(append([]any{&svDoc, &brDoc, &condDoc,
-		&firstAt, &job, &branches, &result}, more...)...)
+	err := row.Scan(append([]any{&svDoc, &brDoc, &condDoc, &firstAt, &job, &branches, &result}, more...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return snap, nil, store.ErrNotFound
 	} else if err != nil {
