@@ -49,7 +49,11 @@ type Store struct {
 	relay     *relay
 	seen      seenCache  // what verifications' snapshots read, for their Apply
 	snapshots *snapshots // the verifications' snapshots, read together
-	counting  sync.Mutex // a recount, or a commit and the count of its messages
+	// The records snapshots decode, kept by their documents.
+	services   decoded[store.Service]
+	branches   decoded[store.Branch]
+	conditions decoded[store.Conditions]
+	counting   sync.Mutex // a recount, or a commit and the count of its messages
 
 	writeFailures atomic.Int64
 }

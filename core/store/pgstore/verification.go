@@ -79,7 +79,7 @@ func (s *Store) scanSnapshot(row pgx.Row, more ...any) (store.Snapshot, *seen, e
 		return snap, nil, err
 	}
 	read := new(seen)
-	if err := errors.Join(jsonInto(svDoc, &read.sv), jsonInto(brDoc, &read.br)); err != nil {
+	if err := errors.Join(s.services.into(svDoc, &read.sv), s.branches.into(brDoc, &read.br)); err != nil {
 		return snap, nil, err
 	}
 	if firstAt != nil {
@@ -89,7 +89,7 @@ func (s *Store) scanSnapshot(row pgx.Row, more ...any) (store.Snapshot, *seen, e
 		return snap, nil, err
 	}
 	if condDoc != nil {
-		err = jsonInto(condDoc, &snap.Conditions)
+		err = s.conditions.into(condDoc, &snap.Conditions)
 	}
 	return snap, read, err
 }
