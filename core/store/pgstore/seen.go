@@ -25,9 +25,12 @@ type seen struct {
 // guard fails (division_by_zero) unless a verification's rows have the
 // versions seen.rev: $1 service, $2 branch, $3 slip key, $4 to $6 the
 // versions.
-const guard = `SELECT 1 / count(*) FROM services s JOIN branches b ON b.id = $2
+const (
+	guard     = "SELECT 1 / count(*) AS ok " + guardFrom
+	guardFrom = `FROM services s JOIN branches b ON b.id = $2
 LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3
 WHERE s.id = $1 AND s.xmin = $4 AND b.xmin = $5 AND sl.xmin IS NOT DISTINCT FROM $6`
+)
 
 // guarded reports whether err is guard's (or a strict write's) failure.
 func guarded(err error) bool {

@@ -3,6 +3,8 @@ package pgstore
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -149,58 +151,22 @@ func (s *Store) Apply(serviceID, branchID, slipKey string, decide func(store.Sna
 // apply writes the effect e of a verification decided on snap. With
 // check, the writes are preceded by the check of the versions of the rows
 // snap was read from (guard), and apply returns errStale when they
-// changed. In a blind batch the writes are queued, in their strict forms:
-// what would refuse the op fails the batch instead.
+// changed. In a blind batch the writes are queued as one statement
+// (blindWrite).
 func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effect, check *seen) error {
 	rec, write, fresh, err := snap.Record(&e, nil)
 	if err != nil {
 		return err
 	}
-	// Every write in one round trip; a refusal found in their results
-	// (a nonce claimed before) rolls them back with the op's savepoint.
-	var b pgx.Batch
-	var nonce, slip, entry *pgx.QueuedQuery
-	if check != nil {
-		b.Queue(guard, snap.Service.ID, snap.Branch.ID, slipKey, check.rev[0], check.rev[1], check.slipRev())
-	}
-	if e.Nonce.Value != "" {
-		nonce = b.Queue(pick(t.blind, claimNonceStrict, claimNonce), snap.Service.ID, e.Nonce.Value, forgetMinute(e.Nonce))
-	}
-	switch {
-	case write && fresh:
-		b.Queue("INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) VALUES ($1, $2, $3, $4, $5, $6)",
-			snap.Service.ID, slipKey, rec.FirstAt, rec.Job, rec.Branches, []byte(rec.Result))
-	case write:
-		slip = b.Queue(pick(t.blind, updateSlipStrict, updateSlip), snap.Service.ID, slipKey, rec.Branches)
-	}
 	var h *store.Verification
 	if e.Listed {
 		h = snap.Entry(&e, slipKey)
-		entry = b.Queue(pick(t.blind, putEntryStrict, putEntry), entryArgs(h, h.At.UnixMilli())...)
 	}
 	if t.blind {
-		t.queued.QueuedQueries = append(t.queued.QueuedQueries, b.QueuedQueries...)
-	} else if b.Len() > 0 {
-		affected := map[*pgx.QueuedQuery]int64{}
-		for _, q := range b.QueuedQueries {
-			q.Exec(func(tag pgconn.CommandTag) error { affected[q] = tag.RowsAffected(); return nil })
-		}
-		if err := t.SendBatch(bg, &b).Close(); err != nil {
-			if guarded(err) {
-				return errStale
-			}
-			return err
-		}
-		switch {
-		case nonce != nil && affected[nonce] == 0:
-			return api.E(api.DuplicateNonce)
-		case slip != nil && affected[slip] == 0:
-			return errConflict // removed by an expiry meanwhile
-		case entry != nil && affected[entry] == 0:
-			if err := list(t, h); err != nil { // its millisecond taken
-				return err
-			}
-		}
+		sql, args := blindWrite(snap, slipKey, e.Nonce, check, &rec, write, fresh, h)
+		t.queue(sql, args...)
+	} else if err := s.writes(t, snap, slipKey, e.Nonce, check, &rec, write, fresh, h); err != nil {
+		return err
 	}
 	if e.Charge {
 		svc, brc := snap.Charged()
@@ -213,26 +179,95 @@ func (s *Store) apply(t *tx, snap *store.Snapshot, slipKey string, e store.Effec
 	return nil
 }
 
-// The writes of a verification; the strict forms fail where the others
-// find a refusal (a nonce claimed before, a record gone, a millisecond of
-// the history taken) in their results: division_by_zero or
-// unique_violation, which fail a blind batch.
-const (
-	claimNonce       = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
-	claimNonceStrict = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3)"
-	updateSlip       = "UPDATE slips SET branches = $3 WHERE service_id = $1 AND slip_key = $2"
-	updateSlipStrict = "WITH u AS (" + updateSlip + " RETURNING 1) SELECT 1 / count(*) FROM u"
-	putEntryStrict   = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
-		amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
-	putEntry = putEntryStrict + " ON CONFLICT DO NOTHING"
-)
-
-func pick(strict bool, a, b string) string {
-	if strict {
-		return a
+// writes makes a verification's writes in one round trip, after the guard
+// with check; a refusal found in their results (a nonce claimed before)
+// rolls them back with the op's savepoint.
+func (s *Store) writes(t *tx, snap *store.Snapshot, slipKey string, n store.Nonce, check *seen, rec *store.SlipRecord, write, fresh bool, h *store.Verification) error {
+	var b pgx.Batch
+	var nonce, slip, entry *pgx.QueuedQuery
+	if check != nil {
+		b.Queue(guard, snap.Service.ID, snap.Branch.ID, slipKey, check.rev[0], check.rev[1], check.slipRev())
 	}
-	return b
+	if n.Value != "" {
+		nonce = b.Queue(claimNonce, snap.Service.ID, n.Value, forgetMinute(n))
+	}
+	switch {
+	case write && fresh:
+		b.Queue("INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) VALUES ($1, $2, $3, $4, $5, $6)",
+			snap.Service.ID, slipKey, rec.FirstAt, rec.Job, rec.Branches, []byte(rec.Result))
+	case write:
+		slip = b.Queue("UPDATE slips SET branches = $3 WHERE service_id = $1 AND slip_key = $2", snap.Service.ID, slipKey, rec.Branches)
+	}
+	if h != nil {
+		entry = b.Queue(putEntry, entryArgs(h, h.At.UnixMilli())...)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	affected := map[*pgx.QueuedQuery]int64{}
+	for _, q := range b.QueuedQueries {
+		q.Exec(func(tag pgconn.CommandTag) error { affected[q] = tag.RowsAffected(); return nil })
+	}
+	if err := t.SendBatch(bg, &b).Close(); err != nil {
+		if guarded(err) {
+			return errStale
+		}
+		return err
+	}
+	switch {
+	case nonce != nil && affected[nonce] == 0:
+		return api.E(api.DuplicateNonce)
+	case slip != nil && affected[slip] == 0:
+		return errConflict // removed by an expiry meanwhile
+	case entry != nil && affected[entry] == 0:
+		return list(t, h) // its millisecond taken
+	}
+	return nil
 }
+
+// blindWrite is a verification's writes in a blind batch, as one
+// statement: the guard, then each write from its row, so none is made
+// when the guard fails; and the statement fails (division_by_zero,
+// unique_violation) where write finds a refusal in its results (a nonce
+// claimed before, a record gone, a millisecond of the history taken),
+// which fails the batch.
+func blindWrite(snap *store.Snapshot, slipKey string, n store.Nonce, check *seen, rec *store.SlipRecord, write, fresh bool, h *store.Verification) (string, []any) {
+	args := []any{snap.Service.ID, snap.Branch.ID, slipKey, check.rev[0], check.rev[1], check.slipRev()}
+	arg := func(v any, typ string) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args)) + "::" + typ
+	}
+	var q strings.Builder
+	q.WriteString("WITH g AS (" + guard + ")")
+	if n.Value != "" {
+		q.WriteString(", n AS (INSERT INTO nonces (service_id, value, forget_minute) SELECT $1, " + arg(n.Value, "text") + ", " +
+			arg(forgetMinute(n), "bigint") + " FROM g)")
+	}
+	result := "ok"
+	switch {
+	case write && fresh:
+		q.WriteString(", w AS (INSERT INTO slips (service_id, slip_key, first_at, job, branches, result) SELECT $1, $3, " +
+			arg(rec.FirstAt, "bigint") + ", " + arg(rec.Job, "text") + ", " + arg(rec.Branches, "text[]") + ", " + arg([]byte(rec.Result), "bytea") + " FROM g)")
+	case write:
+		q.WriteString(", w AS (UPDATE slips SET branches = " + arg(rec.Branches, "text[]") + " FROM g WHERE service_id = $1 AND slip_key = $3 RETURNING 1)")
+		result = "ok / (SELECT count(*) FROM w)"
+	}
+	if h != nil {
+		q.WriteString(`, h AS (INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
+			amount_matched, date_matched, remark, job_id) SELECT $1, $2, ` + arg(h.At.UnixMilli(), "bigint") + ", $3, " +
+			arg(h.Amount, "float8") + ", " + arg(h.ReceivingBank, "text") + ", " + arg(h.Duplicate, "boolean") + ", " +
+			arg(h.AmountMatched, "boolean") + ", " + arg(h.DateMatched, "boolean") + ", " + arg(h.Remark, "text") + ", " +
+			arg(h.JobID, "text") + " FROM g)")
+	}
+	q.WriteString(" SELECT " + result + " FROM g")
+	return q.String(), args
+}
+
+const (
+	claimNonce = "INSERT INTO nonces (service_id, value, forget_minute) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+	putEntry   = `INSERT INTO history (service_id, branch_id, at_ms, slip_key, amount, receiving_bank, duplicate,
+		amount_matched, date_matched, remark, job_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`
+)
 
 // forgetMinute is the Unix minute from which no edge takes a request with
 // nonce n any more.
