@@ -48,7 +48,7 @@ func TestMakeRunPostgres(t *testing.T) {
 		}
 	}
 	verify(false)
-	for range 4 { // the edge takes turns between idle cores
+	for range 4 { // the service's core (the other sees the slip once it is killed, below)
 		verify(true)
 	}
 	// Each core killed in turn, the other answering meanwhile: one of them

@@ -62,7 +62,7 @@ func TestOnPostgreSQL(t *testing.T) {
 	if status, code, dup := verify("PGFIRST0001"); status != 200 || dup {
 		t.Fatalf("a new slip: %d %s duplicate %v", status, code, dup)
 	}
-	for i := range 4 { // the edge spreads them over both cores
+	for i := range 4 { // the service's core, as the edge keeps a service on one core
 		if status, code, dup := verify("PGFIRST0001"); status != 200 || !dup {
 			t.Fatalf("the same slip again (%d): %d %s duplicate %v, want a free duplicate", i, status, code, dup)
 		}

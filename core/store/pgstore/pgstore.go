@@ -3,11 +3,14 @@
 // the same records, rules and suite (store/storetest).
 //
 // Writes go through a store.Committer, as bbolt's: the writes waiting at a
-// moment share one transaction, each in a savepoint of its own, so one that
-// fails leaves no trace and the others commit. A transaction first locks,
-// in one order, the quota counters its verifications will charge, so
-// verifications of one service decide one after another whichever core
-// runs them, and two batches never wait on each other. A COMMIT is never
+// moment share one transaction, in which one that fails leaves no trace and
+// the others commit (tx: a batch of verifications runs blind, in two round
+// trips, and again in turn, each write in a savepoint, when one is
+// refused). A transaction first locks, in one order, the quota counters
+// its verifications will charge, so verifications of one service decide
+// one after another whichever core runs them, and two batches never wait
+// on each other. A verification decides again on what its snapshot read,
+// the rows' versions checked with its writes (seen). A COMMIT is never
 // cancelled; one whose outcome is unknown (the connection lost meanwhile)
 // is resolved by reading back the mark the transaction wrote.
 package pgstore
