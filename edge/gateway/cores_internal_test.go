@@ -278,9 +278,8 @@ func sendAs(t *testing.T, gw *Gateway, svc string, cores ...*fakeServer) *fakeSe
 }
 
 // holdAs sends a request of service svc ("" for none) to /hold through
-// gw, and returns
-// the one of the cores x and y holding it once it arrived, and the
-// request's error, sent once the core answers it.
+// gw, and returns the one of the cores x and y holding it once it
+// arrived, and the request's error, sent once the core answers it.
 func holdAs(t *testing.T, gw *Gateway, svc string, x, y *fakeServer) (*fakeServer, <-chan error) {
 	t.Helper()
 	done := make(chan error, 1)
