@@ -204,7 +204,8 @@ func waitGone(t *testing.T, dataDir string) {
 		for _, f := range procs {
 			env, err := os.ReadFile(f)
 			if err == nil && bytes.Contains(append([]byte{0}, env...), mark) {
-				left = append(left, f)
+				cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
+				left = append(left, fmt.Sprintf("%s (%s)", filepath.Dir(f), bytes.ReplaceAll(bytes.TrimRight(cmd, "\x00"), []byte{0}, []byte{' '})))
 			}
 		}
 		return len(left) == 0

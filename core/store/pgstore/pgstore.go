@@ -59,6 +59,11 @@ type Store struct {
 	counting   sync.Mutex // a recount, or a commit and the count of its messages
 
 	writeFailures atomic.Int64
+	// closing ends when Close begins: a COMMIT of unknown outcome is no
+	// longer resolved (committed), so a store whose database went first
+	// closes at once.
+	closing     context.Context
+	stopClosing context.CancelFunc
 }
 
 var _ store.Store = (*Store)(nil)
@@ -81,6 +86,7 @@ func Open(ctx context.Context, url string, now func() time.Time, o store.Options
 		return nil, err
 	}
 	s := &Store{pool: pool, reads: reads{pool}, now: now}
+	s.closing, s.stopClosing = context.WithCancel(context.Background())
 	waiting, err := s.waiting(ctx)
 	if err != nil {
 		pool.Close()
@@ -114,8 +120,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // Close finishes the writes in hand, writes the emitted messages and
-// closes the connections.
+// closes the connections. A write in hand whose COMMIT's outcome is
+// unknown is reported failed, not resolved.
 func (s *Store) Close() error {
+	s.stopClosing()
 	if err := s.c.Stop(); err != nil {
 		return err
 	}
@@ -279,11 +287,11 @@ const resolveFor = 2 * time.Minute
 // committed reports whether the transaction that wrote mark committed,
 // reading it back on a new connection until the database answers (a
 // COMMIT whose connection was lost may have committed, or a standby taken
-// its place). Unresolved, it reports false: the caller is told the write
-// failed, and a client tries again, which the duplicate registry makes
-// safe.
+// its place), until the store closes. Unresolved, it reports false: the
+// caller is told the write failed, and a client tries again, which the
+// duplicate registry makes safe.
 func (s *Store) committed(mark uuid.UUID) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), resolveFor)
+	ctx, cancel := context.WithTimeout(s.closing, resolveFor)
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		var n int

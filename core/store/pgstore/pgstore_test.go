@@ -225,3 +225,100 @@ func TestCommitLostThenReadBack(t *testing.T) {
 		t.Errorf("after the lost COMMIT: record %v, used %d; want the record and %d used", err, q.Usage.Service.Used, committed+1)
 	}
 }
+
+// TestCloseWithCommitUnknown: a store that closes while a COMMIT's outcome
+// is unknown and the database takes no connection to read it back closes
+// at once, the write reported failed, instead of resolving it for minutes
+// (a core stopping with its database).
+func TestCloseWithCommitUnknown(t *testing.T) {
+	url := pgtest.Start(t).Database(t)
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, url, time.Now, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var db string
+	admin.QueryRow(ctx, "SELECT current_database()").Scan(&db)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = "postgres"                         // a database's connections are refused from another
+	cfg.RuntimeParams["synchronous_commit"] = "local" // its commits wait for no standby
+	other, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	for _, q := range []string{"ALTER SYSTEM SET synchronous_standby_names = 'nobody'", "SELECT pg_reload_conf()"} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		admin.Exec(ctx, "ALTER SYSTEM RESET synchronous_standby_names")
+		admin.Exec(ctx, "SELECT pg_reload_conf()")
+		other.Exec(ctx, `ALTER DATABASE "`+db+`" ALLOW_CONNECTIONS true`)
+	}()
+	done := make(chan error, 1)
+	var pid int
+	for i := 0; pid == 0; i++ { // until a COMMIT waits for the standby
+		key := store.SlipKey("bank", "004", fmt.Sprintf("CLOSE%d", i))
+		go func() {
+			if _, err := st.Snapshot("svc", "br", key); err != nil {
+				done <- err
+				return
+			}
+			_, err := st.Apply("svc", "br", key, func(store.Snapshot) (store.Effect, error) {
+				return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
+			})
+			done <- err
+		}()
+		testnet.Eventually(t, 30*time.Second, func() bool {
+			if admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'").Scan(&pid) == nil {
+				return true
+			}
+			select {
+			case err := <-done: // went through before the setting held
+				if err != nil {
+					t.Fatal(err)
+				}
+				return true
+			default:
+				return false
+			}
+		}, func() string { return "no COMMIT waits for the standby" })
+	}
+	if _, err := other.Exec(ctx, `ALTER DATABASE "`+db+`" ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the store did not close within 20 s of a COMMIT of unknown outcome")
+	}
+	if err := <-done; err == nil {
+		t.Errorf("the write whose COMMIT's outcome is unknown was answered as done; want it reported failed")
+	}
+	t.Logf("closed in %v", time.Since(start).Round(time.Millisecond))
+}
