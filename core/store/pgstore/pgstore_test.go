@@ -187,7 +187,12 @@ func TestCommitLostThenReadBack(t *testing.T) {
 		ref = fmt.Sprintf("LOST%d", committed)
 		done := make(chan error, 1)
 		go func() {
-			_, err := st.Apply("svc", "br", store.SlipKey("bank", "004", ref), func(s store.Snapshot) (store.Effect, error) {
+			key := store.SlipKey("bank", "004", ref)
+			if _, err := st.Snapshot("svc", "br", key); err != nil { // as a verification: its batch runs blind
+				done <- err
+				return
+			}
+			_, err := st.Apply("svc", "br", key, func(s store.Snapshot) (store.Effect, error) {
 				return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
 			})
 			done <- err
