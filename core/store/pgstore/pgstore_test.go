@@ -150,77 +150,16 @@ func TestOneRelay(t *testing.T) {
 // not as failed: the store reads its transaction's mark back. It is
 // recorded and charged once.
 func TestCommitLostThenReadBack(t *testing.T) {
-	url := pgtest.Start(t).Database(t)
-	ctx := context.Background()
-	st, err := pgstore.Open(ctx, url, time.Now, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, admin := shop(t, pgtest.Start(t).Database(t))
 	defer st.Close()
-	if _, err := st.InsertMissing(store.Records{
-		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
-		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
-	}); err != nil {
+	standby(t, admin, "nobody")
+	ref, pid, done, committed := commitWaiting(t, st, admin, "LOST")
+	if _, err := admin.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	standby := func(names string) {
-		t.Helper()
-		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Every COMMIT waits for a standby that never comes, once the backends
-	// have read the setting: a COMMIT that goes through before they have
-	// did not wait, and the next verification tries again.
-	standby("nobody")
-	var ref string
-	committed := 0 // verifications that went through before the setting held
-	for waiting := false; !waiting; {
-		ref = fmt.Sprintf("LOST%d", committed)
-		done := make(chan error, 1)
-		go func() {
-			key := store.SlipKey("bank", "004", ref)
-			if _, err := st.Snapshot("svc", "br", key); err != nil { // as a verification: its batch runs blind
-				done <- err
-				return
-			}
-			_, err := st.Apply("svc", "br", key, func(s store.Snapshot) (store.Effect, error) {
-				return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
-			})
-			done <- err
-		}()
-		var pid int
-		testnet.Eventually(t, 30*time.Second, func() bool {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
-				}
-				committed++
-				return true
-			default:
-			}
-			waiting = admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'").Scan(&pid) == nil
-			return waiting
-		}, func() string { return "no COMMIT waits for the standby" })
-		if !waiting {
-			continue
-		}
-		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-			t.Fatal(err)
-		}
-		standby("") // the read-back and later writes commit
-		if err := <-done; err != nil {
-			t.Fatalf("a verification committed before its connection was lost: %v, want it answered as done", err)
-		}
+	standby(t, admin, "") // the read-back and later writes commit
+	if err := <-done; err != nil {
+		t.Fatalf("a verification committed before its connection was lost: %v, want it answered as done", err)
 	}
 	q, err := st.Quota("svc", "br")
 	if err != nil {
@@ -238,21 +177,7 @@ func TestCommitLostThenReadBack(t *testing.T) {
 func TestCloseWithCommitUnknown(t *testing.T) {
 	url := pgtest.Start(t).Database(t)
 	ctx := context.Background()
-	st, err := pgstore.Open(ctx, url, time.Now, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.InsertMissing(store.Records{
-		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
-		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	st, admin := shop(t, url)
 	var db string
 	admin.QueryRow(ctx, "SELECT current_database()").Scan(&db)
 	cfg, err := pgx.ParseConfig(url)
@@ -266,45 +191,12 @@ func TestCloseWithCommitUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(ctx)
-	for _, q := range []string{"ALTER SYSTEM SET synchronous_standby_names = 'nobody'", "SELECT pg_reload_conf()"} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	standby(t, admin, "nobody")
 	defer func() {
-		admin.Exec(ctx, "ALTER SYSTEM RESET synchronous_standby_names")
-		admin.Exec(ctx, "SELECT pg_reload_conf()")
+		standby(t, admin, "")
 		other.Exec(ctx, `ALTER DATABASE "`+db+`" ALLOW_CONNECTIONS true`)
 	}()
-	done := make(chan error, 1)
-	var pid int
-	for i := 0; pid == 0; i++ { // until a COMMIT waits for the standby
-		key := store.SlipKey("bank", "004", fmt.Sprintf("CLOSE%d", i))
-		go func() {
-			if _, err := st.Snapshot("svc", "br", key); err != nil {
-				done <- err
-				return
-			}
-			_, err := st.Apply("svc", "br", key, func(store.Snapshot) (store.Effect, error) {
-				return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
-			})
-			done <- err
-		}()
-		testnet.Eventually(t, 30*time.Second, func() bool {
-			if admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'").Scan(&pid) == nil {
-				return true
-			}
-			select {
-			case err := <-done: // went through before the setting held
-				if err != nil {
-					t.Fatal(err)
-				}
-				return true
-			default:
-				return false
-			}
-		}, func() string { return "no COMMIT waits for the standby" })
-	}
+	_, pid, done, _ := commitWaiting(t, st, admin, "CLOSE")
 	if _, err := other.Exec(ctx, `ALTER DATABASE "`+db+`" ALLOW_CONNECTIONS false`); err != nil {
 		t.Fatal(err)
 	}
@@ -326,4 +218,80 @@ func TestCloseWithCommitUnknown(t *testing.T) {
 		t.Errorf("the write whose COMMIT's outcome is unknown was answered as done; want it reported failed")
 	}
 	t.Logf("closed in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// shop opens a store on the database at url holding service svc (a quota
+// of 10) with its branch br, and a connection of the test's own to the
+// database (closed when the test ends).
+func shop(t *testing.T, url string) (*pgstore.Store, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, url, time.Now, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertMissing(store.Records{
+		Services: []store.Service{{ID: "svc", State: store.StateActive, QuotaLimit: 10, CycleAnchorDay: 1}},
+		Branches: []store.Branch{{ID: "br", ServiceID: "svc", Active: true, KeyDigest: store.Digest("k")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(ctx) })
+	return st, admin
+}
+
+// standby sets the server's synchronous_standby_names to names.
+func standby(t *testing.T, admin *pgx.Conn, names string) {
+	t.Helper()
+	for _, q := range []string{"ALTER SYSTEM SET synchronous_standby_names = '" + names + "'", "SELECT pg_reload_conf()"} {
+		if _, err := admin.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// commitWaiting verifies slips of references prefix0, prefix1… in st, one
+// after another, each as core does (its snapshot first, so its batch runs
+// blind), until one's COMMIT waits for a standby that never comes: a
+// COMMIT that goes through before the backends have read the setting did
+// not wait. It returns the reference of the one waiting, its backend's
+// pid, where its answer will come, and how many went through before it.
+func commitWaiting(t *testing.T, st *pgstore.Store, admin *pgx.Conn, prefix string) (ref string, pid int, done <-chan error, through int) {
+	t.Helper()
+	for {
+		ref = fmt.Sprintf("%s%d", prefix, through)
+		answer := make(chan error, 1)
+		go func() {
+			key := store.SlipKey("bank", "004", ref)
+			if _, err := st.Snapshot("svc", "br", key); err != nil {
+				answer <- err
+				return
+			}
+			_, err := st.Apply("svc", "br", key, func(s store.Snapshot) (store.Effect, error) {
+				return store.Effect{Charge: true, Result: []byte(`{}`)}, nil
+			})
+			answer <- err
+		}()
+		waiting := false
+		testnet.Eventually(t, 30*time.Second, func() bool {
+			select {
+			case err := <-answer:
+				if err != nil {
+					t.Fatal(err)
+				}
+				through++
+				return true
+			default:
+			}
+			waiting = admin.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'").Scan(&pid) == nil
+			return waiting
+		}, func() string { return "no COMMIT waits for the standby" })
+		if waiting {
+			return ref, pid, answer, through
+		}
+	}
 }

@@ -32,7 +32,8 @@ LEFT JOIN slips sl ON sl.service_id = s.id AND sl.slip_key = $3
 WHERE s.id = $1 AND s.xmin = $4 AND b.xmin = $5 AND sl.xmin IS NOT DISTINCT FROM $6`
 )
 
-// guarded reports whether err is guard's (or a strict write's) failure.
+// guarded reports whether err is guard's failure (in a batch run in turn:
+// a blind batch runs in turn on any refusal of its statements).
 func guarded(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "22012"
@@ -66,9 +67,8 @@ func (r *seen) into(snap *store.Snapshot) error {
 
 // applySeen decides a verification on what its snapshot read and writes
 // its effect, checking in the same round trip that the rows are as read
-// (guard).
-// stale says they are not, or that the decision refused: then the caller
-// undoes the op's writes and decides on the rows read again.
+// (guard). stale says they are not, or that the decision refused: then the
+// caller undoes the op's writes and decides on the rows read again.
 func (s *Store) applySeen(t *tx, r *seen, slipKey string, decide func(store.Snapshot) (store.Effect, error)) (snap store.Snapshot, stale bool, err error) {
 	snap.At = s.now()
 	if r.into(&snap) != nil {
