@@ -339,15 +339,23 @@ func TestServiceSticksToCore(t *testing.T) {
 	}
 }
 
+// serviceHome starts two cores behind a gateway and returns them, with
+// the one svc's requests go to and the other.
+func serviceHome(t *testing.T, svc string) (gw *Gateway, x, y, home, away *fakeServer) {
+	t.Helper()
+	x, y = startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
+	gw = gatewayOf(t, x.addr+","+y.addr)
+	home = sendAs(t, gw, svc, x, y)
+	away = map[*fakeServer]*fakeServer{x: y, y: x}[home]
+	return gw, x, y, home, away
+}
+
 // TestServiceCoreNotReady: while a service's core fails its probe, the
 // service's requests go to the other core; they come back once it answers
 // its probe again.
 func TestServiceCoreNotReady(t *testing.T) {
-	x, y := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
-	gw := gatewayOf(t, x.addr+","+y.addr)
 	const svc = "svc-moving"
-	home := sendAs(t, gw, svc, x, y)
-	away := map[*fakeServer]*fakeServer{x: y, y: x}[home]
+	gw, x, y, home, away := serviceHome(t, svc)
 
 	home.notReady.Store(true)
 	gw.cores.probeAll()
@@ -370,11 +378,8 @@ func TestServiceCoreNotReady(t *testing.T) {
 // holding two, at the bound, the service's next requests go to the other
 // core, and come back once the two are answered.
 func TestServiceSpills(t *testing.T) {
-	x, y := startFakeServer(t, "127.0.0.1:0"), startFakeServer(t, "127.0.0.1:0")
-	gw := gatewayOf(t, x.addr+","+y.addr)
 	const svc = "svc-busy"
-	home := sendAs(t, gw, svc, x, y)
-	away := map[*fakeServer]*fakeServer{x: y, y: x}[home]
+	gw, x, y, home, away := serviceHome(t, svc)
 
 	first, done1 := holdAs(t, gw, svc, x, y)
 	if first != home {
